@@ -1,0 +1,58 @@
+//! Server settings, already validated by the caller (the CLI parses and checks TOML).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Everything the SMB server needs to run.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Addresses to listen on (IPv4 and IPv6).
+    pub listen: Vec<SocketAddr>,
+    /// NetBIOS-style server name shown to clients (e.g. "BRAID").
+    pub server_name: String,
+    /// Domain/workgroup name used in NTLM challenges.
+    pub domain: String,
+    pub users: Vec<UserConfig>,
+    pub shares: Vec<ShareConfig>,
+    /// Largest READ/WRITE/TRANSACT payload offered to clients (1 MiB .. 8 MiB).
+    pub max_io_size: u32,
+    /// Cap on simultaneous TCP connections.
+    pub max_connections: usize,
+    /// Cap on open handles per session.
+    pub max_opens_per_session: usize,
+}
+
+/// A user account: name and NT hash (MD4 of the UTF-16LE password).
+#[derive(Debug, Clone)]
+pub struct UserConfig {
+    pub name: String,
+    pub nt_hash: [u8; 16],
+}
+
+/// One exported directory.
+#[derive(Debug, Clone)]
+pub struct ShareConfig {
+    pub name: String,
+    pub path: PathBuf,
+    pub read_only: bool,
+    /// Users allowed to connect; empty means every user.
+    pub users: Vec<String>,
+    /// Guest sessions may connect to this share.
+    pub guest_ok: bool,
+    pub comment: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 4455))],
+            server_name: "BRAID".into(),
+            domain: "WORKGROUP".into(),
+            users: Vec::new(),
+            shares: Vec::new(),
+            max_io_size: 1 << 20,
+            max_connections: 1024,
+            max_opens_per_session: 16384,
+        }
+    }
+}

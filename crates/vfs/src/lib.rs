@@ -1,0 +1,138 @@
+//! Protocol-neutral storage for Braid.
+//!
+//! The VFS knows nothing of SMB or NFS: it takes validated share-relative paths and returns
+//! plain metadata and [`VfsError`]s. Each protocol maps errors to its own status codes in one
+//! place. All calls are synchronous and may block; servers call them off the async reactor.
+
+mod error;
+mod path;
+pub use error::VfsError;
+pub use path::SharePath;
+
+use std::time::SystemTime;
+
+/// Result type of every VFS call.
+pub type Result<T> = std::result::Result<T, VfsError>;
+
+/// DOS-style attributes a backend stores beside the POSIX mode (MS-FSCC 2.6 values).
+pub mod dos {
+    pub const READONLY: u32 = 0x1;
+    pub const HIDDEN: u32 = 0x2;
+    pub const SYSTEM: u32 = 0x4;
+    pub const DIRECTORY: u32 = 0x10;
+    pub const ARCHIVE: u32 = 0x20;
+    pub const NORMAL: u32 = 0x80;
+}
+
+/// Metadata of one file or directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileAttrs {
+    pub is_dir: bool,
+    /// Logical size (end of file); 0 for directories.
+    pub size: u64,
+    /// Bytes allocated on disk.
+    pub alloc_size: u64,
+    pub nlink: u32,
+    /// Stable id unique within the share (inode number on the local backend).
+    pub file_id: u64,
+    pub created: SystemTime,
+    pub accessed: SystemTime,
+    pub modified: SystemTime,
+    /// Metadata change time.
+    pub changed: SystemTime,
+    /// DOS attributes (`dos::*`); DIRECTORY is set for directories, NORMAL never (the SMB
+    /// layer adds it when nothing else is set).
+    pub dos_attributes: u32,
+}
+
+/// Times to change; `None` leaves a time as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SetTimes {
+    pub created: Option<SystemTime>,
+    pub accessed: Option<SystemTime>,
+    pub modified: Option<SystemTime>,
+    pub changed: Option<SystemTime>,
+}
+
+/// How [`Backend::open`] treats an existing or missing file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateMode {
+    /// Fail with `NotFound` if missing.
+    OpenExisting,
+    /// Fail with `Exists` if present.
+    CreateNew,
+    /// Open if present, create if missing.
+    OpenOrCreate,
+}
+
+/// What to open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenOptions {
+    pub read: bool,
+    pub write: bool,
+    pub create: CreateMode,
+    /// Truncate to zero length after opening (an existing file).
+    pub truncate: bool,
+    /// Must be (or, with a create mode, is created as) a directory; `NotADirectory` otherwise.
+    pub directory: bool,
+    /// Must not be a directory; `IsADirectory` otherwise.
+    pub non_directory: bool,
+}
+
+/// Whether an open created the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenOutcome {
+    Opened,
+    Created,
+}
+
+/// One entry of a directory listing (never `.` or `..`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub attrs: FileAttrs,
+}
+
+/// Space figures of the filesystem under a share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsStats {
+    pub total_bytes: u64,
+    pub free_bytes: u64,
+    /// Bytes available to the caller (may be less than free).
+    pub avail_bytes: u64,
+    pub block_size: u32,
+    pub max_name_len: u32,
+}
+
+/// An open file or directory. Positional I/O only, so one handle serves concurrent requests.
+pub trait FileHandle: Send + Sync + std::fmt::Debug {
+    /// Reads up to `buf.len()` bytes at `offset`; returns bytes read (0 at end of file).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize>;
+    /// Writes all of `buf` at `offset`; returns bytes written.
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize>;
+    /// Current metadata.
+    fn attrs(&self) -> Result<FileAttrs>;
+    /// Sets the end of file (truncate or extend with zeros).
+    fn set_len(&self, len: u64) -> Result<()>;
+    /// Reserves space (allocation size); may be a no-op where unsupported.
+    fn allocate(&self, len: u64) -> Result<()>;
+    /// fsync.
+    fn sync(&self) -> Result<()>;
+    fn set_times(&self, times: SetTimes) -> Result<()>;
+    /// Stores the DOS attributes (READONLY, HIDDEN, SYSTEM, ARCHIVE; others ignored).
+    fn set_dos_attributes(&self, attrs: u32) -> Result<()>;
+    /// Lists a directory handle's entries, sorted by name.
+    fn read_dir(&self) -> Result<Vec<DirEntry>>;
+}
+
+/// A share's storage. Every path is relative to the share root and can never leave it.
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    fn open(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)>;
+    /// Metadata without opening (does not follow a final symlink out of the share).
+    fn stat(&self, path: &SharePath) -> Result<FileAttrs>;
+    /// Removes a file, or an empty directory (`NotEmpty` otherwise).
+    fn remove(&self, path: &SharePath) -> Result<()>;
+    /// Renames; with `replace == false` fails with `Exists` if `to` exists.
+    fn rename(&self, from: &SharePath, to: &SharePath, replace: bool) -> Result<()>;
+    fn statfs(&self) -> Result<FsStats>;
+}
