@@ -1,1 +1,36 @@
-//! placeholder
+//! MS-FSCC data structures for an SMB2 file server, sans-IO.
+//!
+//! Encoders for QUERY_INFO (file and file-system classes), QUERY_DIRECTORY
+//! entries, a parser for SET_INFO input buffers, MS-FSA wildcard matching,
+//! FILETIME conversion and a minimal self-relative security descriptor.
+//! Everything is little-endian and never panics on network input.
+
+#![warn(missing_docs)]
+
+mod attrs;
+pub mod class;
+mod dir_info;
+mod error;
+mod file_info;
+mod fs_info;
+mod security;
+mod set_info;
+mod time;
+mod wildcard;
+mod wire;
+
+pub use attrs::*;
+pub use dir_info::DirWriter;
+pub use error::FsccError;
+pub use file_info::{encode_file_info, file_info_min_size, FileInfo};
+pub use fs_info::{encode_fs_info, fs_info_min_size, FsInfo};
+pub use security::{
+    encode_security_descriptor, Sid, DACL_SECURITY_INFORMATION, FILE_ALL_ACCESS,
+    GROUP_SECURITY_INFORMATION, OWNER_SECURITY_INFORMATION, SACL_SECURITY_INFORMATION,
+};
+pub use set_info::{parse_set_info, SetInfo};
+pub use time::{
+    filetime_to_system_time, system_time_to_filetime, FILETIME_RESUME_UPDATES,
+    FILETIME_STOP_UPDATES,
+};
+pub use wildcard::{has_wildcards, wildcard_match};

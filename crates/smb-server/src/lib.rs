@@ -1,11 +1,22 @@
 //! Braid's SMB2/3 server: listener, connections, request pipeline and command handlers.
+//!
+//! Layout: [`listener`] accepts TCP connections; each [`connection`] runs a reader loop that
+//! hands whole frames to [`pipeline`], which validates, dispatches to one module per command
+//! under [`handlers`], and writes the (signed) response. Shared state lives in [`server`]:
+//! shares, sessions and the per-file table of opens and byte-range locks.
 
 pub mod config;
-pub use config::{ServerConfig, ShareConfig, UserConfig};
+mod connection;
+mod credits;
+mod handlers;
+mod listener;
+mod locks;
+mod open;
+mod pipeline;
+mod server;
+mod session;
+mod status_map;
+mod tree;
 
-/// Runs the server until the process is stopped. Binds every `listen` address first and
-/// returns an error if any bind fails.
-pub async fn run(config: ServerConfig) -> std::io::Result<()> {
-    let _ = config;
-    Err(std::io::Error::other("server not yet implemented"))
-}
+pub use config::{ServerConfig, ShareConfig, UserConfig};
+pub use listener::run;

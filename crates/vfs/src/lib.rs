@@ -4,10 +4,14 @@
 //! plain metadata and [`VfsError`]s. Each protocol maps errors to its own status codes in one
 //! place. All calls are synchronous and may block; servers call them off the async reactor.
 
+#![warn(missing_docs)]
+
 mod error;
+mod local;
 mod path;
 pub use error::VfsError;
-pub use path::SharePath;
+pub use local::{LocalBackend, LocalHandle, BTIME_XATTR, DOS_ATTR_XATTR};
+pub use path::{validate_component, SharePath, MAX_COMPONENT_LEN, MAX_PATH_LEN};
 
 use std::time::SystemTime;
 
@@ -16,27 +20,38 @@ pub type Result<T> = std::result::Result<T, VfsError>;
 
 /// DOS-style attributes a backend stores beside the POSIX mode (MS-FSCC 2.6 values).
 pub mod dos {
+    /// Read-only file.
     pub const READONLY: u32 = 0x1;
+    /// Hidden from ordinary listings.
     pub const HIDDEN: u32 = 0x2;
+    /// Used by the operating system.
     pub const SYSTEM: u32 = 0x4;
+    /// A directory (derived, never stored).
     pub const DIRECTORY: u32 = 0x10;
+    /// Changed since the last backup.
     pub const ARCHIVE: u32 = 0x20;
+    /// No other attribute set (wire-only; never reported by the VFS).
     pub const NORMAL: u32 = 0x80;
 }
 
 /// Metadata of one file or directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileAttrs {
+    /// Whether this is a directory.
     pub is_dir: bool,
     /// Logical size (end of file); 0 for directories.
     pub size: u64,
     /// Bytes allocated on disk.
     pub alloc_size: u64,
+    /// Number of hard links.
     pub nlink: u32,
     /// Stable id unique within the share (inode number on the local backend).
     pub file_id: u64,
+    /// Creation (birth) time.
     pub created: SystemTime,
+    /// Last access time.
     pub accessed: SystemTime,
+    /// Last data modification time.
     pub modified: SystemTime,
     /// Metadata change time.
     pub changed: SystemTime,
@@ -48,9 +63,13 @@ pub struct FileAttrs {
 /// Times to change; `None` leaves a time as it is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SetTimes {
+    /// New creation time.
     pub created: Option<SystemTime>,
+    /// New last access time.
     pub accessed: Option<SystemTime>,
+    /// New last modification time.
     pub modified: Option<SystemTime>,
+    /// New metadata change time (backends that cannot set it ignore it).
     pub changed: Option<SystemTime>,
 }
 
@@ -68,8 +87,11 @@ pub enum CreateMode {
 /// What to open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpenOptions {
+    /// The handle may read data.
     pub read: bool,
+    /// The handle may write data.
     pub write: bool,
+    /// What to do when the file exists or is missing.
     pub create: CreateMode,
     /// Truncate to zero length after opening (an existing file).
     pub truncate: bool,
@@ -82,25 +104,33 @@ pub struct OpenOptions {
 /// Whether an open created the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenOutcome {
+    /// An existing file was opened.
     Opened,
+    /// The file was created.
     Created,
 }
 
 /// One entry of a directory listing (never `.` or `..`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
+    /// The entry's name (a single valid component).
     pub name: String,
+    /// The entry's metadata (of the target, for a symlink inside the share).
     pub attrs: FileAttrs,
 }
 
 /// Space figures of the filesystem under a share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FsStats {
+    /// Size of the filesystem.
     pub total_bytes: u64,
+    /// Free bytes in total.
     pub free_bytes: u64,
     /// Bytes available to the caller (may be less than free).
     pub avail_bytes: u64,
+    /// Allocation unit in bytes.
     pub block_size: u32,
+    /// Longest file name in bytes.
     pub max_name_len: u32,
 }
 
@@ -118,6 +148,7 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     fn allocate(&self, len: u64) -> Result<()>;
     /// fsync.
     fn sync(&self) -> Result<()>;
+    /// Changes the times that are `Some`.
     fn set_times(&self, times: SetTimes) -> Result<()>;
     /// Stores the DOS attributes (READONLY, HIDDEN, SYSTEM, ARCHIVE; others ignored).
     fn set_dos_attributes(&self, attrs: u32) -> Result<()>;
@@ -127,12 +158,18 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
 
 /// A share's storage. Every path is relative to the share root and can never leave it.
 pub trait Backend: Send + Sync + std::fmt::Debug {
-    fn open(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)>;
+    /// Opens (or creates) a file or directory as `opts` say.
+    fn open(
+        &self,
+        path: &SharePath,
+        opts: OpenOptions,
+    ) -> Result<(Box<dyn FileHandle>, OpenOutcome)>;
     /// Metadata without opening (does not follow a final symlink out of the share).
     fn stat(&self, path: &SharePath) -> Result<FileAttrs>;
     /// Removes a file, or an empty directory (`NotEmpty` otherwise).
     fn remove(&self, path: &SharePath) -> Result<()>;
     /// Renames; with `replace == false` fails with `Exists` if `to` exists.
     fn rename(&self, from: &SharePath, to: &SharePath, replace: bool) -> Result<()>;
+    /// Space figures of the filesystem holding the share.
     fn statfs(&self) -> Result<FsStats>;
 }

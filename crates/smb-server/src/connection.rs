@@ -1,0 +1,151 @@
+//! One TCP connection: the reader loop, the shared writer, and per-connection state.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use smb_crypto::{Cipher, PreauthHash, SigningAlgorithm};
+use smb_wire::{frame, SessionId};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{Notify, Semaphore};
+
+use crate::credits::CreditWindow;
+use crate::handlers::close::close_open;
+use crate::pipeline;
+use crate::server::{lock, ServerState};
+
+/// Requests one connection may have in progress at once; the reader stops reading (TCP
+/// back-pressure) beyond it.
+const MAX_IN_FLIGHT: u32 = 256;
+
+/// What NEGOTIATE settled (MS-SMB2 3.3.5.4).
+#[derive(Debug)]
+pub struct Negotiated {
+    pub dialect: u16,
+    pub client_guid: [u8; 16],
+    pub client_security_mode: u16,
+    pub client_capabilities: u32,
+    pub signing_algorithm: SigningAlgorithm,
+    pub cipher: Option<Cipher>,
+    /// What the NEGOTIATE response said, for FSCTL_VALIDATE_NEGOTIATE_INFO.
+    pub server_capabilities: u32,
+    pub server_security_mode: u16,
+}
+
+/// A request that went async (STATUS_PENDING) and may be cancelled.
+#[derive(Debug, Clone)]
+pub struct PendingOp {
+    pub async_id: u64,
+    pub cancel: Arc<Notify>,
+}
+
+/// State of one connection.
+#[derive(Debug)]
+pub struct Connection {
+    pub id: u64,
+    pub peer: SocketAddr,
+    pub server: Arc<ServerState>,
+    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    pub negotiated: OnceLock<Negotiated>,
+    pub credits: Mutex<CreditWindow>,
+    /// Connection preauth integrity hash (3.1.1): NEGOTIATE request and response.
+    pub preauth: Mutex<PreauthHash>,
+    pub sessions: Mutex<Vec<SessionId>>,
+    pub pending: Mutex<HashMap<u64, PendingOp>>,
+    closed: AtomicBool,
+}
+
+impl Connection {
+    pub fn dialect(&self) -> u16 {
+        self.negotiated.get().map_or(0, |n| n.dialect)
+    }
+
+    /// Sends one frame (transport header included at bytes 0..4, filled in here).
+    pub async fn send(&self, mut buf: Vec<u8>) -> std::io::Result<()> {
+        let len = buf.len() - 4;
+        buf[..4].copy_from_slice(&frame::frame_header(len));
+        let mut w = self.writer.lock().await;
+        w.write_all(&buf).await
+    }
+
+    /// Marks the connection for closing: the reader stops at its next frame.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+/// Serves one accepted socket until it closes, then releases everything it held.
+pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) {
+    let id = server.next_conn.fetch_add(1, Ordering::Relaxed);
+    let (mut rd, wr) = sock.into_split();
+    let conn = Arc::new(Connection {
+        id,
+        peer,
+        server: server.clone(),
+        writer: tokio::sync::Mutex::new(wr),
+        negotiated: OnceLock::new(),
+        credits: Mutex::new(CreditWindow::default()),
+        preauth: Mutex::new(PreauthHash::new()),
+        sessions: Mutex::new(Vec::new()),
+        pending: Mutex::new(HashMap::new()),
+        closed: AtomicBool::new(false),
+    });
+    tracing::debug!(conn = id, %peer, "connected");
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize));
+    // Largest frame: a maximal WRITE plus headers, or a compound of small requests.
+    let cap = (server.config.max_io_size as usize + 64 * 1024).min(frame::MAX_FRAME);
+    loop {
+        let mut hdr = [0u8; 4];
+        if rd.read_exact(&mut hdr).await.is_err() || conn.is_closed() {
+            break;
+        }
+        let len = match frame::frame_len(hdr, cap) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(conn = id, %peer, error = %e, "bad transport frame; disconnecting");
+                break;
+            }
+        };
+        let mut buf = vec![0u8; len];
+        if rd.read_exact(&mut buf).await.is_err() {
+            break;
+        }
+        let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
+        let c = conn.clone();
+        tokio::spawn(async move {
+            pipeline::process_frame(&c, buf).await;
+            drop(permit);
+        });
+        if conn.is_closed() {
+            break;
+        }
+    }
+    conn.close();
+    // Wake blocked requests, then wait until every in-flight request has finished.
+    for p in lock(&conn.pending).values() {
+        p.cancel.notify_one();
+    }
+    let _all = in_flight.acquire_many(MAX_IN_FLIGHT).await;
+    teardown(&conn).await;
+    tracing::debug!(conn = id, %peer, "disconnected");
+}
+
+/// Logs off every session the connection created, closing their opens.
+async fn teardown(conn: &Arc<Connection>) {
+    let ids: Vec<SessionId> = lock(&conn.sessions).drain(..).collect();
+    for sid in ids {
+        if let Some(s) = conn.server.sessions.remove(&sid) {
+            for o in s.take_opens(None) {
+                close_open(&conn.server, &o).await;
+            }
+            s.take_trees();
+        }
+    }
+}

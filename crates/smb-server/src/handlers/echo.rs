@@ -1,0 +1,27 @@
+//! ECHO and CANCEL (MS-SMB2 3.3.5.18, 3.3.5.16).
+
+use smb_wire::msg::simple::{decode_empty, encode_empty};
+use smb_wire::NtStatus;
+
+use crate::pipeline::{Ctx, HResult};
+use crate::server::lock;
+
+pub fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
+    decode_empty(cx.msg()).map_err(super::bad("ECHO"))?;
+    encode_empty(out);
+    Ok(NtStatus::SUCCESS)
+}
+
+/// Wakes the pending request the CANCEL names, by async id or by message id.
+pub fn cancel(cx: &mut Ctx<'_>) -> HResult {
+    let pending = lock(&cx.conn.pending);
+    let target = if cx.hdr.is_async() {
+        pending.values().find(|p| p.async_id == cx.hdr.async_id)
+    } else {
+        pending.get(&cx.hdr.message_id.0)
+    };
+    if let Some(p) = target {
+        p.cancel.notify_one();
+    }
+    Ok(NtStatus::SUCCESS)
+}

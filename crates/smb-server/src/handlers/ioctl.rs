@@ -1,0 +1,105 @@
+//! IOCTL (MS-SMB2 3.3.5.15): validate-negotiate, pipe transceive, and the few file FSCTLs
+//! clients need; everything else answers as Windows does for an unsupported control.
+
+use smb_wire::msg::ioctl::{encode_response, fsctl, IoctlRequest, FLAG_IS_FSCTL};
+use smb_wire::reader::{PutLe, Reader};
+use smb_wire::{dialect, FileId, NtStatus};
+
+use super::{find_open, rpc_context};
+use crate::open::OpenKind;
+use crate::pipeline::{Ctx, HResult};
+use crate::server::lock;
+
+pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
+    let frame = cx.frame.clone();
+    let req = IoctlRequest::decode(&frame[cx.range.clone()]).map_err(super::bad("IOCTL"))?;
+    if req.flags != FLAG_IS_FSCTL {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    let max_out = req.max_output_response.min(cx.conn.server.config.max_io_size) as usize;
+    match req.ctl_code {
+        fsctl::VALIDATE_NEGOTIATE_INFO => return validate_negotiate(cx, &req, out),
+        fsctl::DFS_GET_REFERRALS | fsctl::DFS_GET_REFERRALS_EX => return Err(NtStatus::FS_DRIVER_REQUIRED),
+        fsctl::QUERY_NETWORK_INTERFACE_INFO => return Err(NtStatus::NOT_SUPPORTED),
+        fsctl::PIPE_WAIT => return Err(NtStatus::NOT_SUPPORTED),
+        _ => {}
+    }
+    let open = find_open(cx, req.file_id)?;
+    match (&open.kind, req.ctl_code) {
+        (OpenKind::Pipe(p), fsctl::PIPE_TRANSCEIVE) => {
+            let rpc = rpc_context(&cx.conn.server);
+            let (data, more) = lock(p).transceive(req.input, max_out, &rpc.ctx()).map_err(|e| {
+                tracing::debug!(error = %e, "RPC pipe error");
+                NtStatus::INVALID_PARAMETER
+            })?;
+            encode_response(out, req.ctl_code, open.id, &data);
+            Ok(if more { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS })
+        }
+        (OpenKind::Pipe(_), _) => Err(NtStatus::NOT_SUPPORTED),
+        (OpenKind::File { .. }, fsctl::SET_SPARSE) => {
+            encode_response(out, req.ctl_code, open.id, &[]);
+            Ok(NtStatus::SUCCESS)
+        }
+        (OpenKind::File { .. }, fsctl::GET_COMPRESSION) => {
+            if max_out < 2 {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            encode_response(out, req.ctl_code, open.id, &[0, 0]);
+            Ok(NtStatus::SUCCESS)
+        }
+        (OpenKind::File { .. }, fsctl::SET_COMPRESSION) => {
+            // Only COMPRESSION_FORMAT_NONE can be honoured.
+            if req.input.len() < 2 {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            if req.input[..2] != [0, 0] {
+                return Err(NtStatus::NOT_SUPPORTED);
+            }
+            encode_response(out, req.ctl_code, open.id, &[]);
+            Ok(NtStatus::SUCCESS)
+        }
+        (OpenKind::File { .. }, fsctl::SRV_ENUMERATE_SNAPSHOTS) => Err(NtStatus::INVALID_DEVICE_REQUEST),
+        (OpenKind::File { .. }, fsctl::SRV_REQUEST_RESUME_KEY | fsctl::SRV_COPYCHUNK | fsctl::SRV_COPYCHUNK_WRITE) => {
+            Err(NtStatus::NOT_SUPPORTED)
+        }
+        _ => Err(NtStatus::INVALID_DEVICE_REQUEST),
+    }
+}
+
+/// FSCTL_VALIDATE_NEGOTIATE_INFO (MS-SMB2 3.3.5.15.12): any mismatch with what NEGOTIATE
+/// saw means tampering, and the connection is dropped.
+fn validate_negotiate(cx: &mut Ctx<'_>, req: &IoctlRequest<'_>, out: &mut Vec<u8>) -> HResult {
+    let Some(neg) = cx.conn.negotiated.get() else { return Err(NtStatus::INVALID_PARAMETER) };
+    if neg.dialect == dialect::SMB311 {
+        // 3.1.1 protects negotiation with the preauth hash instead.
+        tracing::warn!(conn = cx.conn.id, "VALIDATE_NEGOTIATE on 3.1.1; disconnecting");
+        cx.conn.close();
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let ok = (|| -> Result<bool, smb_wire::WireError> {
+        let mut r = Reader::new(req.input, 0);
+        let caps = r.u32()?;
+        let guid = r.array::<16>()?;
+        let mode = r.u16()?;
+        let count = r.u16()?;
+        let dialects: Vec<u16> = (0..count).map(|_| r.u16()).collect::<Result<_, _>>()?;
+        let best = [dialect::SMB311, dialect::SMB302, dialect::SMB300, dialect::SMB210, dialect::SMB202]
+            .into_iter()
+            .find(|d| dialects.contains(d));
+        Ok(caps == neg.client_capabilities && guid == neg.client_guid && mode == neg.client_security_mode && best == Some(neg.dialect))
+    })()
+    .unwrap_or(false);
+    if !ok || (req.max_output_response as usize) < 24 {
+        tracing::warn!(conn = cx.conn.id, peer = %cx.conn.peer, "VALIDATE_NEGOTIATE mismatch; disconnecting");
+        cx.conn.close();
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let mut data = Vec::with_capacity(24);
+    data.put_u32(neg.server_capabilities);
+    data.extend_from_slice(&cx.conn.server.server_guid);
+    data.put_u16(neg.server_security_mode);
+    data.put_u16(neg.dialect);
+    let fid = FileId { persistent: u64::MAX, volatile: u64::MAX };
+    encode_response(out, req.ctl_code, fid, &data);
+    Ok(NtStatus::SUCCESS)
+}

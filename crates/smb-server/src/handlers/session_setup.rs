@@ -1,0 +1,158 @@
+//! SESSION_SETUP (MS-SMB2 3.3.5.5): NTLM via SPNEGO, key derivation, guest mapping,
+//! re-authentication, and slowing down repeated failures.
+
+use std::sync::Arc;
+
+use smb_auth::{AuthError, AuthStep, Identity, NtlmServer};
+use smb_crypto::{SessionKeys, SigningAlgorithm, Signer};
+use smb_wire::msg::negotiate::SIGNING_REQUIRED;
+use smb_wire::msg::session_setup::{encode_response, SessionSetupRequest, FLAG_BINDING, SESSION_FLAG_IS_GUEST, SESSION_FLAG_IS_NULL};
+use smb_wire::{dialect, NtStatus};
+
+use crate::pipeline::{Ctx, HResult, PreauthTarget};
+use crate::server::lock;
+use crate::session::{Pending, Session, SessionSecurity, User};
+
+/// Sessions one connection may hold; real clients use one or two.
+const MAX_SESSIONS_PER_CONNECTION: usize = 64;
+
+pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
+    let frame = cx.frame.clone();
+    let req = SessionSetupRequest::decode(&frame[cx.range.clone()]).map_err(super::bad("SESSION_SETUP"))?;
+    let conn = cx.conn;
+    let server = &conn.server;
+    let dialect = conn.dialect();
+    if req.flags & FLAG_BINDING != 0 {
+        // Multichannel binding is not offered yet (no MULTI_CHANNEL capability).
+        return Err(NtStatus::REQUEST_NOT_ACCEPTED);
+    }
+    let session = match cx.session.clone() {
+        Some(s) if s.conn_id == conn.id => {
+            let mut p = lock(&s.pending);
+            if p.is_none() {
+                // Re-authentication of a valid session: a fresh exchange, keys unchanged.
+                *p = Some(Pending { ntlm: new_ntlm(cx), preauth: lock(&conn.preauth).clone() });
+            }
+            drop(p);
+            s
+        }
+        Some(_) => return Err(NtStatus::USER_SESSION_DELETED),
+        None if cx.hdr.session_id.0 != 0 => return Err(NtStatus::USER_SESSION_DELETED),
+        None => {
+            if lock(&conn.sessions).len() >= MAX_SESSIONS_PER_CONNECTION {
+                return Err(NtStatus::INSUFFICIENT_RESOURCES);
+            }
+            let id = server.new_session_id();
+            let pending = Pending { ntlm: new_ntlm(cx), preauth: lock(&conn.preauth).clone() };
+            let s = Arc::new(Session::new(id, dialect, conn.id, pending));
+            server.sessions.insert(id, s.clone());
+            lock(&conn.sessions).push(id);
+            s
+        }
+    };
+    cx.resp_session_id = Some(session.id);
+
+    let (step, preauth) = {
+        let mut guard = lock(&session.pending);
+        let Some(p) = guard.as_mut() else { return Err(NtStatus::USER_SESSION_DELETED) };
+        if dialect == dialect::SMB311 {
+            p.preauth.update(cx.msg());
+        }
+        let step = p.ntlm.step(req.security_buffer, server.as_ref());
+        (step, *p.preauth.value())
+    };
+    match step {
+        AuthStep::Continue(token) => {
+            encode_response(out, 0, &token);
+            if dialect == dialect::SMB311 {
+                cx.preauth_response = Some(PreauthTarget::Session(session.clone()));
+            }
+            Ok(NtStatus::MORE_PROCESSING_REQUIRED)
+        }
+        AuthStep::Done { output, identity, session_key } => {
+            let user = match identity {
+                Identity::User { name, .. } => User::Named(name),
+                Identity::Anonymous => User::Anonymous,
+            };
+            finish(cx, &session, user, session_key, &preauth, req.security_mode, &output, out)
+        }
+        AuthStep::Failed(AuthError::UnknownUser { name, .. }) if server.guest_enabled() => {
+            tracing::info!(conn = conn.id, peer = %conn.peer, user = %name, "unknown user mapped to guest");
+            finish(cx, &session, User::Guest, [0; 16], &preauth, req.security_mode, &[], out)
+        }
+        AuthStep::Failed(e) => {
+            tracing::warn!(conn = conn.id, peer = %conn.peer, error = %e, "logon failure");
+            *lock(&session.pending) = None;
+            if !session.is_valid() {
+                server.sessions.remove(&session.id);
+                lock(&conn.sessions).retain(|s| *s != session.id);
+            }
+            let delay = server.record_failure(conn.peer.ip());
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            Err(NtStatus::LOGON_FAILURE)
+        }
+    }
+}
+
+fn new_ntlm(cx: &Ctx<'_>) -> NtlmServer {
+    let c = &cx.conn.server.config;
+    NtlmServer::new(smb_auth::ServerConfig {
+        netbios_domain: c.domain.clone(),
+        netbios_computer: c.server_name.clone(),
+        dns_domain: c.domain.to_lowercase(),
+        dns_computer: c.server_name.to_lowercase(),
+    })
+}
+
+/// Completes authentication: derives keys, fixes the session's user and answers SUCCESS.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    cx: &mut Ctx<'_>,
+    session: &Arc<Session>,
+    user: User,
+    session_key: [u8; 16],
+    preauth: &[u8; 64],
+    client_security_mode: u8,
+    output: &[u8],
+    out: &mut Vec<u8>,
+) -> HResult {
+    let conn = cx.conn;
+    *lock(&session.pending) = None;
+    let dialect = conn.dialect();
+    let neg = conn.negotiated.get();
+    let keyed = matches!(user, User::Named(_));
+    if let Some(existing) = session.security.get() {
+        // Re-authentication must be the same user (MS-SMB2 3.3.5.5.3).
+        if existing.user != user {
+            tracing::warn!(conn = conn.id, "re-authentication as another user refused");
+            conn.server.sessions.remove(&session.id);
+            return Err(NtStatus::USER_SESSION_DELETED);
+        }
+    } else {
+        let signer = keyed.then(|| {
+            let keys = SessionKeys::derive(dialect, &session_key, (dialect == dialect::SMB311).then_some(preauth), neg.and_then(|n| n.cipher));
+            let algo = match dialect {
+                d if d >= dialect::SMB311 => neg.map_or(SigningAlgorithm::AesCmac, |n| n.signing_algorithm),
+                d if d >= dialect::SMB300 => SigningAlgorithm::AesCmac,
+                _ => SigningAlgorithm::HmacSha256,
+            };
+            Signer::new(algo, &keys.signing)
+        });
+        let client_requires = u16::from(client_security_mode) & SIGNING_REQUIRED != 0
+            || neg.is_some_and(|n| n.client_security_mode & SIGNING_REQUIRED != 0);
+        let _ = session.security.set(SessionSecurity { user: user.clone(), signer, signing_required: client_requires, session_key });
+    }
+    conn.server.clear_failures(conn.peer.ip());
+    let flags = match user {
+        User::Guest => SESSION_FLAG_IS_GUEST,
+        User::Anonymous => SESSION_FLAG_IS_NULL,
+        User::Named(_) => 0,
+    };
+    encode_response(out, flags, output);
+    // The final response is signed in 3.x so the client can check the whole exchange.
+    cx.force_sign = keyed && dialect::is_smb3(dialect);
+    tracing::info!(conn = conn.id, peer = %conn.peer, user = ?user, dialect = format!("{dialect:#06x}"), "session established");
+    Ok(NtStatus::SUCCESS)
+}

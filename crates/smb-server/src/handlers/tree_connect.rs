@@ -1,0 +1,41 @@
+//! TREE_CONNECT (MS-SMB2 3.3.5.7): disk shares with per-user access, and IPC$.
+
+use smb_wire::msg::create::access;
+use smb_wire::msg::tree::{TreeConnectRequest, TreeConnectResponse, SHARE_TYPE_DISK, SHARE_TYPE_PIPE};
+use smb_wire::NtStatus;
+
+use crate::pipeline::{Ctx, HResult};
+use crate::session::User;
+use crate::tree::{Tree, TreeKind};
+
+/// Access granted on a read-only share: read, execute, read attributes/EA/control, synchronize.
+const READ_ONLY_ACCESS: u32 = 0x0012_00A9;
+
+pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
+    let req = TreeConnectRequest::decode(cx.msg()).map_err(super::bad("TREE_CONNECT"))?;
+    let Some(session) = cx.session.clone() else { return Err(NtStatus::USER_SESSION_DELETED) };
+    let Some(name) = req.share_name() else { return Err(NtStatus::BAD_NETWORK_NAME) };
+    let user = session.user().cloned().unwrap_or(User::Anonymous);
+    let (kind, maximal_access, read_only, share_type) = if name.eq_ignore_ascii_case("IPC$") {
+        (TreeKind::Ipc, access::FILE_ALL_ACCESS, false, SHARE_TYPE_PIPE)
+    } else {
+        let Some(share) = cx.conn.server.share(name) else {
+            tracing::info!(conn = cx.conn.id, share = name, "no such share");
+            return Err(NtStatus::BAD_NETWORK_NAME);
+        };
+        let allowed = match &user {
+            User::Named(n) => share.config.users.is_empty() || share.config.users.iter().any(|u| u.eq_ignore_ascii_case(n)),
+            User::Guest | User::Anonymous => share.config.guest_ok,
+        };
+        if !allowed {
+            tracing::warn!(conn = cx.conn.id, peer = %cx.conn.peer, share = name, user = ?user, "share access denied");
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        let ro = share.config.read_only;
+        (TreeKind::Disk(share), if ro { READ_ONLY_ACCESS } else { access::FILE_ALL_ACCESS }, ro, SHARE_TYPE_DISK)
+    };
+    let tree = session.add_tree(|id| Tree { id, kind, maximal_access, read_only });
+    cx.resp_tree_id = Some(tree.id);
+    TreeConnectResponse { share_type, share_flags: 0, capabilities: 0, maximal_access }.encode(out);
+    Ok(NtStatus::SUCCESS)
+}

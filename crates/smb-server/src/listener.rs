@@ -1,0 +1,62 @@
+//! Accepting connections on every configured address.
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::config::ServerConfig;
+use crate::connection;
+use crate::server::ServerState;
+
+/// Runs the server until the process is stopped. Binds every `listen` address first and
+/// returns an error if any bind fails or a share cannot be opened.
+pub async fn run(config: ServerConfig) -> std::io::Result<()> {
+    let state = Arc::new(ServerState::new(config)?);
+    let mut listeners = Vec::new();
+    for addr in &state.config.listen {
+        let l = TcpListener::bind(addr)
+            .await
+            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+        tracing::info!(%addr, "listening");
+        listeners.push(l);
+    }
+    let limit = Arc::new(Semaphore::new(state.config.max_connections));
+    let mut tasks = tokio::task::JoinSet::new();
+    for l in listeners {
+        let state = state.clone();
+        let limit = limit.clone();
+        tasks.spawn(accept_loop(l, state, limit));
+    }
+    while let Some(r) = tasks.join_next().await {
+        if let Ok(Err(e)) = r {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+async fn accept_loop(l: TcpListener, state: Arc<ServerState>, limit: Arc<Semaphore>) -> std::io::Result<()> {
+    loop {
+        let (sock, peer) = match l.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends are transient: log, back off, keep serving.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, "connection limit reached; refusing");
+            drop(sock);
+            continue;
+        };
+        let _ = sock.set_nodelay(true);
+        let state = state.clone();
+        tokio::spawn(async move {
+            connection::serve(state, sock, peer).await;
+            drop(permit);
+        });
+    }
+}

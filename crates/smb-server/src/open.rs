@@ -1,0 +1,74 @@
+//! Open handles (MS-SMB2 3.3.1.10).
+
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
+
+use braid_vfs::{DirEntry, FileHandle, SharePath};
+use smb_wire::FileId;
+
+use crate::locks::{FileKey, FileNode};
+use crate::tree::Tree;
+
+/// What an open refers to.
+#[derive(Debug)]
+pub enum OpenKind {
+    File {
+        handle: Arc<dyn FileHandle>,
+        is_dir: bool,
+        key: FileKey,
+        node: Arc<FileNode>,
+    },
+    Pipe(Mutex<dcerpc::Pipe>),
+}
+
+/// A directory enumeration in progress.
+#[derive(Debug, Default)]
+pub struct DirCursor {
+    /// Snapshot of the entries (with "." and ".." first), taken at the first query or a
+    /// restart.
+    pub entries: Option<Vec<DirEntry>>,
+    pub pos: usize,
+    pub pattern: Option<String>,
+    /// Whether any entry was returned since the last restart (NO_SUCH_FILE vs NO_MORE_FILES).
+    pub returned: bool,
+}
+
+/// One open file, directory or pipe.
+#[derive(Debug)]
+pub struct Open {
+    pub id: FileId,
+    pub tree: Arc<Tree>,
+    /// Path inside the share; changes on rename.
+    pub path: Mutex<SharePath>,
+    pub kind: OpenKind,
+    pub access: u32,
+    pub delete_on_close: AtomicBool,
+    pub dir: tokio::sync::Mutex<DirCursor>,
+    /// FilePositionInformation (kept for clients that query it; I/O is positional).
+    pub position: AtomicU64,
+    pub mode: AtomicU64,
+}
+
+impl Open {
+    pub fn handle(&self) -> Option<&Arc<dyn FileHandle>> {
+        match &self.kind {
+            OpenKind::File { handle, .. } => Some(handle),
+            OpenKind::Pipe(_) => None,
+        }
+    }
+
+    pub fn is_dir(&self) -> bool {
+        matches!(self.kind, OpenKind::File { is_dir: true, .. })
+    }
+
+    pub fn node(&self) -> Option<&Arc<FileNode>> {
+        match &self.kind {
+            OpenKind::File { node, .. } => Some(node),
+            OpenKind::Pipe(_) => None,
+        }
+    }
+
+    pub fn has(&self, bits: u32) -> bool {
+        self.access & bits != 0
+    }
+}

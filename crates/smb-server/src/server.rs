@@ -1,0 +1,171 @@
+//! State shared by every connection: configuration, shares, users, sessions, open files.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use braid_vfs::{Backend, LocalBackend};
+use smb_wire::SessionId;
+
+use crate::config::{ServerConfig, ShareConfig};
+use crate::locks::FileTable;
+use crate::session::Session;
+
+/// One configured disk share with its storage.
+#[derive(Debug)]
+pub struct Share {
+    pub config: ShareConfig,
+    pub backend: Arc<dyn Backend>,
+    /// Index into `ServerState::shares`, part of the key of the file table.
+    pub index: usize,
+}
+
+/// A sharded map, so lookups from many connections never queue on one lock.
+#[derive(Debug)]
+pub struct Sharded<K, V> {
+    shards: Vec<Mutex<HashMap<K, V>>>,
+}
+
+impl<K: std::hash::Hash + Eq, V: Clone> Sharded<K, V> {
+    pub fn new(n: usize) -> Self {
+        Sharded { shards: (0..n).map(|_| Mutex::new(HashMap::new())).collect() }
+    }
+
+    fn shard(&self, k: &K) -> &Mutex<HashMap<K, V>> {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let h = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(k);
+        &self.shards[(h as usize) % self.shards.len()]
+    }
+
+    pub fn get(&self, k: &K) -> Option<V> {
+        lock(self.shard(k)).get(k).cloned()
+    }
+
+    pub fn insert(&self, k: K, v: V) {
+        lock(self.shard(&k)).insert(k, v);
+    }
+
+    pub fn remove(&self, k: &K) -> Option<V> {
+        lock(self.shard(k)).remove(k)
+    }
+
+    /// Runs `f` with the shard holding `k` locked.
+    pub fn with<R>(&self, k: &K, f: impl FnOnce(&mut HashMap<K, V>) -> R) -> R {
+        f(&mut lock(self.shard(k)))
+    }
+
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).len()).sum()
+    }
+}
+
+/// Locks a std mutex, recovering from poisoning (a panicking task must not wedge the server).
+pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Everything connections share.
+#[derive(Debug)]
+pub struct ServerState {
+    pub config: ServerConfig,
+    pub shares: Vec<Arc<Share>>,
+    pub users: HashMap<String, [u8; 16]>,
+    pub sessions: Sharded<SessionId, Arc<Session>>,
+    pub files: FileTable,
+    pub server_guid: [u8; 16],
+    /// Server start as FILETIME.
+    pub start_time: u64,
+    next_session: AtomicU64,
+    next_file: AtomicU64,
+    next_async: AtomicU64,
+    pub next_conn: AtomicU64,
+    failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+}
+
+impl ServerState {
+    pub fn new(config: ServerConfig) -> std::io::Result<Self> {
+        let mut shares = Vec::new();
+        for (index, s) in config.shares.iter().enumerate() {
+            let backend = LocalBackend::new(&s.path, s.read_only).map_err(|e| {
+                std::io::Error::other(format!("share {}: cannot open {}: {e}", s.name, s.path.display()))
+            })?;
+            shares.push(Arc::new(Share { config: s.clone(), backend: Arc::new(backend), index }));
+        }
+        let users = config.users.iter().map(|u| (u.name.to_lowercase(), u.nt_hash)).collect();
+        let server_guid: [u8; 16] = rand::random();
+        let start_time = smb_fscc::system_time_to_filetime(std::time::SystemTime::now());
+        // Session ids start at a random point so they are not guessable across restarts.
+        let first_session = (rand::random::<u64>() & 0x0000_ffff_ffff_0000) | 1;
+        Ok(ServerState {
+            config,
+            shares,
+            users,
+            sessions: Sharded::new(16),
+            files: FileTable::new(),
+            server_guid,
+            start_time,
+            next_session: AtomicU64::new(first_session),
+            next_file: AtomicU64::new(1),
+            next_async: AtomicU64::new(1),
+            next_conn: AtomicU64::new(1),
+            failures: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn new_session_id(&self) -> SessionId {
+        SessionId(self.next_session.fetch_add(1, Ordering::Relaxed))
+    }
+
+    pub fn new_file_id(&self) -> u64 {
+        self.next_file.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn new_async_id(&self) -> u64 {
+        self.next_async.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Finds a disk share by name, case-insensitively.
+    pub fn share(&self, name: &str) -> Option<Arc<Share>> {
+        self.shares.iter().find(|s| s.config.name.eq_ignore_ascii_case(name)).cloned()
+    }
+
+    /// Whether any share admits guests (then unknown users are mapped to guest).
+    pub fn guest_enabled(&self) -> bool {
+        self.shares.iter().any(|s| s.config.guest_ok)
+    }
+
+    /// How long to hold back the answer to a failed logon from `ip`: nothing for the first
+    /// few failures, then growing, so password guessing is slowed without locking anyone out.
+    pub fn record_failure(&self, ip: IpAddr) -> Duration {
+        let mut f = lock(&self.failures);
+        let now = Instant::now();
+        if f.len() > 10_000 {
+            f.retain(|_, (_, t)| now.duration_since(*t) < Duration::from_secs(600));
+        }
+        let e = f.entry(ip).or_insert((0, now));
+        if now.duration_since(e.1) > Duration::from_secs(600) {
+            *e = (0, now);
+        }
+        e.0 += 1;
+        e.1 = now;
+        let n = e.0;
+        if n <= 3 {
+            Duration::ZERO
+        } else {
+            Duration::from_millis((200 * u64::from(n - 3)).min(5000))
+        }
+    }
+
+    pub fn clear_failures(&self, ip: IpAddr) {
+        lock(&self.failures).remove(&ip);
+    }
+}
+
+/// Lets smb-auth look users up without seeing the configuration.
+impl smb_auth::UserDb for ServerState {
+    fn nt_hash(&self, user: &str) -> Option<[u8; 16]> {
+        self.users.get(&user.to_lowercase()).copied()
+    }
+}

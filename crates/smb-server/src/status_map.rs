@@ -1,0 +1,23 @@
+//! The one place storage errors become NTSTATUS codes.
+
+use braid_vfs::VfsError;
+use smb_wire::NtStatus;
+
+/// Maps a VFS error to the status a Windows server would return.
+pub fn vfs_status(e: &VfsError) -> NtStatus {
+    match e {
+        VfsError::NotFound => NtStatus::OBJECT_NAME_NOT_FOUND,
+        VfsError::PathNotFound => NtStatus::OBJECT_PATH_NOT_FOUND,
+        VfsError::Exists => NtStatus::OBJECT_NAME_COLLISION,
+        VfsError::IsADirectory => NtStatus::FILE_IS_A_DIRECTORY,
+        VfsError::NotADirectory => NtStatus::NOT_A_DIRECTORY,
+        VfsError::NotEmpty => NtStatus::DIRECTORY_NOT_EMPTY,
+        VfsError::PermissionDenied => NtStatus::ACCESS_DENIED,
+        VfsError::InvalidName => NtStatus::OBJECT_NAME_INVALID,
+        VfsError::Escape => NtStatus::ACCESS_DENIED,
+        VfsError::NoSpace => NtStatus::DISK_FULL,
+        VfsError::ReadOnly => NtStatus::MEDIA_WRITE_PROTECTED,
+        VfsError::TooLarge => NtStatus::DISK_FULL,
+        VfsError::Io(_) => NtStatus::UNSUCCESSFUL,
+    }
+}

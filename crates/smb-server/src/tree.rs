@@ -1,0 +1,31 @@
+//! Tree connects: a session's attachment to a share or to IPC$.
+
+use std::sync::Arc;
+
+use crate::server::Share;
+
+/// What a tree connect points at.
+#[derive(Debug)]
+pub enum TreeKind {
+    Disk(Arc<Share>),
+    Ipc,
+}
+
+/// One tree connect (MS-SMB2 3.3.1.9).
+#[derive(Debug)]
+pub struct Tree {
+    pub id: u32,
+    pub kind: TreeKind,
+    /// Access the user has on this share (MaximalAccess).
+    pub maximal_access: u32,
+    pub read_only: bool,
+}
+
+impl Tree {
+    pub fn share(&self) -> Option<&Arc<Share>> {
+        match &self.kind {
+            TreeKind::Disk(s) => Some(s),
+            TreeKind::Ipc => None,
+        }
+    }
+}

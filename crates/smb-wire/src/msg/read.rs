@@ -1,0 +1,43 @@
+//! READ request and response (MS-SMB2 2.2.19, 2.2.20).
+
+use crate::reader::PutLe;
+use crate::{FileId, WireError, HEADER_LEN};
+
+/// Where READ response data starts, counted from the header: header + 16 fixed bytes.
+pub const DATA_OFFSET: usize = HEADER_LEN + 16;
+
+/// MS-SMB2 2.2.19 READ Request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadRequest {
+    pub flags: u8,
+    pub length: u32,
+    pub offset: u64,
+    pub file_id: FileId,
+    pub minimum_count: u32,
+    pub channel: u32,
+}
+
+impl ReadRequest {
+    pub fn decode(msg: &[u8]) -> Result<Self, WireError> {
+        let mut r = super::body(msg, 49)?;
+        r.u8()?; // Padding
+        let flags = r.u8()?;
+        let length = r.u32()?;
+        let offset = r.u64()?;
+        let file_id = FileId::from_bytes(r.array()?);
+        let minimum_count = r.u32()?;
+        let channel = r.u32()?;
+        Ok(ReadRequest { flags, length, offset, file_id, minimum_count, channel })
+    }
+}
+
+/// Appends the 16 fixed bytes of a READ response for `data_len` bytes of data; the caller
+/// appends (or reads directly into) the data itself, avoiding a copy.
+pub fn encode_response_prefix(out: &mut Vec<u8>, data_len: u32) {
+    out.put_u16(17);
+    out.put_u8(u8::try_from(DATA_OFFSET).unwrap_or(0x50));
+    out.put_u8(0);
+    out.put_u32(data_len);
+    out.put_u32(0); // DataRemaining
+    out.put_u32(0); // Flags
+}

@@ -1,0 +1,36 @@
+//! Bodies with nothing but StructureSize and Reserved: ECHO, LOGOFF, TREE_DISCONNECT,
+//! CANCEL requests and responses, FLUSH/LOCK/SET_INFO responses (MS-SMB2 2.2.7, 2.2.11,
+//! 2.2.28, 2.2.30 …).
+
+use crate::reader::PutLe;
+use crate::WireError;
+
+/// Checks a 4-byte request body (StructureSize 4).
+pub fn decode_empty(msg: &[u8]) -> Result<(), WireError> {
+    super::body(msg, 4).map(|_| ())
+}
+
+/// Appends a 4-byte response body.
+pub fn encode_empty(out: &mut Vec<u8>) {
+    out.put_u16(4);
+    out.put_u16(0);
+}
+
+/// SET_INFO response body (MS-SMB2 2.2.40): StructureSize 2 only.
+pub fn encode_set_info_response(out: &mut Vec<u8>) {
+    out.put_u16(2);
+}
+
+/// MS-SMB2 2.2.17 FLUSH Request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlushRequest {
+    pub file_id: crate::FileId,
+}
+
+impl FlushRequest {
+    pub fn decode(msg: &[u8]) -> Result<Self, WireError> {
+        let mut r = super::body(msg, 24)?;
+        r.skip(6)?;
+        Ok(FlushRequest { file_id: crate::FileId::from_bytes(r.array()?) })
+    }
+}

@@ -1,0 +1,235 @@
+//! [`LocalHandle`]: an open file or directory of a [`LocalBackend`](super::LocalBackend).
+
+use super::errno::map_errno;
+use super::listing;
+use super::meta::{
+    attrs_from, encode_btime, proc_fd_path, set_xattr, statx_fd, to_timespec, XattrAt, BTIME_XATTR,
+    DOS_ATTR_XATTR, STORED_DOS,
+};
+use super::Root;
+use crate::{DirEntry, FileAttrs, FileHandle, Result, SetTimes, SharePath, VfsError};
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{
+    fallocate, fsync, ftruncate, futimens, utimensat, AtFlags, FallocateFlags, Timespec,
+    Timestamps, UTIME_OMIT,
+};
+use rustix::io::{pread, pwrite, Errno};
+use std::fmt;
+use std::sync::Arc;
+
+/// What the kernel lets us do with a handle's fd (independent of what the client asked for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FdAccess {
+    /// `O_RDWR`: data and metadata changes possible.
+    ReadWrite,
+    /// `O_RDONLY` (all directories, and files we may not write).
+    ReadOnly,
+    /// `O_PATH`: metadata only, for objects we may neither read nor write.
+    PathOnly,
+}
+
+/// An open file or directory on the local filesystem.
+///
+/// Read and write permissions asked for at open time are enforced here for `read_at` and
+/// `write_at`; metadata calls (`set_len`, `set_times`, …) work on any handle whose fd allows
+/// them, since the protocol layer checks its own access masks.
+pub struct LocalHandle {
+    pub(crate) fd: OwnedFd,
+    pub(crate) is_dir: bool,
+    pub(crate) access: FdAccess,
+    pub(crate) allow_read: bool,
+    pub(crate) allow_write: bool,
+    /// Path at open time; used to resolve symlinks met while listing (stale after a rename
+    /// of an ancestor, which only affects such symlink entries).
+    pub(crate) path: SharePath,
+    pub(crate) root: Arc<Root>,
+}
+
+impl fmt::Debug for LocalHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalHandle")
+            .field("path", &self.path.to_smb_string())
+            .field("is_dir", &self.is_dir)
+            .field("access", &self.access)
+            .field("read", &self.allow_read)
+            .field("write", &self.allow_write)
+            .finish()
+    }
+}
+
+impl LocalHandle {
+    /// The share path this handle was opened with.
+    pub fn path(&self) -> &SharePath {
+        &self.path
+    }
+
+    /// Whether this handle refers to a directory.
+    pub fn is_dir(&self) -> bool {
+        self.is_dir
+    }
+
+    /// Common gate of every call that changes the file's data.
+    fn check_data_change(&self) -> Result<()> {
+        if self.root.read_only {
+            return Err(VfsError::ReadOnly);
+        }
+        if self.is_dir {
+            return Err(VfsError::IsADirectory);
+        }
+        if self.access != FdAccess::ReadWrite {
+            return Err(VfsError::PermissionDenied);
+        }
+        Ok(())
+    }
+
+    /// Runs `f` with the xattr location of this handle's object.
+    fn with_xattr_at<T>(&self, f: impl FnOnce(Option<&XattrAt<'_>>) -> T) -> T {
+        if self.access == FdAccess::PathOnly {
+            if !self.root.proc_ok {
+                return f(None);
+            }
+            let p = proc_fd_path(self.fd.as_fd());
+            f(Some(&XattrAt::Follow(&p)))
+        } else {
+            f(Some(&XattrAt::Fd(self.fd.as_fd())))
+        }
+    }
+}
+
+/// Largest offset the kernel accepts (`loff_t` is signed).
+const MAX_OFFSET: u64 = i64::MAX as u64;
+
+impl FileHandle for LocalHandle {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        if self.is_dir {
+            return Err(VfsError::IsADirectory);
+        }
+        if !self.allow_read || self.access == FdAccess::PathOnly {
+            return Err(VfsError::PermissionDenied);
+        }
+        let mut done = 0;
+        while done < buf.len() {
+            let Some(pos) = offset.checked_add(done as u64).filter(|p| *p <= MAX_OFFSET) else {
+                break;
+            };
+            match pread(&self.fd, &mut buf[done..], pos) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(map_errno(e)),
+            }
+        }
+        Ok(done)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize> {
+        self.check_data_change()?;
+        if !self.allow_write {
+            return Err(VfsError::PermissionDenied);
+        }
+        match offset.checked_add(buf.len() as u64) {
+            Some(end) if end <= MAX_OFFSET => {}
+            _ => return Err(VfsError::TooLarge),
+        }
+        let mut done = 0;
+        while done < buf.len() {
+            match pwrite(&self.fd, &buf[done..], offset + done as u64) {
+                Ok(0) => return Err(VfsError::Io(std::io::ErrorKind::WriteZero.into())),
+                Ok(n) => done += n,
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(map_errno(e)),
+            }
+        }
+        Ok(done)
+    }
+
+    fn attrs(&self) -> Result<FileAttrs> {
+        let stx = statx_fd(self.fd.as_fd())?;
+        Ok(self.with_xattr_at(|at| attrs_from(&stx, at)))
+    }
+
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.check_data_change()?;
+        if len > MAX_OFFSET {
+            return Err(VfsError::TooLarge);
+        }
+        ftruncate(&self.fd, len).map_err(map_errno)
+    }
+
+    fn allocate(&self, len: u64) -> Result<()> {
+        self.check_data_change()?;
+        if len == 0 {
+            return Ok(());
+        }
+        if len > MAX_OFFSET {
+            return Err(VfsError::TooLarge);
+        }
+        // KEEP_SIZE: reserving space must not move the end of file.
+        match fallocate(&self.fd, FallocateFlags::KEEP_SIZE, 0, len) {
+            Ok(()) | Err(Errno::NOTSUP) => Ok(()),
+            Err(e) => Err(map_errno(e)),
+        }
+    }
+
+    fn sync(&self) -> Result<()> {
+        if self.access == FdAccess::PathOnly {
+            // Nothing can have been written through a path-only handle.
+            return Ok(());
+        }
+        fsync(&self.fd).map_err(map_errno)
+    }
+
+    fn set_times(&self, times: SetTimes) -> Result<()> {
+        if self.root.read_only {
+            return Err(VfsError::ReadOnly);
+        }
+        if let Some(created) = times.created {
+            self.with_xattr_at(|at| match at {
+                Some(at) => set_xattr(at, BTIME_XATTR, &encode_btime(created)),
+                None => Ok(()),
+            })?;
+        }
+        if times.accessed.is_some() || times.modified.is_some() {
+            let ts = |t: Option<_>| {
+                t.map(to_timespec).unwrap_or(Timespec {
+                    tv_sec: 0,
+                    tv_nsec: UTIME_OMIT,
+                })
+            };
+            let stamps = Timestamps {
+                last_access: ts(times.accessed),
+                last_modification: ts(times.modified),
+            };
+            let r = if self.access == FdAccess::PathOnly {
+                // futimens refuses O_PATH fds; the empty-path form does not.
+                utimensat(&self.fd, "", &stamps, AtFlags::EMPTY_PATH)
+            } else {
+                futimens(&self.fd, &stamps)
+            };
+            r.map_err(map_errno)?;
+        }
+        // The change time cannot be set on Linux; it is ignored.
+        Ok(())
+    }
+
+    fn set_dos_attributes(&self, attrs: u32) -> Result<()> {
+        if self.root.read_only {
+            return Err(VfsError::ReadOnly);
+        }
+        let value = (attrs & STORED_DOS).to_le_bytes();
+        self.with_xattr_at(|at| match at {
+            Some(at) => set_xattr(at, DOS_ATTR_XATTR, &value),
+            None => Ok(()),
+        })
+    }
+
+    fn read_dir(&self) -> Result<Vec<DirEntry>> {
+        if !self.is_dir {
+            return Err(VfsError::NotADirectory);
+        }
+        if self.access == FdAccess::PathOnly {
+            return Err(VfsError::PermissionDenied);
+        }
+        listing::list(self)
+    }
+}

@@ -1,0 +1,191 @@
+//! Metadata: statx results, the `user.braid.*` xattrs, and time conversions.
+
+use super::errno::map_errno;
+use crate::{dos, FileAttrs, Result};
+use rustix::fd::{AsRawFd, BorrowedFd};
+use rustix::fs::{
+    fgetxattr, fsetxattr, getxattr, lgetxattr, setxattr, statx, AtFlags, FileType, Statx,
+    StatxFlags, StatxTimestamp, Timespec, XattrFlags,
+};
+use rustix::io::Errno;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Xattr holding the stored DOS attributes (u32, little-endian).
+pub const DOS_ATTR_XATTR: &str = "user.braid.dosattrib";
+/// Xattr holding a creation-time override (u64 LE nanoseconds since the UNIX epoch), because
+/// Linux cannot set a file's birth time.
+pub const BTIME_XATTR: &str = "user.braid.btime";
+
+/// The DOS attributes kept in [`DOS_ATTR_XATTR`]; everything else is derived or ignored.
+pub(crate) const STORED_DOS: u32 = dos::READONLY | dos::HIDDEN | dos::SYSTEM | dos::ARCHIVE;
+
+const STATX_MASK: StatxFlags = StatxFlags::BASIC_STATS.union(StatxFlags::BTIME);
+
+/// Where to read or write a file's xattrs.
+pub(crate) enum XattrAt<'a> {
+    /// An fd open for I/O (not `O_PATH`).
+    Fd(BorrowedFd<'a>),
+    /// A path whose final symlink is followed (used for `/proc/self/fd/N` of `O_PATH` fds).
+    Follow(&'a str),
+    /// A path whose final symlink is not followed (directory entries).
+    NoFollow(&'a str),
+}
+
+/// `/proc/self/fd/N`: lets xattr calls reach the object behind an `O_PATH` fd, which the
+/// f*xattr calls refuse.
+pub(crate) fn proc_fd_path(fd: BorrowedFd<'_>) -> String {
+    format!("/proc/self/fd/{}", fd.as_raw_fd())
+}
+
+/// Reads a small xattr; `None` when absent, unsupported, or unreadable (attributes then
+/// degrade to their defaults rather than failing the stat).
+fn get_xattr<const N: usize>(at: &XattrAt<'_>, name: &str) -> Option<[u8; N]> {
+    let mut buf = [0u8; N];
+    let n = match at {
+        XattrAt::Fd(fd) => fgetxattr(fd, name, &mut buf),
+        XattrAt::Follow(p) => getxattr(*p, name, &mut buf),
+        XattrAt::NoFollow(p) => lgetxattr(*p, name, &mut buf),
+    };
+    // A value of another length was not written by us: ignore it.
+    match n {
+        Ok(n) if n == N => Some(buf),
+        _ => None,
+    }
+}
+
+/// Writes an xattr; silently does nothing on filesystems without user xattrs.
+pub(crate) fn set_xattr(at: &XattrAt<'_>, name: &str, value: &[u8]) -> Result<()> {
+    let r = match at {
+        XattrAt::Fd(fd) => fsetxattr(fd, name, value, XattrFlags::empty()),
+        XattrAt::Follow(p) => setxattr(*p, name, value, XattrFlags::empty()),
+        // Never used for writing: user xattrs cannot live on symlinks anyway.
+        XattrAt::NoFollow(_) => return Ok(()),
+    };
+    match r {
+        Ok(()) | Err(Errno::NOTSUP) => Ok(()),
+        Err(e) => Err(map_errno(e)),
+    }
+}
+
+/// statx of `name` relative to `dirfd` (`""` with `AT_EMPTY_PATH` for the fd itself).
+pub(crate) fn statx_at(dirfd: BorrowedFd<'_>, name: &str, flags: AtFlags) -> Result<Statx> {
+    statx(dirfd, name, flags, STATX_MASK).map_err(map_errno)
+}
+
+/// statx of the object an fd refers to (works on `O_PATH` fds too).
+pub(crate) fn statx_fd(fd: BorrowedFd<'_>) -> Result<Statx> {
+    statx_at(fd, "", AtFlags::EMPTY_PATH)
+}
+
+/// The file type bits of a statx result.
+pub(crate) fn file_type(stx: &Statx) -> FileType {
+    FileType::from_raw_mode(u32::from(stx.stx_mode))
+}
+
+/// Builds [`FileAttrs`] from statx plus the xattrs found at `at` (if any).
+pub(crate) fn attrs_from(stx: &Statx, at: Option<&XattrAt<'_>>) -> FileAttrs {
+    let is_dir = file_type(stx) == FileType::Directory;
+    let stored_dos = at
+        .and_then(|a| get_xattr::<4>(a, DOS_ATTR_XATTR))
+        .map(u32::from_le_bytes);
+    let btime_override = at
+        .and_then(|a| get_xattr::<8>(a, BTIME_XATTR))
+        .map(u64::from_le_bytes);
+
+    let mut dos_attributes = if is_dir { dos::DIRECTORY } else { 0 };
+    match stored_dos {
+        Some(v) => dos_attributes |= v & STORED_DOS,
+        // Windows marks new files for backup; do the same when nothing was stored.
+        None if !is_dir => dos_attributes |= dos::ARCHIVE,
+        None => {}
+    }
+    // Mode-derived READONLY only for files: on directories Windows gives it another meaning.
+    if !is_dir && stx.stx_mode & 0o200 == 0 {
+        dos_attributes |= dos::READONLY;
+    }
+
+    let modified = from_statx_ts(&stx.stx_mtime);
+    let changed = from_statx_ts(&stx.stx_ctime);
+    let created = match btime_override {
+        Some(ns) => UNIX_EPOCH + Duration::from_nanos(ns),
+        None if stx.stx_mask & StatxFlags::BTIME.bits() != 0 => from_statx_ts(&stx.stx_btime),
+        None => modified.min(changed),
+    };
+    FileAttrs {
+        is_dir,
+        size: if is_dir { 0 } else { stx.stx_size },
+        alloc_size: stx.stx_blocks.saturating_mul(512),
+        nlink: stx.stx_nlink,
+        file_id: stx.stx_ino,
+        created,
+        accessed: from_statx_ts(&stx.stx_atime),
+        modified,
+        changed,
+        dos_attributes,
+    }
+}
+
+/// Converts a kernel timestamp (possibly before 1970) to `SystemTime`.
+fn from_statx_ts(ts: &StatxTimestamp) -> SystemTime {
+    let nanos = Duration::from_nanos(u64::from(ts.tv_nsec));
+    let t = if ts.tv_sec >= 0 {
+        UNIX_EPOCH.checked_add(Duration::from_secs(ts.tv_sec.unsigned_abs()))
+    } else {
+        UNIX_EPOCH.checked_sub(Duration::from_secs(ts.tv_sec.unsigned_abs()))
+    };
+    t.and_then(|t| t.checked_add(nanos)).unwrap_or(UNIX_EPOCH)
+}
+
+/// Converts a `SystemTime` to a kernel timespec (negative seconds before 1970).
+pub(crate) fn to_timespec(t: SystemTime) -> Timespec {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => Timespec {
+            tv_sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(d.subsec_nanos()),
+        },
+        Err(e) => {
+            let d = e.duration();
+            let mut sec = -i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+            let mut nsec = i64::from(d.subsec_nanos());
+            // tv_nsec must be non-negative: borrow a second.
+            if nsec > 0 {
+                sec = sec.saturating_sub(1);
+                nsec = 1_000_000_000 - nsec;
+            }
+            Timespec {
+                tv_sec: sec,
+                tv_nsec: nsec,
+            }
+        }
+    }
+}
+
+/// Encodes a creation time for [`BTIME_XATTR`]; times before 1970 clamp to the epoch.
+pub(crate) fn encode_btime(t: SystemTime) -> [u8; 8] {
+    let ns = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
+    ns.to_le_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timespec_round_trip() {
+        let before = UNIX_EPOCH - Duration::new(10, 250_000_000);
+        let ts = to_timespec(before);
+        assert_eq!((ts.tv_sec, ts.tv_nsec), (-11, 750_000_000));
+        let stx = StatxTimestamp {
+            tv_sec: ts.tv_sec,
+            tv_nsec: ts.tv_nsec as u32,
+            __reserved: 0,
+        };
+        assert_eq!(from_statx_ts(&stx), before);
+        let after = UNIX_EPOCH + Duration::new(1_700_000_000, 5);
+        let ts = to_timespec(after);
+        assert_eq!((ts.tv_sec, ts.tv_nsec), (1_700_000_000, 5));
+    }
+}
