@@ -1,0 +1,71 @@
+//! `braid check`: validate a config file and summarise it.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use crate::config;
+
+/// Validates the file and returns a human-readable summary.
+pub fn run(path: &Path) -> anyhow::Result<String> {
+    let loaded = config::load(path)?;
+    Ok(summary(path, &loaded))
+}
+
+fn summary(path: &Path, loaded: &config::Loaded) -> String {
+    let c = &loaded.server;
+    let mut s = String::new();
+    let listen: Vec<String> = c.listen.iter().map(ToString::to_string).collect();
+    let users: Vec<&str> = c.users.iter().map(|u| u.name.as_str()).collect();
+    // Writing to a String cannot fail.
+    let _ = writeln!(s, "{}: OK", path.display());
+    let _ = writeln!(s, "  listen:       {}", listen.join(", "));
+    let _ = writeln!(s, "  server name:  {} (domain {})", c.server_name, c.domain);
+    let io = if c.max_io_size % (1 << 20) == 0 {
+        format!("{} MiB", c.max_io_size >> 20)
+    } else {
+        format!("{} KiB", c.max_io_size >> 10)
+    };
+    let _ = writeln!(
+        s,
+        "  limits:       max I/O {io}, max {} connections",
+        c.max_connections
+    );
+    let _ = writeln!(
+        s,
+        "  log:          {}",
+        loaded.log.as_deref().unwrap_or("info")
+    );
+    let _ = writeln!(
+        s,
+        "  users:        {}",
+        if users.is_empty() {
+            "(none)".to_string()
+        } else {
+            users.join(", ")
+        }
+    );
+    if c.shares.is_empty() {
+        let _ = writeln!(s, "  shares:       (none)");
+    }
+    for sh in &c.shares {
+        let who = if sh.users.is_empty() {
+            "all users".to_string()
+        } else {
+            sh.users.join(", ")
+        };
+        let _ = writeln!(
+            s,
+            "  share {:?}: {} ({}; {}{})",
+            sh.name,
+            sh.path.display(),
+            if sh.read_only {
+                "read-only"
+            } else {
+                "read-write"
+            },
+            who,
+            if sh.guest_ok { "; guests allowed" } else { "" }
+        );
+    }
+    s
+}

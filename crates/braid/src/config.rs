@@ -1,0 +1,405 @@
+//! Reading and validating `braid.toml`, and turning it into a [`ServerConfig`].
+//!
+//! Every error names the file, the line and the key at fault, e.g.
+//! `braid.toml:12: share "data": path "/nope" does not exist`.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use smb_server::{ServerConfig, ShareConfig, UserConfig};
+use toml::Spanned;
+
+use crate::names;
+
+/// Smallest and largest accepted `max_io_size`.
+const MIN_IO: u64 = 1 << 20;
+const MAX_IO: u64 = 8 << 20;
+
+/// A validated configuration file.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// Settings for the SMB server.
+    pub server: ServerConfig,
+    /// The `log` tracing filter, if the file sets one.
+    pub log: Option<String>,
+}
+
+/// A configuration problem, located in the file where possible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// File name as shown to the user.
+    pub file: String,
+    /// 1-based line number, when the problem has a place in the file.
+    pub line: Option<usize>,
+    /// What is wrong, naming the key.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{}: {}", self.file, line, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Reads and validates the file at `path`. Relative share paths are taken relative to the
+/// file's directory, so a config works the same from any working directory.
+pub fn load(path: &Path) -> anyhow::Result<Loaded> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let base = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok(parse(&text, &path.display().to_string(), &base)?)
+}
+
+/// Parses and validates config `text`; `file` is used in messages and relative share paths
+/// are resolved against `base_dir`.
+pub fn parse(text: &str, file: &str, base_dir: &Path) -> Result<Loaded, ConfigError> {
+    let ctx = Ctx { text, file };
+    let raw: RawConfig = toml::from_str(text).map_err(|e| ctx.toml_error(&e))?;
+    ctx.validate(raw, base_dir)
+}
+
+// ---- file schema -------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    server: Option<RawServer>,
+    #[serde(default)]
+    user: Vec<Spanned<RawUser>>,
+    #[serde(default)]
+    share: Vec<Spanned<RawShare>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    listen: Option<Spanned<Vec<Spanned<String>>>>,
+    server_name: Option<Spanned<String>>,
+    domain: Option<Spanned<String>>,
+    // Integer bytes or a string like "4M": checked by hand for a better message.
+    max_io_size: Option<Spanned<toml::Value>>,
+    max_connections: Option<Spanned<i64>>,
+    log: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUser {
+    name: Spanned<String>,
+    // Optional here so that a `password` key gets its own, clearer message.
+    nt_hash: Option<Spanned<String>>,
+    password: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawShare {
+    name: Spanned<String>,
+    path: Spanned<String>,
+    #[serde(default)]
+    read_only: bool,
+    users: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    guest_ok: bool,
+    #[serde(default)]
+    comment: String,
+}
+
+// ---- validation --------------------------------------------------------------------------
+
+struct Ctx<'a> {
+    text: &'a str,
+    file: &'a str,
+}
+
+impl Ctx<'_> {
+    fn line_of(&self, offset: usize) -> usize {
+        let end = offset.min(self.text.len());
+        1 + self.text.as_bytes()[..end]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+    }
+
+    fn err(&self, span: Range<usize>, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.file.to_string(),
+            line: Some(self.line_of(span.start)),
+            message: message.into(),
+        }
+    }
+
+    /// Turns a TOML/serde error into a located one, adding the key it concerns when the
+    /// message itself does not say (e.g. "invalid type: string, expected a boolean").
+    fn toml_error(&self, e: &toml::de::Error) -> ConfigError {
+        let message = e.message().trim().to_string();
+        let Some(span) = e.span() else {
+            return ConfigError {
+                file: self.file.to_string(),
+                line: None,
+                message,
+            };
+        };
+        let message = match locate::key_at(self.text, span.start) {
+            // "unknown field `x`" already names the key: only say whose it is.
+            Some(mut place)
+                if place
+                    .key
+                    .as_ref()
+                    .is_some_and(|k| message.contains(&format!("`{k}`"))) =>
+            {
+                place.key = None;
+                match place.describe() {
+                    owner if owner.is_empty() => message,
+                    owner => format!("{owner}: {message}"),
+                }
+            }
+            Some(place) => format!("{}: {message}", place.describe()),
+            None => message,
+        };
+        self.err(span, message)
+    }
+
+    fn validate(&self, raw: RawConfig, base_dir: &Path) -> Result<Loaded, ConfigError> {
+        let mut server = ServerConfig::default();
+        let mut log = None;
+        if let Some(s) = raw.server {
+            self.apply_server(s, &mut server, &mut log)?;
+        }
+
+        // Windows treats user and share names case-insensitively, so duplicates do too.
+        let mut user_names = HashSet::new();
+        for user in &raw.user {
+            let span = user.span();
+            let u = user.get_ref();
+            let name = u.name.get_ref();
+            let who = format!("user {name:?}");
+            names::check_user_name(name)
+                .map_err(|m| self.err(u.name.span(), format!("{who}: name {m}")))?;
+            if !user_names.insert(name.to_lowercase()) {
+                return Err(self.err(u.name.span(), format!("{who}: duplicate user name")));
+            }
+            if let Some(pw) = &u.password {
+                return Err(self.err(
+                    pw.span(),
+                    format!(
+                        "{who}: key `password` is not allowed: plaintext passwords are never \
+                         stored; set `nt_hash`, e.g. with `braid user add {name}`"
+                    ),
+                ));
+            }
+            let Some(hash) = &u.nt_hash else {
+                return Err(self.err(span, format!("{who}: missing key `nt_hash`")));
+            };
+            let nt_hash = parse_nt_hash(hash.get_ref()).ok_or_else(|| {
+                self.err(
+                    hash.span(),
+                    format!("{who}: nt_hash must be exactly 32 hex digits"),
+                )
+            })?;
+            server.users.push(UserConfig {
+                name: name.clone(),
+                nt_hash,
+            });
+        }
+
+        let mut share_names = HashSet::new();
+        for share in raw.share {
+            let s = share.into_inner();
+            let name = s.name.get_ref();
+            let what = format!("share {name:?}");
+            names::check_share_name(name)
+                .map_err(|m| self.err(s.name.span(), format!("{what}: name {m}")))?;
+            if !share_names.insert(name.to_lowercase()) {
+                return Err(self.err(s.name.span(), format!("{what}: duplicate share name")));
+            }
+            let path = self.share_path(&s.path, base_dir, &what)?;
+            let mut users = Vec::new();
+            for u in s.users.unwrap_or_default() {
+                if !user_names.contains(&u.get_ref().to_lowercase()) {
+                    return Err(self.err(
+                        u.span(),
+                        format!("{what}: users: unknown user {:?}", u.get_ref()),
+                    ));
+                }
+                users.push(u.into_inner());
+            }
+            server.shares.push(ShareConfig {
+                name: name.clone(),
+                path,
+                read_only: s.read_only,
+                users,
+                guest_ok: s.guest_ok,
+                comment: s.comment,
+            });
+        }
+        Ok(Loaded { server, log })
+    }
+
+    fn apply_server(
+        &self,
+        s: RawServer,
+        server: &mut ServerConfig,
+        log: &mut Option<String>,
+    ) -> Result<(), ConfigError> {
+        if let Some(listen) = s.listen {
+            if listen.get_ref().is_empty() {
+                return Err(self.err(listen.span(), "server.listen: needs at least one address"));
+            }
+            server.listen.clear();
+            for addr in listen.into_inner() {
+                let parsed: SocketAddr = addr.get_ref().trim().parse().map_err(|_| {
+                    self.err(
+                        addr.span(),
+                        format!(
+                            "server.listen: {:?} is not an IP:PORT address \
+                             (e.g. \"0.0.0.0:445\" or \"[::]:445\")",
+                            addr.get_ref()
+                        ),
+                    )
+                })?;
+                if server.listen.contains(&parsed) {
+                    return Err(self.err(
+                        addr.span(),
+                        format!("server.listen: {parsed} is listed twice"),
+                    ));
+                }
+                server.listen.push(parsed);
+            }
+        }
+        if let Some(n) = s.server_name {
+            names::check_netbios_name(n.get_ref())
+                .map_err(|m| self.err(n.span(), format!("server.server_name: {m}")))?;
+            server.server_name = n.into_inner();
+        }
+        if let Some(d) = s.domain {
+            names::check_netbios_name(d.get_ref())
+                .map_err(|m| self.err(d.span(), format!("server.domain: {m}")))?;
+            server.domain = d.into_inner();
+        }
+        if let Some(v) = s.max_io_size {
+            let size = io_size(v.get_ref())
+                .map_err(|m| self.err(v.span(), format!("server.max_io_size: {m}")))?;
+            server.max_io_size = size;
+        }
+        if let Some(n) = s.max_connections {
+            let value = *n.get_ref();
+            if !(1..=1_000_000).contains(&value) {
+                return Err(self.err(
+                    n.span(),
+                    format!("server.max_connections: {value} is out of range (1..1000000)"),
+                ));
+            }
+            server.max_connections = value as usize;
+        }
+        if let Some(l) = s.log {
+            tracing_subscriber::EnvFilter::try_new(l.get_ref()).map_err(|e| {
+                self.err(
+                    l.span(),
+                    format!("server.log: {:?} is not a valid filter: {e}", l.get_ref()),
+                )
+            })?;
+            *log = Some(l.into_inner());
+        }
+        Ok(())
+    }
+
+    fn share_path(
+        &self,
+        path: &Spanned<String>,
+        base_dir: &Path,
+        what: &str,
+    ) -> Result<PathBuf, ConfigError> {
+        let shown = path.get_ref();
+        if shown.is_empty() {
+            return Err(self.err(path.span(), format!("{what}: path is empty")));
+        }
+        let full = base_dir.join(shown);
+        match std::fs::metadata(&full) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(self.err(
+                    path.span(),
+                    format!("{what}: path {shown:?} is not a directory"),
+                ))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(self.err(
+                    path.span(),
+                    format!("{what}: path {shown:?} does not exist"),
+                ))
+            }
+            Err(e) => {
+                return Err(self.err(
+                    path.span(),
+                    format!("{what}: path {shown:?} cannot be accessed: {e}"),
+                ))
+            }
+        }
+        // The server gets an absolute path so its behaviour does not depend on the cwd.
+        std::fs::canonicalize(&full).map_err(|e| {
+            self.err(
+                path.span(),
+                format!("{what}: path {shown:?} cannot be resolved: {e}"),
+            )
+        })
+    }
+}
+
+/// Decodes a 32-hex-digit NT hash.
+pub fn parse_nt_hash(s: &str) -> Option<[u8; 16]> {
+    let bytes = hex::decode(s.trim()).ok()?;
+    bytes.try_into().ok()
+}
+
+/// Checks a `max_io_size` value: integer bytes or "1M", "4MiB", "1024K", ...
+fn io_size(v: &toml::Value) -> Result<u32, String> {
+    let bytes = match v {
+        toml::Value::Integer(n) => u64::try_from(*n).map_err(|_| format!("{n} is negative"))?,
+        toml::Value::String(s) => parse_size(s)
+            .ok_or_else(|| format!("{s:?} is not a size (use bytes, or e.g. \"1M\", \"4MiB\")"))?,
+        other => {
+            return Err(format!(
+                "expected a size such as \"1M\" or 1048576, found a {}",
+                other.type_str()
+            ))
+        }
+    };
+    if !(MIN_IO..=MAX_IO).contains(&bytes) {
+        return Err(format!("{v} is out of range (must be 1M..8M)"));
+    }
+    // In range, so it fits.
+    Ok(bytes as u32)
+}
+
+/// Parses a byte count with an optional binary unit suffix (K, KiB, M, MiB; any case).
+fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(digits_end);
+    let n: u64 = digits.parse().ok()?;
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+mod locate;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,305 @@
+use super::*;
+use crate::fsutil::testdir::TestDir;
+
+const HASH: &str = "8846f7eaee8fb117ad06bdd830b7586c";
+
+/// A valid file whose share paths are relative to the test directory.
+fn example() -> String {
+    format!(
+        r#"# example
+[server]
+listen = ["127.0.0.1:4455", "[::1]:4455"]
+server_name = "FILES"
+domain = "HOME"
+max_io_size = "4MiB"
+max_connections = 64
+log = "debug"
+
+[[user]]
+name = "alice"
+nt_hash = "{HASH}"
+
+[[user]]
+name = "bob"
+nt_hash = "{HASH}"
+
+[[share]]
+name = "data"
+path = "data"
+users = ["alice"]
+
+[[share]]
+name = "public"
+path = "pub"
+read_only = true
+guest_ok = true
+comment = "for everyone"
+"#
+    )
+}
+
+fn dir() -> TestDir {
+    let d = TestDir::new();
+    std::fs::create_dir(d.path().join("data")).unwrap();
+    std::fs::create_dir(d.path().join("pub")).unwrap();
+    std::fs::write(d.path().join("afile"), "x").unwrap();
+    d
+}
+
+/// Parses `text` and returns the error, asserting its line and that it mentions `needles`.
+fn error(text: &str, line: usize, needles: &[&str]) -> ConfigError {
+    let d = dir();
+    let e = parse(text, "braid.toml", d.path()).expect_err("config should be refused");
+    let shown = e.to_string();
+    assert_eq!(e.line, Some(line), "wrong line in {shown:?}");
+    assert!(
+        shown.starts_with(&format!("braid.toml:{line}: ")),
+        "{shown}"
+    );
+    for n in needles {
+        assert!(shown.contains(n), "{shown:?} should mention {n:?}");
+    }
+    e
+}
+
+/// The example with line `line` (1-based) replaced by `new`.
+fn with_line(line: usize, new: &str) -> String {
+    let text = example();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[line - 1] = new;
+    lines.join("\n") + "\n"
+}
+
+#[test]
+fn valid_example() {
+    let d = dir();
+    let loaded = parse(&example(), "braid.toml", d.path()).unwrap();
+    let c = loaded.server;
+    assert_eq!(
+        c.listen,
+        vec![
+            "127.0.0.1:4455".parse::<SocketAddr>().unwrap(),
+            "[::1]:4455".parse().unwrap()
+        ]
+    );
+    assert_eq!(c.server_name, "FILES");
+    assert_eq!(c.domain, "HOME");
+    assert_eq!(c.max_io_size, 4 << 20);
+    assert_eq!(c.max_connections, 64);
+    assert_eq!(loaded.log.as_deref(), Some("debug"));
+    assert_eq!(c.users.len(), 2);
+    assert_eq!(c.users[0].name, "alice");
+    assert_eq!(hex::encode(c.users[0].nt_hash), HASH);
+    assert_eq!(c.shares.len(), 2);
+    let data = &c.shares[0];
+    assert_eq!(data.name, "data");
+    assert_eq!(
+        data.path,
+        std::fs::canonicalize(d.path().join("data")).unwrap()
+    );
+    assert!(!data.read_only && !data.guest_ok);
+    assert_eq!(data.users, vec!["alice".to_string()]);
+    let public = &c.shares[1];
+    assert!(public.read_only && public.guest_ok);
+    assert!(public.users.is_empty());
+    assert_eq!(public.comment, "for everyone");
+}
+
+#[test]
+fn minimal_file_gets_defaults() {
+    let d = dir();
+    let loaded = parse("", "braid.toml", d.path()).unwrap();
+    let def = ServerConfig::default();
+    assert_eq!(loaded.server.listen, def.listen);
+    assert_eq!(loaded.server.max_io_size, def.max_io_size);
+    assert!(loaded.log.is_none());
+}
+
+#[test]
+fn io_sizes() {
+    for (v, bytes) in [
+        ("\"1M\"", 1 << 20),
+        ("\"8M\"", 8 << 20),
+        ("\"2mib\"", 2 << 20),
+        ("\"2048K\"", 2 << 20),
+        ("1048576", 1 << 20),
+    ] {
+        let d = dir();
+        let text = format!("[server]\nmax_io_size = {v}\n");
+        let c = parse(&text, "braid.toml", d.path()).unwrap();
+        assert_eq!(c.server.max_io_size, bytes, "{v}");
+    }
+    for bad in [
+        "\"16M\"", "\"512K\"", "0", "-1", "\"1G\"", "\"lots\"", "1.5", "true",
+    ] {
+        let text = format!("[server]\n\nmax_io_size = {bad}\n");
+        error(&text, 3, &["max_io_size"]);
+    }
+}
+
+#[test]
+fn unknown_keys() {
+    error(&with_line(4, "name = \"x\""), 4, &["unknown field", "name"]);
+    error(
+        &with_line(22, "writable = true"),
+        22,
+        &["share \"data\"", "writable"],
+    );
+    error(&with_line(1, "[global]"), 1, &["global"]);
+}
+
+#[test]
+fn plaintext_password_is_refused() {
+    error(
+        &with_line(12, "password = \"secret\""),
+        12,
+        &["user \"alice\"", "password", "nt_hash"],
+    );
+}
+
+#[test]
+fn bad_nt_hash() {
+    error(
+        &with_line(12, "nt_hash = \"1234\""),
+        12,
+        &["user \"alice\"", "nt_hash"],
+    );
+    error(
+        &with_line(16, &format!("nt_hash = \"{}\"", "zz".repeat(16))),
+        16,
+        &["user \"bob\"", "nt_hash"],
+    );
+    error(
+        &with_line(12, "nt_hash = 5"),
+        12,
+        &["nt_hash", "invalid type"],
+    );
+}
+
+#[test]
+fn duplicate_user() {
+    error(
+        &with_line(15, "name = \"ALICE\""),
+        15,
+        &["user \"ALICE\"", "duplicate"],
+    );
+}
+
+#[test]
+fn missing_and_bad_share_paths() {
+    error(
+        &with_line(20, "path = \"/nope/not/here\""),
+        20,
+        &["share \"data\"", "path \"/nope/not/here\" does not exist"],
+    );
+    error(
+        &with_line(20, "path = \"afile\""),
+        20,
+        &["share \"data\"", "not a directory"],
+    );
+}
+
+#[test]
+fn duplicate_and_reserved_share_names() {
+    error(
+        &with_line(24, "name = \"DATA\""),
+        24,
+        &["share \"DATA\"", "duplicate"],
+    );
+    error(
+        &with_line(24, "name = \"ipc$\""),
+        24,
+        &["share \"ipc$\"", "reserved"],
+    );
+}
+
+#[test]
+fn invalid_share_names() {
+    error(
+        &with_line(19, "name = \"a/b\""),
+        19,
+        &["share \"a/b\"", "name", "'/'"],
+    );
+    error(
+        &with_line(19, "name = \"tab\\there\""),
+        19,
+        &["name", "'\\t'"],
+    );
+    let long = format!("name = \"{}\"", "x".repeat(81));
+    error(&with_line(19, &long), 19, &["name", "81 characters"]);
+}
+
+#[test]
+fn unknown_user_in_share() {
+    error(
+        &with_line(21, "users = [\"alice\",\n  \"carol\"]"),
+        22,
+        &["share \"data\"", "users", "unknown user \"carol\""],
+    );
+}
+
+#[test]
+fn bad_listen_addresses() {
+    error(
+        &with_line(3, "listen = [\"localhost:445\"]"),
+        3,
+        &["server.listen", "localhost:445"],
+    );
+    error(
+        &with_line(3, "listen = [\"1.2.3.4\"]"),
+        3,
+        &["server.listen"],
+    );
+    error(
+        &with_line(3, "listen = []"),
+        3,
+        &["server.listen", "at least one"],
+    );
+    error(
+        &with_line(3, "listen = \"1.2.3.4:445\""),
+        3,
+        &["listen", "invalid type"],
+    );
+}
+
+#[test]
+fn other_server_values() {
+    error(
+        &with_line(4, "server_name = \"has space\""),
+        4,
+        &["server.server_name"],
+    );
+    error(
+        &with_line(7, "max_connections = 0"),
+        7,
+        &["server.max_connections"],
+    );
+    error(&with_line(8, "log = \"[[[\""), 8, &["server.log"]);
+}
+
+#[test]
+fn missing_required_keys() {
+    error(
+        &with_line(20, ""),
+        18,
+        &["share \"data\"", "missing field `path`"],
+    );
+    error(&with_line(12, ""), 10, &["user \"alice\"", "nt_hash"]);
+    error(&with_line(11, ""), 10, &["user", "missing field `name`"]);
+}
+
+#[test]
+fn syntax_error_has_a_line() {
+    error(&with_line(13, "this is not toml"), 13, &[]);
+}
+
+#[test]
+fn load_reads_relative_to_the_file() {
+    let d = dir();
+    let path = d.path().join("braid.toml");
+    std::fs::write(&path, example()).unwrap();
+    let loaded = load(&path).unwrap();
+    assert_eq!(loaded.server.shares.len(), 2);
+    let missing = load(&d.path().join("nope.toml")).unwrap_err();
+    assert!(missing.to_string().contains("cannot read"), "{missing}");
+}

@@ -1,0 +1,172 @@
+//! `braid serve`: load (or create) the config, then run the server until a signal.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use smb_server::ServerConfig;
+
+use crate::cli::ServeArgs;
+use crate::{config, first_run, logging};
+
+/// Runs `braid serve`.
+pub fn run(args: ServeArgs, verbose: u8) -> anyhow::Result<()> {
+    let (config_path, new_password) = match args.config {
+        Some(path) => (path, None),
+        None => {
+            let p = first_run::prepare(Path::new("."))?;
+            (p.config_path, p.new_password)
+        }
+    };
+    let loaded = config::load(&config_path)?;
+    let mut cfg = loaded.server;
+    if !args.listen.is_empty() {
+        cfg.listen = args.listen;
+    }
+    logging::init(verbose, loaded.log.as_deref());
+
+    if let Some(pw) = &new_password {
+        println!(
+            "braid: first start: wrote {} (share \"{}\" is {})",
+            config_path.display(),
+            first_run::FIRST_SHARE,
+            Path::new(".").join(first_run::DATA_DIR).display()
+        );
+        println!(
+            "braid: user \"{}\" has password {pw}  (shown only this once; only its hash is stored)",
+            first_run::FIRST_USER
+        );
+    }
+    if let Some(line) = smbclient_hint(&cfg, new_password.as_deref()) {
+        println!("braid: connect with: {line}");
+    }
+    if cfg.shares.is_empty() {
+        tracing::warn!("no [[share]] configured: clients can connect but see nothing");
+    }
+    if cfg.users.is_empty() && !cfg.shares.iter().any(|s| s.guest_ok) {
+        tracing::warn!("no [[user]] configured and no guest_ok share: nobody can connect");
+    }
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("braid")
+        .build()
+        .context("cannot start the async runtime")?;
+    let result = runtime.block_on(serve_until_signal(cfg));
+    // Do not hang on stuck blocking I/O at exit.
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    result
+}
+
+async fn serve_until_signal(cfg: ServerConfig) -> anyhow::Result<()> {
+    tokio::select! {
+        r = smb_server::run(cfg) => r.context("server stopped"),
+        s = shutdown_signal() => {
+            s?;
+            tracing::info!("shutting down");
+            Ok(())
+        }
+    }
+}
+
+/// Waits for Ctrl-C, or SIGTERM on Unix (what service managers send).
+async fn shutdown_signal() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.context("cannot watch Ctrl-C"),
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await.context("cannot watch Ctrl-C")
+    }
+}
+
+/// An `smbclient` command line reaching the first share, e.g.
+/// `smbclient //127.0.0.1/data -p 4455 -U braid%PASSWORD`.
+pub fn smbclient_hint(cfg: &ServerConfig, password: Option<&str>) -> Option<String> {
+    let share = cfg.shares.first()?;
+    let addr = *cfg.listen.first()?;
+    // A wildcard address is not something to connect to; loopback of the same family is.
+    let ip = match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    let target = SocketAddr::new(ip, addr.port());
+    let mut line = match target {
+        SocketAddr::V4(a) => format!("smbclient //{}/{}", a.ip(), share.name),
+        // smbclient wants IPv6 addresses through -I, not inside the UNC name.
+        SocketAddr::V6(a) => format!(
+            "smbclient //{}/{} -I {}",
+            cfg.server_name,
+            share.name,
+            a.ip()
+        ),
+    };
+    if target.port() != 445 {
+        line.push_str(&format!(" -p {}", target.port()));
+    }
+    let user = share
+        .users
+        .first()
+        .or_else(|| cfg.users.first().map(|u| &u.name));
+    match (user, password) {
+        (Some(u), Some(pw)) => line.push_str(&format!(" -U {u}%{pw}")),
+        (Some(u), None) => line.push_str(&format!(" -U {u}")),
+        (None, _) if share.guest_ok => line.push_str(" -N"),
+        (None, _) => {}
+    }
+    Some(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smb_server::{ShareConfig, UserConfig};
+
+    fn cfg(listen: &str) -> ServerConfig {
+        ServerConfig {
+            listen: vec![listen.parse().unwrap()],
+            users: vec![UserConfig {
+                name: "braid".into(),
+                nt_hash: [0; 16],
+            }],
+            shares: vec![ShareConfig {
+                name: "data".into(),
+                path: "/tmp".into(),
+                read_only: false,
+                users: vec![],
+                guest_ok: false,
+                comment: String::new(),
+            }],
+            ..ServerConfig::default()
+        }
+    }
+
+    #[test]
+    fn hints() {
+        let c = cfg("127.0.0.1:4455");
+        assert_eq!(
+            smbclient_hint(&c, Some("PW")).unwrap(),
+            "smbclient //127.0.0.1/data -p 4455 -U braid%PW"
+        );
+        assert_eq!(
+            smbclient_hint(&c, None).unwrap(),
+            "smbclient //127.0.0.1/data -p 4455 -U braid"
+        );
+        assert_eq!(
+            smbclient_hint(&cfg("0.0.0.0:445"), None).unwrap(),
+            "smbclient //127.0.0.1/data -U braid"
+        );
+        assert_eq!(
+            smbclient_hint(&cfg("[::]:4455"), None).unwrap(),
+            "smbclient //BRAID/data -I ::1 -p 4455 -U braid"
+        );
+    }
+}

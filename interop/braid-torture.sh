@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# braid-torture.sh - the smbtorture regression stage: start braid on a tmpfs share, run
+# interop/torture.sh on the release suites, stop braid, run interop/torture-check.sh.
+#
+# usage: interop/braid-torture.sh            (from anywhere; uses target/release/braid or $BRAID_BIN)
+# env:   SUITES="smb2.connect ..."  override the suite list
+#        RESULTS=target/test-logs/torture-results.txt
+#        TEST_TIMEOUT=30 TOTAL_TIMEOUT=900 JOBS=2   passed on to torture.sh
+# Ends with "N passed, N failed" (from torture-check.sh; +1 failed if braid crashed or did not start).
+set -uo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${BRAID_BIN:-$REPO/target/release/braid}"
+SUITES="${SUITES:-smb2.connect smb2.read smb2.create smb2.dir smb2.getinfo smb2.setinfo smb2.lock smb2.rename smb2.compound smb2.credits}"
+LOGS="$REPO/target/test-logs"; mkdir -p "$LOGS"
+RESULTS="${RESULTS:-$LOGS/torture-results.txt}"
+TUSER=torture TPASS="Torture-Pw-1"
+
+if [[ ! -x "$BIN" ]]; then echo "braid binary not found: $BIN"; echo "0 passed, 1 failed"; exit 1; fi
+base=/dev/shm; [[ -w /dev/shm ]] || base=/tmp
+D="$(mktemp -d "$base/braid-torture.XXXXXX")"
+mkdir -p "$D/tmp"; chmod 0755 "$D"; chmod 0777 "$D/tmp"
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+HASH="$(python3 "$REPO/tests/harness.py" nthash "$TPASS")"
+cat >"$D/braid.toml" <<CONF
+[server]
+listen = ["127.0.0.1:$PORT"]
+
+[[user]]
+name = "$TUSER"
+nt_hash = "$HASH"
+
+[[share]]
+name = "tmp"
+path = "$D/tmp"
+read_only = false
+users = []
+guest_ok = false
+CONF
+
+LOG="$LOGS/braid-torture.log"
+# own session: whatever the server does to its process group cannot hit this script
+RUST_BACKTRACE=1 setsid "$BIN" serve --config "$D/braid.toml" </dev/null >"$LOG" 2>&1 &
+BPID=$!
+cleanup() { kill -TERM "$BPID" 2>/dev/null; rm -rf -- "$D"; }
+trap cleanup EXIT
+
+up=0
+for _ in $(seq 1 100); do    # <= 10 s
+  if timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null; then up=1; break; fi
+  kill -0 "$BPID" 2>/dev/null || break
+  sleep 0.1
+done
+if [[ $up != 1 ]]; then
+  echo "braid did not start listening on 127.0.0.1:$PORT; log $LOG:"; tail -n 20 "$LOG"
+  echo "0 passed, 1 failed"; exit 1
+fi
+
+# shellcheck disable=SC2086
+TEST_TIMEOUT="${TEST_TIMEOUT:-30}" TOTAL_TIMEOUT="${TOTAL_TIMEOUT:-900}" JOBS="${JOBS:-2}" RESULTS="$RESULTS" \
+  OUTDIR="$LOGS/torture-raw" bash "$REPO/interop/torture.sh" 127.0.0.1 "$PORT" tmp "$TUSER" "$TPASS" $SUITES |
+  grep -v ' PASS$' | grep -v '^[0-9]* passed, [0-9]* failed$'
+
+crash=0
+if ! kill -0 "$BPID" 2>/dev/null; then
+  wait "$BPID"; echo "braid died during the smbtorture run (status $?); log: $LOG"; crash=1
+else
+  kill -TERM "$BPID"
+  for _ in $(seq 1 100); do kill -0 "$BPID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$BPID" 2>/dev/null
+  wait "$BPID"; rc=$?
+  case $rc in 0|143) ;; 137) echo "braid did not stop within 10 s of SIGTERM" ;;
+    *) echo "braid exited with status $rc on SIGTERM; log: $LOG"; crash=1 ;; esac
+fi
+if grep -q panicked "$LOG"; then echo "braid panicked during the smbtorture run; log: $LOG"; crash=1; fi
+
+out="$(bash "$REPO/interop/torture-check.sh" "$RESULTS")"; rc=$?
+echo "$out" | sed '$d'
+last="$(echo "$out" | tail -n1)"
+p="$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')"
+f="$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')"
+[[ -z "$p" ]] && { p=0; f=1; }
+f=$((f + crash))
+echo "$p passed, $f failed"
+[[ $f -eq 0 ]]

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# install-deps.sh - make sure everything the test suite needs is installed (idempotent, quiet
+# unless it installs something).  Debian/Ubuntu: apt for the Samba tools, pip for Python packages.
+#   smbclient (smbclient), smbd/pdbedit/smbpasswd (samba; the reference peer),
+#   smbtorture (samba-testsuite), python3 + pip, Python: smbprotocol, pytest; Rust: cargo (checked only).
+# Works non-interactively (CI, no stdin) as root, or via passwordless sudo.
+set -uo pipefail
+export DEBIAN_FRONTEND=noninteractive
+export PATH="$PATH:/usr/sbin:/sbin:$HOME/.cargo/bin"
+
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO=(sudo -n); fi
+fi
+
+missing=()
+need() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
+need smbclient smbclient
+need smbd samba
+need pdbedit samba
+need smbtorture samba-testsuite
+need python3 python3
+if ! python3 -c 'import smbprotocol, pytest' 2>/dev/null && ! python3 -m pip --version >/dev/null 2>&1; then
+  missing+=(python3-pip)
+fi
+
+if ((${#missing[@]})); then
+  readarray -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+  if ! command -v apt-get >/dev/null; then
+    echo "install-deps: please install: ${missing[*]} (no apt-get on this system)" >&2; exit 1
+  fi
+  if [[ $(id -u) -ne 0 && ${#SUDO[@]} -eq 0 ]]; then
+    echo "install-deps: need root (or passwordless sudo) to apt-get install: ${missing[*]}" >&2; exit 1
+  fi
+  echo "install-deps: apt-get install ${missing[*]}"
+  # package lists may be missing on a fresh machine: update only if a plain install fails
+  if ! "${SUDO[@]}" apt-get install -y -q "${missing[@]}" </dev/null >/tmp/install-deps-apt.log 2>&1; then
+    "${SUDO[@]}" apt-get update -q </dev/null >>/tmp/install-deps-apt.log 2>&1
+    "${SUDO[@]}" apt-get install -y -q "${missing[@]}" </dev/null >>/tmp/install-deps-apt.log 2>&1 \
+      || { tail -n 30 /tmp/install-deps-apt.log >&2; echo "install-deps: apt-get failed" >&2; exit 1; }
+  fi
+fi
+
+pymissing=()
+python3 -c 'import smbprotocol' 2>/dev/null || pymissing+=(smbprotocol)
+python3 -c 'import pytest' 2>/dev/null || pymissing+=(pytest)
+if ((${#pymissing[@]})); then
+  echo "install-deps: pip install ${pymissing[*]}"
+  python3 -m pip install -q "${pymissing[@]}" </dev/null 2>/tmp/install-deps-pip.log ||
+    python3 -m pip install -q --break-system-packages "${pymissing[@]}" </dev/null 2>>/tmp/install-deps-pip.log ||
+    { cat /tmp/install-deps-pip.log >&2; echo "install-deps: pip install failed" >&2; exit 1; }
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "install-deps: Rust toolchain (cargo) not found. Install it from https://rustup.rs" \
+       "(curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y), then re-run." >&2
+  exit 1
+fi
+exit 0

@@ -1,0 +1,358 @@
+"""Interop with the Python smbprotocol client (low-level API, high-level smbclient where simpler)."""
+
+import os
+import random
+import time
+
+import pytest
+import smbclient as hl
+from smbprotocol.connection import Dialects
+from smbprotocol.exceptions import SMBOSError, SMBResponseException
+from smbprotocol.file_info import (FileAttributes, FileBasicInformation, FileDispositionInformation,
+                                   FileEndOfFileInformation, FileRenameInformation,
+                                   FileStandardInformation)
+from smbprotocol.open import (CreateDisposition, CreateOptions, FilePipePrinterAccessMask as A,
+                              LockFlags, SMB2LockElement, ShareAccess)
+
+from harness import Smb, St
+
+DIALECTS = [pytest.param(Dialects.SMB_2_1_0, id="2.1"),
+            pytest.param(Dialects.SMB_3_0_2, id="3.0.2"),
+            pytest.param(Dialects.SMB_3_1_1, id="3.1.1")]
+
+
+@pytest.fixture
+def smb(braid_server):
+    with Smb(braid_server) as s:
+        yield s
+
+
+@pytest.fixture
+def hlkw(braid_server):
+    """kwargs for the high-level smbclient module, with a private connection cache."""
+    cache = {}
+    kw = dict(username=braid_server.user, password=braid_server.password, port=braid_server.port,
+              connection_cache=cache, auth_protocol="ntlm")
+    yield kw
+    hl.reset_connection_cache(connection_cache=cache)
+
+
+def status_of(excinfo) -> int:
+    e = excinfo.value
+    return e.status if isinstance(e, SMBResponseException) else e.ntstatus
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_dialect_basic_io(braid_server, scratch, dialect):
+    name, path = scratch
+    with Smb(braid_server, dialect=dialect) as s:
+        assert s.conn.dialect == dialect
+        f = s.open(rf"{name}\basic.bin", disposition=CreateDisposition.FILE_CREATE)
+        data = os.urandom(100_000)
+        assert f.write(data, 0) == len(data)
+        assert f.read(0, len(data)) == data
+        assert f.read(1000, 10) == data[1000:1010]
+        f.close()
+        assert (path / "basic.bin").read_bytes() == data
+        f = s.open(rf"{name}\basic.bin", access=A.GENERIC_READ, disposition=CreateDisposition.FILE_OPEN)
+        assert f.read(0, len(data)) == data
+        with pytest.raises(SMBResponseException) as ei:
+            f.read(len(data), 10)
+        assert ei.value.status == St.END_OF_FILE
+        f.close()
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_random_io(braid_server, scratch, dialect):
+    name, path = scratch
+    rng = random.Random(0xB4A1D + dialect)
+    model = bytearray()
+    with Smb(braid_server, dialect=dialect) as s:
+        f = s.open(rf"{name}\random.bin", disposition=CreateDisposition.FILE_CREATE)
+        for _ in range(200):
+            size = rng.randint(1, 256 * 1024)
+            if rng.random() < 0.5 or not model:
+                off = rng.randint(0, 3 * 1024 * 1024)
+                data = rng.randbytes(size)
+                assert f.write(data, off) == size
+                if off > len(model):
+                    model.extend(bytes(off - len(model)))
+                model[off:off + size] = data
+            else:
+                off = rng.randrange(len(model))
+                got = f.read(off, size)
+                assert got == bytes(model[off:off + size]), f"read({off}, {size}) mismatch"
+        f.close()
+    assert (path / "random.bin").read_bytes() == bytes(model)
+
+
+def test_truncate_and_extend(smb, scratch):
+    name, path = scratch
+    f = smb.open(rf"{name}\trunc.bin")
+    data = os.urandom(50_000)
+    f.write(data, 0)
+
+    def set_eof(n):
+        info = FileEndOfFileInformation()
+        info["end_of_file"] = n
+        smb.set_info(f, info)
+
+    set_eof(1000)
+    assert smb.query_info(f, FileStandardInformation)["end_of_file"].get_value() == 1000
+    assert f.read(0, 5000) == data[:1000]
+    assert os.path.getsize(path / "trunc.bin") == 1000
+    set_eof(200_000)
+    assert smb.query_info(f, FileStandardInformation)["end_of_file"].get_value() == 200_000
+    got = f.read(0, 200_000)
+    assert got == data[:1000] + bytes(199_000)
+    assert os.path.getsize(path / "trunc.bin") == 200_000
+    set_eof(0)
+    assert smb.query_info(f, FileStandardInformation)["end_of_file"].get_value() == 0
+    f.close()
+    assert os.path.getsize(path / "trunc.bin") == 0
+
+
+def _lock(f, offset, length, flags):
+    e = SMB2LockElement()
+    e["offset"] = offset
+    e["length"] = length
+    e["flags"] = flags
+    return f.lock([e])
+
+
+EXCL = LockFlags.SMB2_LOCKFLAG_EXCLUSIVE_LOCK | LockFlags.SMB2_LOCKFLAG_FAIL_IMMEDIATELY
+SHARED = LockFlags.SMB2_LOCKFLAG_SHARED_LOCK | LockFlags.SMB2_LOCKFLAG_FAIL_IMMEDIATELY
+UNLOCK = LockFlags.SMB2_LOCKFLAG_UNLOCK
+
+
+@pytest.fixture
+def two_handles(braid_server, scratch):
+    name, path = scratch
+    (path / "lock.bin").write_bytes(bytes(range(256)) * 4)
+    (path / "lock.bin").chmod(0o666)
+    a = Smb(braid_server)
+    b = Smb(braid_server)
+    try:
+        fa = a.open(rf"{name}\lock.bin", disposition=CreateDisposition.FILE_OPEN)
+        fb = b.open(rf"{name}\lock.bin", disposition=CreateDisposition.FILE_OPEN)
+        yield fa, fb
+    finally:
+        a.close()
+        b.close()
+
+
+def test_byte_range_locks_exclusive(two_handles):
+    fa, fb = two_handles
+    _lock(fa, 0, 100, EXCL)
+    with pytest.raises(SMBResponseException) as ei:
+        _lock(fb, 50, 100, EXCL)
+    assert ei.value.status == St.LOCK_NOT_GRANTED
+    with pytest.raises(SMBResponseException) as ei:
+        _lock(fb, 99, 1, SHARED)
+    assert ei.value.status == St.LOCK_NOT_GRANTED
+    _lock(fb, 100, 50, EXCL)          # adjacent, not overlapping
+    _lock(fa, 0, 100, UNLOCK)
+    _lock(fb, 0, 100, EXCL)           # free now
+    _lock(fb, 0, 100, UNLOCK)
+    _lock(fb, 100, 50, UNLOCK)
+    with pytest.raises(SMBResponseException) as ei:
+        _lock(fb, 100, 50, UNLOCK)    # not locked any more
+    assert ei.value.status == St.RANGE_NOT_LOCKED
+
+
+def test_byte_range_locks_shared(two_handles):
+    fa, fb = two_handles
+    _lock(fa, 0, 100, SHARED)
+    _lock(fb, 0, 100, SHARED)         # shared locks coexist
+    with pytest.raises(SMBResponseException) as ei:
+        _lock(fb, 10, 10, EXCL)
+    assert ei.value.status == St.LOCK_NOT_GRANTED
+    _lock(fa, 0, 100, UNLOCK)
+    _lock(fb, 0, 100, UNLOCK)
+    _lock(fa, 0, 100, EXCL)
+
+
+def test_byte_range_lock_blocks_io(two_handles):
+    """MS-SMB2 3.3.5.12/3.3.5.13: READ/WRITE into a range locked by another open fail
+    with STATUS_FILE_LOCK_CONFLICT."""
+    fa, fb = two_handles
+    _lock(fa, 0, 100, EXCL)
+    assert fa.read(0, 10) == bytes(range(10))
+    with pytest.raises(SMBResponseException) as ei:
+        fb.read(0, 10)
+    assert ei.value.status == St.FILE_LOCK_CONFLICT
+    with pytest.raises(SMBResponseException) as ei:
+        fb.write(b"x", 5)
+    assert ei.value.status == St.FILE_LOCK_CONFLICT
+    assert fb.read(200, 10) == bytes(range(200, 210))
+
+
+def test_list_10000_files(braid_server, scratch, hlkw):
+    name, path = scratch
+    want = {f"file_{i:05d}_{'x' * (i % 17)}.dat" for i in range(10_000)}
+    for n in want:
+        with open(path / n, "wb"):
+            pass
+    (path / "a_subdir").mkdir()
+    want.add("a_subdir")
+    t0 = time.monotonic()
+    got = set(hl.listdir(braid_server.unc("data", name), **hlkw))
+    elapsed = time.monotonic() - t0
+    assert got == want, (len(got), len(want), sorted(want - got)[:5], sorted(got - want)[:5])
+    assert elapsed < 120
+
+
+def test_list_pattern(braid_server, scratch, hlkw):
+    name, path = scratch
+    for n in ("abc.txt", "abd.txt", "xyz.log"):
+        (path / n).write_bytes(b"")
+    assert sorted(hl.listdir(braid_server.unc("data", name), search_pattern="*.txt", **hlkw)) == \
+        ["abc.txt", "abd.txt"]
+    assert hl.listdir(braid_server.unc("data", name), search_pattern="xyz.log", **hlkw) == ["xyz.log"]
+
+
+def test_query_info_basic_standard(smb, scratch):
+    name, path = scratch
+    f = smb.open(rf"{name}\q.bin")
+    f.write(b"q" * 12345, 0)
+    std = smb.query_info(f, FileStandardInformation)
+    assert std["end_of_file"].get_value() == 12345
+    assert std["allocation_size"].get_value() >= 12345
+    assert std["number_of_links"].get_value() == 1
+    assert not std["delete_pending"].get_value()
+    assert not std["directory"].get_value()
+    basic = smb.query_info(f, FileBasicInformation)
+    attrs = basic["file_attributes"].get_value()
+    assert not attrs & FileAttributes.FILE_ATTRIBUTE_DIRECTORY
+    now = time.time()
+    for fld in ("creation_time", "last_access_time", "last_write_time", "change_time"):
+        v = basic[fld].get_value()
+        t = v.timestamp() if hasattr(v, "timestamp") else (v - 116444736000000000) / 1e7
+        assert abs(t - now) < 86400, (fld, t, now)
+    f.close()
+
+    d = smb.open(name, access=A.GENERIC_READ, disposition=CreateDisposition.FILE_OPEN, directory=True)
+    std = smb.query_info(d, FileStandardInformation)
+    assert std["directory"].get_value()
+    basic = smb.query_info(d, FileBasicInformation)
+    assert basic["file_attributes"].get_value() & FileAttributes.FILE_ATTRIBUTE_DIRECTORY
+    d.close()
+
+
+def test_rename_with_and_without_replace(smb, scratch):
+    name, path = scratch
+
+    def create(n, content):
+        f = smb.open(rf"{name}\{n}", disposition=CreateDisposition.FILE_CREATE)
+        f.write(content, 0)
+        f.close()
+
+    def rename(src, dst, replace, directory=False):
+        f = smb.open(rf"{name}\{src}", access=A.DELETE | A.FILE_READ_ATTRIBUTES,
+                     disposition=CreateDisposition.FILE_OPEN, directory=directory)
+        try:
+            info = FileRenameInformation()
+            info["replace_if_exists"] = replace
+            info["file_name"] = rf"{name}\{dst}"
+            smb.set_info(f, info)
+        finally:
+            f.close()
+
+    for n, content in (("src.txt", b"source"), ("dst.txt", b"dest"), ("src2.txt", b"source2")):
+        create(n, content)
+    with pytest.raises(SMBResponseException) as ei:
+        rename("src.txt", "dst.txt", False)
+    assert ei.value.status == St.OBJECT_NAME_COLLISION
+    assert (path / "src.txt").read_bytes() == b"source"
+    assert (path / "dst.txt").read_bytes() == b"dest"
+    rename("src.txt", "dst.txt", True)
+    assert not (path / "src.txt").exists()
+    assert (path / "dst.txt").read_bytes() == b"source"
+    rename("src2.txt", "new.txt", False)
+    assert not (path / "src2.txt").exists()
+    assert (path / "new.txt").read_bytes() == b"source2"
+    smb.open(rf"{name}\sub", disposition=CreateDisposition.FILE_CREATE, directory=True).close()
+    rename("new.txt", r"sub\moved.txt", False)
+    assert (path / "sub" / "moved.txt").read_bytes() == b"source2"
+    rename("sub", "sub_renamed", False, directory=True)
+    assert (path / "sub_renamed" / "moved.txt").is_file()
+    assert not (path / "sub").exists()
+
+
+def test_delete_on_close(smb, scratch):
+    name, path = scratch
+    f = smb.open(rf"{name}\doc.bin", disposition=CreateDisposition.FILE_CREATE,
+                 options=CreateOptions.FILE_NON_DIRECTORY_FILE | CreateOptions.FILE_DELETE_ON_CLOSE)
+    f.write(b"temporary", 0)
+    assert f.read(0, 9) == b"temporary"
+    f.close()
+    assert not (path / "doc.bin").exists()
+    with pytest.raises(SMBResponseException) as ei:
+        smb.open(rf"{name}\doc.bin", access=A.GENERIC_READ, disposition=CreateDisposition.FILE_OPEN)
+    assert ei.value.status == St.OBJECT_NAME_NOT_FOUND
+
+
+def test_set_disposition_delete(smb, scratch):
+    name, path = scratch
+    (path / "disp.bin").write_bytes(b"x")
+    (path / "disp.bin").chmod(0o666)
+    f = smb.open(rf"{name}\disp.bin", disposition=CreateDisposition.FILE_OPEN)
+    info = FileDispositionInformation()
+    info["delete_pending"] = True
+    smb.set_info(f, info)
+    assert smb.query_info(f, FileStandardInformation)["delete_pending"].get_value()
+    f.close()
+    assert not (path / "disp.bin").exists()
+
+
+def test_create_dispositions(smb, scratch):
+    name, path = scratch
+    f = smb.open(rf"{name}\c.bin", disposition=CreateDisposition.FILE_CREATE)
+    f.write(b"12345", 0)
+    f.close()
+    with pytest.raises(SMBResponseException) as ei:
+        smb.open(rf"{name}\c.bin", disposition=CreateDisposition.FILE_CREATE)
+    assert ei.value.status == St.OBJECT_NAME_COLLISION
+    with pytest.raises(SMBResponseException) as ei:
+        smb.open(rf"{name}\missing.bin", disposition=CreateDisposition.FILE_OPEN)
+    assert ei.value.status == St.OBJECT_NAME_NOT_FOUND
+    with pytest.raises(SMBResponseException) as ei:
+        smb.open(rf"{name}\nodir\x.bin", disposition=CreateDisposition.FILE_OPEN)
+    assert ei.value.status == St.OBJECT_PATH_NOT_FOUND
+    f = smb.open(rf"{name}\c.bin", disposition=CreateDisposition.FILE_OVERWRITE_IF)
+    assert smb.query_info(f, FileStandardInformation)["end_of_file"].get_value() == 0
+    f.close()
+    with pytest.raises(SMBResponseException) as ei:
+        smb.open(rf"{name}\c.bin", disposition=CreateDisposition.FILE_OPEN, directory=True)
+    assert ei.value.status == St.NOT_A_DIRECTORY
+    d = smb.open(rf"{name}\dir1", disposition=CreateDisposition.FILE_CREATE, directory=True)
+    d.close()
+    assert (path / "dir1").is_dir()
+    with pytest.raises(SMBResponseException) as ei:
+        smb.open(rf"{name}\dir1", disposition=CreateDisposition.FILE_OPEN)
+    assert ei.value.status == St.FILE_IS_A_DIRECTORY
+
+
+def test_sharing_violation(braid_server, scratch):
+    name, path = scratch
+    with Smb(braid_server) as a, Smb(braid_server) as b:
+        fa = a.open(rf"{name}\share.bin", share_access=ShareAccess.FILE_SHARE_READ)
+        with pytest.raises(SMBResponseException) as ei:
+            b.open(rf"{name}\share.bin", access=A.GENERIC_WRITE, disposition=CreateDisposition.FILE_OPEN)
+        assert ei.value.status == St.SHARING_VIOLATION
+        fa.close()
+        b.open(rf"{name}\share.bin", access=A.GENERIC_WRITE, disposition=CreateDisposition.FILE_OPEN).close()
+
+
+def test_read_only_share_create_denied(braid_server):
+    with Smb(braid_server, share="ro") as s:
+        with pytest.raises(SMBResponseException) as ei:
+            s.open("new.bin", disposition=CreateDisposition.FILE_CREATE)
+        assert ei.value.status in (St.ACCESS_DENIED, St.MEDIA_WRITE_PROTECTED)
+    assert not (braid_server.shares["ro"] / "new.bin").exists()
+
+
+def test_wrong_password_smbprotocol(braid_server):
+    with pytest.raises(SMBResponseException) as ei:
+        Smb(braid_server, password="definitely-wrong")
+    assert ei.value.status == St.LOGON_FAILURE
