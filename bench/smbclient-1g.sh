@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# smbclient-1g.sh - 1 GiB put/get through Samba's smbclient, Braid vs a Samba peer, interleaved
+# in one run so machine drift hits both alike. Prints MiB/s per run and the Braid/Samba ratio.
+#
+# usage: bench/smbclient-1g.sh [ROUNDS]        (default 3; best-of per server is reported)
+# env:   PROTECTION=off|sign|encrypt  (smbclient --client-protection, default off)
+#        BRAID_BIN (default target/release/braid), BRAID_PORT (4491), SAMBA_PORT (4492)
+# Shares, file and state live on /dev/shm. Needs root for the Samba peer.
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROUNDS="${1:-3}"
+PROTECTION="${PROTECTION:-off}"
+BRAID_BIN="${BRAID_BIN:-$REPO/target/release/braid}"
+BRAID_PORT="${BRAID_PORT:-4491}"
+SAMBA_PORT="${SAMBA_PORT:-4492}"
+WORK=/dev/shm/braid-bench-smbclient
+PW=bench-pw-1
+rm -rf "$WORK"; mkdir -p "$WORK/braid-share" "$WORK/local"
+head -c $((1 << 30)) /dev/urandom > "$WORK/local/src.bin"
+
+cat > "$WORK/braid.toml" <<CONF
+[server]
+listen = ["127.0.0.1:$BRAID_PORT"]
+log = "warn"
+[[share]]
+name = "data"
+path = "$WORK/braid-share"
+CONF
+echo "$PW" | "$BRAID_BIN" user add alice --config "$WORK/braid.toml" --password-stdin >/dev/null
+"$BRAID_BIN" serve --config "$WORK/braid.toml" >"$WORK/braid.log" 2>&1 &
+BRAID_PID=$!
+PORT=$SAMBA_PORT DIR="$WORK/samba" USERS="alice:$PW" "$REPO/scripts/samba-peer.sh" up >/dev/null
+cleanup() {
+  kill "$BRAID_PID" 2>/dev/null || true
+  PORT=$SAMBA_PORT DIR="$WORK/samba" "$REPO/scripts/samba-peer.sh" down >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/"$BRAID_PORT") 2>/dev/null && break; sleep 0.1; done
+
+# one transfer; prints MiB/s computed from wall time
+xfer() {  # server port dir(put|get)
+  local port=$1 op=$2 t0 t1 cmd
+  if [[ $op == put ]]; then cmd="put $WORK/local/src.bin f.bin"; else cmd="get f.bin $WORK/local/back.bin"; fi
+  t0=$(date +%s.%N)
+  smbclient //127.0.0.1/data -p "$port" -U "alice%$PW" --client-protection="$PROTECTION" -c "$cmd" >/dev/null 2>&1
+  t1=$(date +%s.%N)
+  if [[ $op == get ]]; then cmp -s "$WORK/local/src.bin" "$WORK/local/back.bin" || { echo "MISMATCH on port $port" >&2; exit 1; }; fi
+  echo "scale=1; 1024 / ($t1 - $t0)" | bc
+}
+
+declare -A best=([braid-put]=0 [braid-get]=0 [samba-put]=0 [samba-get]=0)
+# untimed warm-up: first writes into a fresh tmpfs are slower (page allocation)
+xfer "$BRAID_PORT" put >/dev/null; xfer "$SAMBA_PORT" put >/dev/null
+for r in $(seq "$ROUNDS"); do
+  for srv in braid samba; do
+    port=$BRAID_PORT; [[ $srv == samba ]] && port=$SAMBA_PORT
+    for op in put get; do
+      v=$(xfer "$port" "$op")
+      echo "round $r $srv $op: $v MiB/s"
+      if (( $(echo "$v > ${best[$srv-$op]}" | bc) )); then best[$srv-$op]=$v; fi
+    done
+  done
+done
+for op in put get; do
+  ratio=$(echo "scale=2; ${best[braid-$op]} / ${best[samba-$op]}" | bc)
+  echo "RESULT $op protection=$PROTECTION braid=${best[braid-$op]} samba=${best[samba-$op]} MiB/s ratio=${ratio}x"
+done

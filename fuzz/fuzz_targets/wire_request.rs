@@ -1,0 +1,30 @@
+//! Every SMB2 request decoder on arbitrary bytes: header, each command's body, create
+//! contexts, negotiate contexts, the SMB1 negotiate upgrade and the transport header.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use smb_wire::msg::{
+    close, create, ioctl, lock, negotiate, query_directory, query_info, read, session_setup, set_info, simple, tree,
+    write,
+};
+
+fuzz_target!(|data: &[u8]| {
+    let _ = smb_wire::Header::decode(data);
+    let _ = smb_wire::smb1::parse_negotiate(data);
+    if data.len() >= 4 {
+        let _ = smb_wire::frame::frame_len([data[0], data[1], data[2], data[3]], 1 << 20);
+    }
+    let _ = negotiate::NegotiateRequest::decode(data);
+    let _ = session_setup::SessionSetupRequest::decode(data);
+    let _ = tree::TreeConnectRequest::decode(data);
+    let _ = create::CreateRequest::decode(data);
+    let _ = create::decode_contexts(data);
+    let _ = close::CloseRequest::decode(data);
+    let _ = simple::FlushRequest::decode(data);
+    let _ = read::ReadRequest::decode(data);
+    let _ = write::WriteRequest::decode(data);
+    let _ = lock::LockRequest::decode(data);
+    let _ = ioctl::IoctlRequest::decode(data);
+    let _ = query_directory::QueryDirectoryRequest::decode(data);
+    let _ = query_info::QueryInfoRequest::decode(data);
+    let _ = set_info::SetInfoRequest::decode(data);
+});
