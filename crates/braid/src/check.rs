@@ -20,49 +20,21 @@ fn summary(path: &Path, loaded: &config::Loaded) -> String {
     let _ = writeln!(s, "{}: OK", path.display());
     let _ = writeln!(s, "  listen:       {}", listen.join(", "));
     let _ = writeln!(s, "  server name:  {} (domain {})", c.server_name, c.domain);
-    let io = if c.max_io_size % (1 << 20) == 0 {
-        format!("{} MiB", c.max_io_size >> 20)
-    } else {
-        format!("{} KiB", c.max_io_size >> 10)
-    };
-    let _ = writeln!(
-        s,
-        "  limits:       max I/O {io}, max {} connections",
-        c.max_connections
-    );
-    let _ = writeln!(
-        s,
-        "  log:          {}",
-        loaded.log.as_deref().unwrap_or("info")
-    );
-    let _ = writeln!(
-        s,
-        "  users:        {}",
-        if users.is_empty() {
-            "(none)".to_string()
-        } else {
-            users.join(", ")
-        }
-    );
+    let io = if c.max_io_size % (1 << 20) == 0 { format!("{} MiB", c.max_io_size >> 20) } else { format!("{} KiB", c.max_io_size >> 10) };
+    let _ = writeln!(s, "  limits:       max I/O {io}, max {} connections", c.max_connections);
+    let _ = writeln!(s, "  log:          {}", loaded.log.as_deref().unwrap_or("info"));
+    let _ = writeln!(s, "  users:        {}", if users.is_empty() { "(none)".to_string() } else { users.join(", ") });
     if c.shares.is_empty() {
         let _ = writeln!(s, "  shares:       (none)");
     }
     for sh in &c.shares {
-        let who = if sh.users.is_empty() {
-            "all users".to_string()
-        } else {
-            sh.users.join(", ")
-        };
+        let who = if sh.users.is_empty() { "all users".to_string() } else { sh.users.join(", ") };
         let _ = writeln!(
             s,
             "  share {:?}: {} ({}; {}{})",
             sh.name,
             sh.path.display(),
-            if sh.read_only {
-                "read-only"
-            } else {
-                "read-write"
-            },
+            if sh.read_only { "read-only" } else { "read-write" },
             who,
             if sh.guest_ok { "; guests allowed" } else { "" }
         );

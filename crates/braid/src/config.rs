@@ -53,8 +53,7 @@ impl std::error::Error for ConfigError {}
 /// Reads and validates the file at `path`. Relative share paths are taken relative to the
 /// file's directory, so a config works the same from any working directory.
 pub fn load(path: &Path) -> anyhow::Result<Loaded> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
     let base = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -127,18 +126,11 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     fn line_of(&self, offset: usize) -> usize {
         let end = offset.min(self.text.len());
-        1 + self.text.as_bytes()[..end]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
+        1 + self.text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count()
     }
 
     fn err(&self, span: Range<usize>, message: impl Into<String>) -> ConfigError {
-        ConfigError {
-            file: self.file.to_string(),
-            line: Some(self.line_of(span.start)),
-            message: message.into(),
-        }
+        ConfigError { file: self.file.to_string(), line: Some(self.line_of(span.start)), message: message.into() }
     }
 
     /// Turns a TOML/serde error into a located one, adding the key it concerns when the
@@ -146,20 +138,11 @@ impl Ctx<'_> {
     fn toml_error(&self, e: &toml::de::Error) -> ConfigError {
         let message = e.message().trim().to_string();
         let Some(span) = e.span() else {
-            return ConfigError {
-                file: self.file.to_string(),
-                line: None,
-                message,
-            };
+            return ConfigError { file: self.file.to_string(), line: None, message };
         };
         let message = match locate::key_at(self.text, span.start) {
             // "unknown field `x`" already names the key: only say whose it is.
-            Some(mut place)
-                if place
-                    .key
-                    .as_ref()
-                    .is_some_and(|k| message.contains(&format!("`{k}`"))) =>
-            {
+            Some(mut place) if place.key.as_ref().is_some_and(|k| message.contains(&format!("`{k}`"))) => {
                 place.key = None;
                 match place.describe() {
                     owner if owner.is_empty() => message,
@@ -186,8 +169,7 @@ impl Ctx<'_> {
             let u = user.get_ref();
             let name = u.name.get_ref();
             let who = format!("user {name:?}");
-            names::check_user_name(name)
-                .map_err(|m| self.err(u.name.span(), format!("{who}: name {m}")))?;
+            names::check_user_name(name).map_err(|m| self.err(u.name.span(), format!("{who}: name {m}")))?;
             if !user_names.insert(name.to_lowercase()) {
                 return Err(self.err(u.name.span(), format!("{who}: duplicate user name")));
             }
@@ -203,16 +185,9 @@ impl Ctx<'_> {
             let Some(hash) = &u.nt_hash else {
                 return Err(self.err(span, format!("{who}: missing key `nt_hash`")));
             };
-            let nt_hash = parse_nt_hash(hash.get_ref()).ok_or_else(|| {
-                self.err(
-                    hash.span(),
-                    format!("{who}: nt_hash must be exactly 32 hex digits"),
-                )
-            })?;
-            server.users.push(UserConfig {
-                name: name.clone(),
-                nt_hash,
-            });
+            let nt_hash =
+                parse_nt_hash(hash.get_ref()).ok_or_else(|| self.err(hash.span(), format!("{who}: nt_hash must be exactly 32 hex digits")))?;
+            server.users.push(UserConfig { name: name.clone(), nt_hash });
         }
 
         let mut share_names = HashSet::new();
@@ -220,8 +195,7 @@ impl Ctx<'_> {
             let s = share.into_inner();
             let name = s.name.get_ref();
             let what = format!("share {name:?}");
-            names::check_share_name(name)
-                .map_err(|m| self.err(s.name.span(), format!("{what}: name {m}")))?;
+            names::check_share_name(name).map_err(|m| self.err(s.name.span(), format!("{what}: name {m}")))?;
             if !share_names.insert(name.to_lowercase()) {
                 return Err(self.err(s.name.span(), format!("{what}: duplicate share name")));
             }
@@ -229,31 +203,16 @@ impl Ctx<'_> {
             let mut users = Vec::new();
             for u in s.users.unwrap_or_default() {
                 if !user_names.contains(&u.get_ref().to_lowercase()) {
-                    return Err(self.err(
-                        u.span(),
-                        format!("{what}: users: unknown user {:?}", u.get_ref()),
-                    ));
+                    return Err(self.err(u.span(), format!("{what}: users: unknown user {:?}", u.get_ref())));
                 }
                 users.push(u.into_inner());
             }
-            server.shares.push(ShareConfig {
-                name: name.clone(),
-                path,
-                read_only: s.read_only,
-                users,
-                guest_ok: s.guest_ok,
-                comment: s.comment,
-            });
+            server.shares.push(ShareConfig { name: name.clone(), path, read_only: s.read_only, users, guest_ok: s.guest_ok, comment: s.comment });
         }
         Ok(Loaded { server, log })
     }
 
-    fn apply_server(
-        &self,
-        s: RawServer,
-        server: &mut ServerConfig,
-        log: &mut Option<String>,
-    ) -> Result<(), ConfigError> {
+    fn apply_server(&self, s: RawServer, server: &mut ServerConfig, log: &mut Option<String>) -> Result<(), ConfigError> {
         if let Some(listen) = s.listen {
             if listen.get_ref().is_empty() {
                 return Err(self.err(listen.span(), "server.listen: needs at least one address"));
@@ -271,57 +230,39 @@ impl Ctx<'_> {
                     )
                 })?;
                 if server.listen.contains(&parsed) {
-                    return Err(self.err(
-                        addr.span(),
-                        format!("server.listen: {parsed} is listed twice"),
-                    ));
+                    return Err(self.err(addr.span(), format!("server.listen: {parsed} is listed twice")));
                 }
                 server.listen.push(parsed);
             }
         }
         if let Some(n) = s.server_name {
-            names::check_netbios_name(n.get_ref())
-                .map_err(|m| self.err(n.span(), format!("server.server_name: {m}")))?;
+            names::check_netbios_name(n.get_ref()).map_err(|m| self.err(n.span(), format!("server.server_name: {m}")))?;
             server.server_name = n.into_inner();
         }
         if let Some(d) = s.domain {
-            names::check_netbios_name(d.get_ref())
-                .map_err(|m| self.err(d.span(), format!("server.domain: {m}")))?;
+            names::check_netbios_name(d.get_ref()).map_err(|m| self.err(d.span(), format!("server.domain: {m}")))?;
             server.domain = d.into_inner();
         }
         if let Some(v) = s.max_io_size {
-            let size = io_size(v.get_ref())
-                .map_err(|m| self.err(v.span(), format!("server.max_io_size: {m}")))?;
+            let size = io_size(v.get_ref()).map_err(|m| self.err(v.span(), format!("server.max_io_size: {m}")))?;
             server.max_io_size = size;
         }
         if let Some(n) = s.max_connections {
             let value = *n.get_ref();
             if !(1..=1_000_000).contains(&value) {
-                return Err(self.err(
-                    n.span(),
-                    format!("server.max_connections: {value} is out of range (1..1000000)"),
-                ));
+                return Err(self.err(n.span(), format!("server.max_connections: {value} is out of range (1..1000000)")));
             }
             server.max_connections = value as usize;
         }
         if let Some(l) = s.log {
-            tracing_subscriber::EnvFilter::try_new(l.get_ref()).map_err(|e| {
-                self.err(
-                    l.span(),
-                    format!("server.log: {:?} is not a valid filter: {e}", l.get_ref()),
-                )
-            })?;
+            tracing_subscriber::EnvFilter::try_new(l.get_ref())
+                .map_err(|e| self.err(l.span(), format!("server.log: {:?} is not a valid filter: {e}", l.get_ref())))?;
             *log = Some(l.into_inner());
         }
         Ok(())
     }
 
-    fn share_path(
-        &self,
-        path: &Spanned<String>,
-        base_dir: &Path,
-        what: &str,
-    ) -> Result<PathBuf, ConfigError> {
+    fn share_path(&self, path: &Spanned<String>, base_dir: &Path, what: &str) -> Result<PathBuf, ConfigError> {
         let shown = path.get_ref();
         if shown.is_empty() {
             return Err(self.err(path.span(), format!("{what}: path is empty")));
@@ -329,32 +270,12 @@ impl Ctx<'_> {
         let full = base_dir.join(shown);
         match std::fs::metadata(&full) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                return Err(self.err(
-                    path.span(),
-                    format!("{what}: path {shown:?} is not a directory"),
-                ))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(self.err(
-                    path.span(),
-                    format!("{what}: path {shown:?} does not exist"),
-                ))
-            }
-            Err(e) => {
-                return Err(self.err(
-                    path.span(),
-                    format!("{what}: path {shown:?} cannot be accessed: {e}"),
-                ))
-            }
+            Ok(_) => return Err(self.err(path.span(), format!("{what}: path {shown:?} is not a directory"))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(self.err(path.span(), format!("{what}: path {shown:?} does not exist"))),
+            Err(e) => return Err(self.err(path.span(), format!("{what}: path {shown:?} cannot be accessed: {e}"))),
         }
         // The server gets an absolute path so its behaviour does not depend on the cwd.
-        std::fs::canonicalize(&full).map_err(|e| {
-            self.err(
-                path.span(),
-                format!("{what}: path {shown:?} cannot be resolved: {e}"),
-            )
-        })
+        std::fs::canonicalize(&full).map_err(|e| self.err(path.span(), format!("{what}: path {shown:?} cannot be resolved: {e}")))
     }
 }
 
@@ -368,14 +289,8 @@ pub fn parse_nt_hash(s: &str) -> Option<[u8; 16]> {
 fn io_size(v: &toml::Value) -> Result<u32, String> {
     let bytes = match v {
         toml::Value::Integer(n) => u64::try_from(*n).map_err(|_| format!("{n} is negative"))?,
-        toml::Value::String(s) => parse_size(s)
-            .ok_or_else(|| format!("{s:?} is not a size (use bytes, or e.g. \"1M\", \"4MiB\")"))?,
-        other => {
-            return Err(format!(
-                "expected a size such as \"1M\" or 1048576, found a {}",
-                other.type_str()
-            ))
-        }
+        toml::Value::String(s) => parse_size(s).ok_or_else(|| format!("{s:?} is not a size (use bytes, or e.g. \"1M\", \"4MiB\")"))?,
+        other => return Err(format!("expected a size such as \"1M\" or 1048576, found a {}", other.type_str())),
     };
     if !(MIN_IO..=MAX_IO).contains(&bytes) {
         return Err(format!("{v} is out of range (must be 1M..8M)"));

@@ -34,39 +34,21 @@ pub fn prepare(base: &Path) -> anyhow::Result<Prepared> {
     let data = base.join(DATA_DIR);
     std::fs::create_dir_all(&data).with_context(|| format!("cannot create {}", data.display()))?;
     if config_path.exists() {
-        return Ok(Prepared {
-            config_path,
-            new_password: None,
-        });
+        return Ok(Prepared { config_path, new_password: None });
     }
-    let data = std::fs::canonicalize(&data)
-        .with_context(|| format!("cannot resolve {}", data.display()))?;
-    let data = data
-        .to_str()
-        .ok_or_else(|| anyhow!("{} is not valid UTF-8", data.display()))?;
+    let data = std::fs::canonicalize(&data).with_context(|| format!("cannot resolve {}", data.display()))?;
+    let data = data.to_str().ok_or_else(|| anyhow!("{} is not valid UTF-8", data.display()))?;
 
     let pw = password::generate(16);
     let text = render(data, &smb_auth::nt_hash(&pw));
     let mut file = match fsutil::create_private(&config_path) {
         Ok(f) => f,
         // Another `braid serve` won the race: use its file, not ours.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            return Ok(Prepared {
-                config_path,
-                new_password: None,
-            })
-        }
-        Err(e) => {
-            return Err(e).with_context(|| format!("cannot create {}", config_path.display()))
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(Prepared { config_path, new_password: None }),
+        Err(e) => return Err(e).with_context(|| format!("cannot create {}", config_path.display())),
     };
-    file.write_all(text.as_bytes())
-        .and_then(|()| file.sync_all())
-        .with_context(|| format!("cannot write {}", config_path.display()))?;
-    Ok(Prepared {
-        config_path,
-        new_password: Some(pw),
-    })
+    file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).with_context(|| format!("cannot write {}", config_path.display()))?;
+    Ok(Prepared { config_path, new_password: Some(pw) })
 }
 
 /// The first-start configuration file.
@@ -128,19 +110,13 @@ mod tests {
         assert_eq!(cfg.shares.len(), 1);
         assert_eq!(cfg.shares[0].name, "data");
         assert!(cfg.shares[0].path.is_absolute());
-        assert_eq!(
-            cfg.shares[0].path,
-            std::fs::canonicalize(dir.path().join("braid-data")).unwrap()
-        );
+        assert_eq!(cfg.shares[0].path, std::fs::canonicalize(dir.path().join("braid-data")).unwrap());
         assert_eq!(cfg.listen, vec!["127.0.0.1:4455".parse().unwrap()]);
 
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&first.config_path)
-                .unwrap()
-                .permissions()
-                .mode();
+            let mode = std::fs::metadata(&first.config_path).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
 

@@ -21,9 +21,7 @@ pub fn create_private(path: &Path) -> std::io::Result<File> {
 /// Replaces the contents of `path` atomically (write a sibling file, then rename), keeping
 /// the original file's permissions, so a crash never leaves a truncated config behind.
 pub fn replace_file(path: &Path, contents: &str) -> anyhow::Result<()> {
-    let perms = fs::metadata(path)
-        .with_context(|| format!("cannot read {}", path.display()))?
-        .permissions();
+    let perms = fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.permissions();
     let tmp = sibling_tmp(path);
     let result = (|| -> std::io::Result<()> {
         let mut f = create_private(&tmp)?;
@@ -93,10 +91,7 @@ mod tests {
         fs::set_permissions(&p, fs::Permissions::from_mode(0o640)).unwrap();
         replace_file(&p, "new").unwrap();
         assert_eq!(fs::read_to_string(&p).unwrap(), "new");
-        assert_eq!(
-            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
-            0o640
-        );
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o640);
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }

@@ -38,11 +38,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::User(UserCommand::Add(args)) => {
-            let pw = if args.password_stdin {
-                password::from_stdin()?
-            } else {
-                password::prompt_twice()?
-            };
+            let pw = if args.password_stdin { password::from_stdin()? } else { password::prompt_twice()? };
             let path = &args.config.config;
             let how = users::add_to_file(path, &args.name, &smb_auth::nt_hash(&pw), args.update)?;
             let verb = match how {
@@ -55,11 +51,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::User(UserCommand::Del(args)) => {
             let path = &args.config.config;
             let shares = users::del_from_file(path, &args.name)?;
-            println!(
-                "braid: removed user {:?} from {} ({shares} share list(s) updated)",
-                args.name,
-                path.display()
-            );
+            println!("braid: removed user {:?} from {} ({shares} share list(s) updated)", args.name, path.display());
             Ok(())
         }
     }

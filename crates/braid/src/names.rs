@@ -4,9 +4,7 @@
 /// Characters Windows refuses in share names.
 const SHARE_FORBIDDEN: &[char] = &['\\', '/', ':', '*', '?', '"', '<', '>', '|'];
 /// Characters Windows refuses in account names.
-const USER_FORBIDDEN: &[char] = &[
-    '"', '/', '\\', '[', ']', ':', ';', '|', '=', ',', '+', '*', '?', '<', '>',
-];
+const USER_FORBIDDEN: &[char] = &['"', '/', '\\', '[', ']', ':', ';', '|', '=', ',', '+', '*', '?', '<', '>'];
 
 /// Checks a share name: 1..=80 characters, none of `\/:*?"<>|` or control characters, and
 /// not the reserved `IPC$`.
@@ -29,13 +27,8 @@ pub fn check_netbios_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 15 {
         return Err(format!("{name:?} must be 1 to 15 characters"));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
-    {
-        return Err(format!(
-            "{name:?} contains {c:?} (only letters, digits, '-' and '_' are allowed)"
-        ));
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_')) {
+        return Err(format!("{name:?} contains {c:?} (only letters, digits, '-' and '_' are allowed)"));
     }
     Ok(())
 }
@@ -48,10 +41,7 @@ fn common(name: &str, max: usize, forbidden: &[char]) -> Result<(), String> {
     if len > max {
         return Err(format!("is {len} characters long (at most {max})"));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| c.is_control() || forbidden.contains(c))
-    {
+    if let Some(c) = name.chars().find(|c| c.is_control() || forbidden.contains(c)) {
         return Err(format!("contains {c:?}"));
     }
     Ok(())
@@ -69,9 +59,7 @@ mod tests {
         assert!(check_share_name("").is_err());
         assert!(check_share_name(&"x".repeat(81)).is_err());
         assert!(check_share_name(&"x".repeat(80)).is_ok());
-        for bad in [
-            "a/b", "a\\b", "a:b", "a*", "a?", "a\"", "a<", "a>", "a|", "a\tb",
-        ] {
+        for bad in ["a/b", "a\\b", "a:b", "a*", "a?", "a\"", "a<", "a>", "a|", "a\tb"] {
             assert!(check_share_name(bad).is_err(), "{bad:?}");
         }
     }

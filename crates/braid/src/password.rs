@@ -9,20 +9,13 @@ use rand::Rng;
 
 /// A random alphanumeric password of `len` characters from the OS random source.
 pub fn generate(len: usize) -> String {
-    OsRng
-        .sample_iter(&Alphanumeric)
-        .take(len)
-        .map(char::from)
-        .collect()
+    OsRng.sample_iter(&Alphanumeric).take(len).map(char::from).collect()
 }
 
 /// Reads one line from standard input (for scripts: `--password-stdin`).
 pub fn from_stdin() -> anyhow::Result<String> {
     let mut line = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .context("cannot read the password from standard input")?;
+    std::io::stdin().lock().read_line(&mut line).context("cannot read the password from standard input")?;
     let pw = line.strip_suffix('\n').unwrap_or(&line);
     let pw = pw.strip_suffix('\r').unwrap_or(pw);
     check(pw)?;

@@ -33,10 +33,7 @@ pub fn run(args: ServeArgs, verbose: u8) -> anyhow::Result<()> {
             first_run::FIRST_SHARE,
             Path::new(".").join(first_run::DATA_DIR).display()
         );
-        println!(
-            "braid: user \"{}\" has password {pw}  (shown only this once; only its hash is stored)",
-            first_run::FIRST_USER
-        );
+        println!("braid: user \"{}\" has password {pw}  (shown only this once; only its hash is stored)", first_run::FIRST_USER);
     }
     if let Some(line) = smbclient_hint(&cfg, new_password.as_deref()) {
         println!("braid: connect with: {line}");
@@ -48,11 +45,7 @@ pub fn run(args: ServeArgs, verbose: u8) -> anyhow::Result<()> {
         tracing::warn!("no [[user]] configured and no guest_ok share: nobody can connect");
     }
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("braid")
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("braid").build().context("cannot start the async runtime")?;
     let result = runtime.block_on(serve_until_signal(cfg));
     // Do not hang on stuck blocking I/O at exit.
     runtime.shutdown_timeout(Duration::from_secs(5));
@@ -102,20 +95,12 @@ pub fn smbclient_hint(cfg: &ServerConfig, password: Option<&str>) -> Option<Stri
     let mut line = match target {
         SocketAddr::V4(a) => format!("smbclient //{}/{}", a.ip(), share.name),
         // smbclient wants IPv6 addresses through -I, not inside the UNC name.
-        SocketAddr::V6(a) => format!(
-            "smbclient //{}/{} -I {}",
-            cfg.server_name,
-            share.name,
-            a.ip()
-        ),
+        SocketAddr::V6(a) => format!("smbclient //{}/{} -I {}", cfg.server_name, share.name, a.ip()),
     };
     if target.port() != 445 {
         line.push_str(&format!(" -p {}", target.port()));
     }
-    let user = share
-        .users
-        .first()
-        .or_else(|| cfg.users.first().map(|u| &u.name));
+    let user = share.users.first().or_else(|| cfg.users.first().map(|u| &u.name));
     match (user, password) {
         (Some(u), Some(pw)) => line.push_str(&format!(" -U {u}%{pw}")),
         (Some(u), None) => line.push_str(&format!(" -U {u}")),
@@ -133,10 +118,7 @@ mod tests {
     fn cfg(listen: &str) -> ServerConfig {
         ServerConfig {
             listen: vec![listen.parse().unwrap()],
-            users: vec![UserConfig {
-                name: "braid".into(),
-                nt_hash: [0; 16],
-            }],
+            users: vec![UserConfig { name: "braid".into(), nt_hash: [0; 16] }],
             shares: vec![ShareConfig {
                 name: "data".into(),
                 path: "/tmp".into(),
@@ -152,21 +134,9 @@ mod tests {
     #[test]
     fn hints() {
         let c = cfg("127.0.0.1:4455");
-        assert_eq!(
-            smbclient_hint(&c, Some("PW")).unwrap(),
-            "smbclient //127.0.0.1/data -p 4455 -U braid%PW"
-        );
-        assert_eq!(
-            smbclient_hint(&c, None).unwrap(),
-            "smbclient //127.0.0.1/data -p 4455 -U braid"
-        );
-        assert_eq!(
-            smbclient_hint(&cfg("0.0.0.0:445"), None).unwrap(),
-            "smbclient //127.0.0.1/data -U braid"
-        );
-        assert_eq!(
-            smbclient_hint(&cfg("[::]:4455"), None).unwrap(),
-            "smbclient //BRAID/data -I ::1 -p 4455 -U braid"
-        );
+        assert_eq!(smbclient_hint(&c, Some("PW")).unwrap(), "smbclient //127.0.0.1/data -p 4455 -U braid%PW");
+        assert_eq!(smbclient_hint(&c, None).unwrap(), "smbclient //127.0.0.1/data -p 4455 -U braid");
+        assert_eq!(smbclient_hint(&cfg("0.0.0.0:445"), None).unwrap(), "smbclient //127.0.0.1/data -U braid");
+        assert_eq!(smbclient_hint(&cfg("[::]:4455"), None).unwrap(), "smbclient //BRAID/data -I ::1 -p 4455 -U braid");
     }
 }

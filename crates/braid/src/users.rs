@@ -18,12 +18,7 @@ pub enum Added {
 }
 
 /// Adds (or with `update`, adds or replaces) user `name` with `nt_hash` in the config file.
-pub fn add_to_file(
-    path: &Path,
-    name: &str,
-    nt_hash: &[u8; 16],
-    update: bool,
-) -> anyhow::Result<Added> {
+pub fn add_to_file(path: &Path, name: &str, nt_hash: &[u8; 16], update: bool) -> anyhow::Result<Added> {
     let text = read(path)?;
     let (new_text, added) = add_user(&text, name, nt_hash, update).map_err(|e| at(path, e))?;
     fsutil::replace_file(path, &new_text)?;
@@ -62,10 +57,7 @@ impl std::fmt::Display for EditError {
 }
 
 fn fail<T>(message: String) -> Result<T, EditError> {
-    Err(EditError {
-        line: None,
-        message,
-    })
+    Err(EditError { line: None, message })
 }
 
 /// Puts the file name in front of an edit error: `FILE:LINE: message` or `FILE: message`.
@@ -80,18 +72,14 @@ fn parse(text: &str) -> Result<DocumentMut, EditError> {
     text.parse::<DocumentMut>().map_err(|e| EditError {
         line: e.span().map(|s| {
             let end = s.start.min(text.len());
-            1 + text.as_bytes()[..end]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count()
+            1 + text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count()
         }),
         message: e.message().trim().replace('\n', " "),
     })
 }
 
 fn same_name(item: Option<&Item>, name: &str) -> bool {
-    item.and_then(Item::as_str)
-        .is_some_and(|n| n.to_lowercase() == name.to_lowercase())
+    item.and_then(Item::as_str).is_some_and(|n| n.to_lowercase() == name.to_lowercase())
 }
 
 fn users_table(doc: &mut DocumentMut) -> Result<Option<&mut ArrayOfTables>, EditError> {
@@ -103,12 +91,7 @@ fn users_table(doc: &mut DocumentMut) -> Result<Option<&mut ArrayOfTables>, Edit
 }
 
 /// Adds user `name` to config `text`; returns the new text. See [`add_to_file`].
-pub fn add_user(
-    text: &str,
-    name: &str,
-    nt_hash: &[u8; 16],
-    update: bool,
-) -> Result<(String, Added), EditError> {
+pub fn add_user(text: &str, name: &str, nt_hash: &[u8; 16], update: bool) -> Result<(String, Added), EditError> {
     if let Err(m) = names::check_user_name(name) {
         return fail(format!("user name {name:?} {m}"));
     }
@@ -120,9 +103,7 @@ pub fn add_user(
         let mut existing = users.iter_mut().find(|t| same_name(t.get("name"), name));
         if let Some(t) = existing.as_mut() {
             if !update {
-                return fail(format!(
-                    "user {name:?} already exists (use --update to change the password)"
-                ));
+                return fail(format!("user {name:?} already exists (use --update to change the password)"));
             }
             t.insert("nt_hash", value(hash.clone()));
             // A stray plaintext password would make the file invalid; drop it with the old hash.
@@ -144,11 +125,7 @@ pub fn add_user(
         Some(users) => users.push(t),
         None => {
             // First user: place it after [server] rather than after all shares.
-            if let Some(pos) = doc
-                .get("server")
-                .and_then(Item::as_table)
-                .and_then(Table::position)
-            {
+            if let Some(pos) = doc.get("server").and_then(Item::as_table).and_then(Table::position) {
                 t.set_position(pos);
             } else {
                 t.set_position(0);
@@ -168,15 +145,9 @@ pub fn add_user(
 /// "everyone", so removing the last name would silently open the share to all users.
 pub fn del_user(text: &str, name: &str) -> Result<(String, usize), EditError> {
     let mut doc = parse(text)?;
-    let no_such = || EditError {
-        line: None,
-        message: format!("no user named {name:?}"),
-    };
+    let no_such = || EditError { line: None, message: format!("no user named {name:?}") };
     let users = users_table(&mut doc)?.ok_or_else(no_such)?;
-    let index = users
-        .iter()
-        .position(|t| same_name(t.get("name"), name))
-        .ok_or_else(no_such)?;
+    let index = users.iter().position(|t| same_name(t.get("name"), name)).ok_or_else(no_such)?;
     users.remove(index);
     if users.is_empty() {
         doc.remove("user");
@@ -185,21 +156,13 @@ pub fn del_user(text: &str, name: &str) -> Result<(String, usize), EditError> {
     let mut changed = 0;
     if let Some(Item::ArrayOfTables(shares)) = doc.get_mut("share") {
         for share in shares.iter_mut() {
-            let share_name = share
-                .get("name")
-                .and_then(Item::as_str)
-                .unwrap_or("?")
-                .to_string();
+            let share_name = share.get("name").and_then(Item::as_str).unwrap_or("?").to_string();
             let Some(list) = share.get_mut("users").and_then(Item::as_array_mut) else {
                 continue;
             };
             let before = list.len();
             // The first element's leading space/newline is kept for whatever becomes first.
-            let first_prefix = list
-                .get(0)
-                .and_then(|v| v.decor().prefix())
-                .and_then(|p| p.as_str())
-                .map(str::to_string);
+            let first_prefix = list.get(0).and_then(|v| v.decor().prefix()).and_then(|p| p.as_str()).map(str::to_string);
             list.retain(|v| match v.as_str() {
                 Some(n) => n.to_lowercase() != name.to_lowercase(),
                 None => true,
@@ -295,16 +258,12 @@ users = ["alice", "bob"]   # both
 
     #[test]
     fn del_unknown_user_fails() {
-        assert!(del_user(FILE, "zed")
-            .unwrap_err()
-            .to_string()
-            .contains("no user named"));
+        assert!(del_user(FILE, "zed").unwrap_err().to_string().contains("no user named"));
     }
 
     #[test]
     fn first_user_goes_after_server() {
-        let text =
-            "[server]\nlisten = [\"127.0.0.1:4455\"]\n\n[[share]]\nname = \"d\"\npath = \"/tmp\"\n";
+        let text = "[server]\nlisten = [\"127.0.0.1:4455\"]\n\n[[share]]\nname = \"d\"\npath = \"/tmp\"\n";
         let (out, _) = add_user(text, "alice", &HASH, false).unwrap();
         let user = out.find("[[user]]").unwrap();
         assert!(user < out.find("[[share]]").unwrap(), "{out}");

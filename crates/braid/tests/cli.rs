@@ -77,19 +77,11 @@ fn help_texts() {
     for word in ["serve", "check", "user", "Examples"] {
         assert!(help.contains(word), "--help lacks {word}: {help}");
     }
-    for sub in [
-        &["serve", "--help"][..],
-        &["check", "--help"],
-        &["user", "add", "--help"],
-        &["user", "del", "--help"],
-    ] {
+    for sub in [&["serve", "--help"][..], &["check", "--help"], &["user", "add", "--help"], &["user", "del", "--help"]] {
         let out = braid(sub, &tmp, None);
         assert!(out.status.success(), "{sub:?}");
         let help = text(&out.stdout);
-        assert!(
-            help.contains("Examples:"),
-            "{sub:?} help lacks examples: {help}"
-        );
+        assert!(help.contains("Examples:"), "{sub:?} help lacks examples: {help}");
         assert!(help.contains("--config"), "{sub:?}");
     }
     let add = text(&braid(&["user", "add", "--help"], &tmp, None).stdout);
@@ -117,23 +109,14 @@ fn check_bad_config_names_line_and_key() {
     let out = braid(&["check", "--config", "bad.toml"], &dir.0, None);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    assert_eq!(
-        err,
-        "braid: error: bad.toml:12: share \"data\": path \"/no/such/dir\" does not exist\n"
-    );
+    assert_eq!(err, "braid: error: bad.toml:12: share \"data\": path \"/no/such/dir\" does not exist\n");
 
-    let pw = CONFIG.replace(
-        "nt_hash = \"8846f7eaee8fb117ad06bdd830b7586c\"",
-        "password = \"hunter2\"",
-    );
+    let pw = CONFIG.replace("nt_hash = \"8846f7eaee8fb117ad06bdd830b7586c\"", "password = \"hunter2\"");
     std::fs::write(dir.0.join("pw.toml"), pw).unwrap();
     let out = braid(&["check", "--config", "pw.toml"], &dir.0, None);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    assert!(
-        err.starts_with("braid: error: pw.toml:8: user \"alice\": key `password`"),
-        "{err}"
-    );
+    assert!(err.starts_with("braid: error: pw.toml:8: user \"alice\": key `password`"), "{err}");
     assert_eq!(err.lines().count(), 1);
 
     let out = braid(&["check", "--config", "missing.toml"], &dir.0, None);
@@ -145,28 +128,16 @@ fn check_bad_config_names_line_and_key() {
 fn user_add_and_del_with_password_stdin() {
     let dir = setup();
     let file = dir.0.join("braid.toml");
-    let args = [
-        "user",
-        "add",
-        "bob",
-        "--config",
-        "braid.toml",
-        "--password-stdin",
-    ];
+    let args = ["user", "add", "bob", "--config", "braid.toml", "--password-stdin"];
 
     let out = braid(&args, &dir.0, Some("Password\n"));
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).lines().count(), 1);
     let after = std::fs::read_to_string(&file).unwrap();
     // MS-NLMP 4.2.1: NT hash of "Password".
-    assert!(
-        after.contains("name = \"bob\"\nnt_hash = \"a4f49c406510bdcab6824ee7c30fd852\""),
-        "{after}"
-    );
+    assert!(after.contains("name = \"bob\"\nnt_hash = \"a4f49c406510bdcab6824ee7c30fd852\""), "{after}");
     assert!(after.contains("# loopback") && after.contains("# people"));
-    assert!(braid(&["check", "-c", "braid.toml"], &dir.0, None)
-        .status
-        .success());
+    assert!(braid(&["check", "-c", "braid.toml"], &dir.0, None).status.success());
 
     // Adding again is refused; --update replaces the hash.
     let out = braid(&args, &dir.0, Some("other\n"));
@@ -176,42 +147,18 @@ fn user_add_and_del_with_password_stdin() {
     update.push("--update");
     let out = braid(&update, &dir.0, Some("other\n"));
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(!std::fs::read_to_string(&file)
-        .unwrap()
-        .contains("a4f49c406510bdcab6824ee7c30fd852"));
+    assert!(!std::fs::read_to_string(&file).unwrap().contains("a4f49c406510bdcab6824ee7c30fd852"));
 
     // An empty password is refused.
-    let out = braid(
-        &[
-            "user",
-            "add",
-            "carol",
-            "-c",
-            "braid.toml",
-            "--password-stdin",
-        ],
-        &dir.0,
-        Some(""),
-    );
+    let out = braid(&["user", "add", "carol", "-c", "braid.toml", "--password-stdin"], &dir.0, Some(""));
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("empty"));
 
-    let out = braid(
-        &["user", "del", "bob", "--config", "braid.toml"],
-        &dir.0,
-        None,
-    );
+    let out = braid(&["user", "del", "bob", "--config", "braid.toml"], &dir.0, None);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), CONFIG);
 
-    let out = braid(
-        &["user", "del", "bob", "--config", "braid.toml"],
-        &dir.0,
-        None,
-    );
+    let out = braid(&["user", "del", "bob", "--config", "braid.toml"], &dir.0, None);
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(
-        text(&out.stderr),
-        "braid: error: braid.toml: no user named \"bob\"\n"
-    );
+    assert_eq!(text(&out.stderr), "braid: error: braid.toml: no user named \"bob\"\n");
 }

@@ -32,24 +32,10 @@ pub const SV_TYPE_NT: u32 = 0x0000_1000;
 pub const SV_TYPE_SERVER_NT: u32 = 0x0000_8000;
 
 /// srvsvc interface 4b324fc8-1670-01d3-1278-5a47bf6ee188 v3.0 (MS-SRVS §1.9).
-pub const SRVSVC_SYNTAX: SyntaxId = SyntaxId::new(
-    0x4b32_4fc8,
-    0x1670,
-    0x01d3,
-    [0x12, 0x78, 0x5a, 0x47, 0xbf, 0x6e, 0xe1, 0x88],
-    3,
-    0,
-);
+pub const SRVSVC_SYNTAX: SyntaxId = SyntaxId::new(0x4b32_4fc8, 0x1670, 0x01d3, [0x12, 0x78, 0x5a, 0x47, 0xbf, 0x6e, 0xe1, 0x88], 3, 0);
 
 /// wkssvc interface 6bffd098-a112-3610-9833-46c3f87e345a v1.0 (MS-WKST §1.9).
-pub const WKSSVC_SYNTAX: SyntaxId = SyntaxId::new(
-    0x6bff_d098,
-    0xa112,
-    0x3610,
-    [0x98, 0x33, 0x46, 0xc3, 0xf8, 0x7e, 0x34, 0x5a],
-    1,
-    0,
-);
+pub const WKSSVC_SYNTAX: SyntaxId = SyntaxId::new(0x6bff_d098, 0xa112, 0x3610, [0x98, 0x33, 0x46, 0xc3, 0xf8, 0x7e, 0x34, 0x5a], 1, 0);
 
 /// One share as reported by NetrShareEnumAll / NetrShareGetInfo
 /// (SHARE_INFO_1 fields, MS-SRVS §2.2.4).
@@ -133,10 +119,7 @@ mod tests {
     #[test]
     fn syntax_wire_bytes() {
         // 4b324fc8-1670-01d3-... in little-endian wire order.
-        assert_eq!(
-            &SRVSVC_SYNTAX.uuid[..8],
-            &[0xc8, 0x4f, 0x32, 0x4b, 0x70, 0x16, 0xd3, 0x01]
-        );
+        assert_eq!(&SRVSVC_SYNTAX.uuid[..8], &[0xc8, 0x4f, 0x32, 0x4b, 0x70, 0x16, 0xd3, 0x01]);
         assert_eq!(SRVSVC_SYNTAX.version, 3);
     }
 }

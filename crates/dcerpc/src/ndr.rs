@@ -29,11 +29,7 @@ impl<'a> NdrReader<'a> {
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], NdrError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or(NdrError)?;
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or(NdrError)?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -65,10 +61,7 @@ impl<'a> NdrReader<'a> {
         // actual <= MAX_WSTRING, so this cannot overflow; take() bounds-checks
         // against the real stub before anything is allocated.
         let raw = self.take(actual as usize * 2)?;
-        let mut units: Vec<u16> = raw
-            .chunks_exact(2)
-            .map(|c| u16::from_le_bytes([c[0], c[1]]))
-            .collect();
+        let mut units: Vec<u16> = raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
         if units.last() == Some(&0) {
             units.pop();
         }
@@ -102,10 +95,7 @@ impl Default for NdrWriter {
 impl NdrWriter {
     /// Empty writer; referent ids start at 0x00020000 like Windows' stubs.
     pub fn new() -> Self {
-        NdrWriter {
-            buf: Vec::new(),
-            next_ref: 0x0002_0000,
-        }
+        NdrWriter { buf: Vec::new(), next_ref: 0x0002_0000 }
     }
 
     fn align(&mut self, n: usize) {

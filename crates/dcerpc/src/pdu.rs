@@ -95,31 +95,18 @@ pub struct SyntaxId {
 impl SyntaxId {
     /// Builds a syntax id from the textual UUID fields
     /// `time_low-time_mid-time_hi-clock_seq+node` and a major.minor version.
-    pub const fn new(
-        time_low: u32,
-        time_mid: u16,
-        time_hi: u16,
-        tail: [u8; 8],
-        major: u16,
-        minor: u16,
-    ) -> Self {
+    pub const fn new(time_low: u32, time_mid: u16, time_hi: u16, tail: [u8; 8], major: u16, minor: u16) -> Self {
         let a = time_low.to_le_bytes();
         let b = time_mid.to_le_bytes();
         let c = time_hi.to_le_bytes();
         SyntaxId {
-            uuid: [
-                a[0], a[1], a[2], a[3], b[0], b[1], c[0], c[1], tail[0], tail[1], tail[2], tail[3],
-                tail[4], tail[5], tail[6], tail[7],
-            ],
+            uuid: [a[0], a[1], a[2], a[3], b[0], b[1], c[0], c[1], tail[0], tail[1], tail[2], tail[3], tail[4], tail[5], tail[6], tail[7]],
             version: (major as u32) | ((minor as u32) << 16),
         }
     }
 
     /// The all-zero syntax used in rejected / negotiate_ack results.
-    pub const NULL: SyntaxId = SyntaxId {
-        uuid: [0; 16],
-        version: 0,
-    };
+    pub const NULL: SyntaxId = SyntaxId { uuid: [0; 16], version: 0 };
 
     /// Major interface version (low 16 bits of `if_version`).
     pub fn major(&self) -> u16 {
@@ -139,25 +126,11 @@ impl SyntaxId {
 
 /// NDR 2.0 transfer syntax 8a885d04-1ceb-11c9-9fe8-08002b104860 v2
 /// (C706 Appendix I, MS-RPCE §2.2.4.12).
-pub const NDR20: SyntaxId = SyntaxId::new(
-    0x8a88_5d04,
-    0x1ceb,
-    0x11c9,
-    [0x9f, 0xe8, 0x08, 0x00, 0x2b, 0x10, 0x48, 0x60],
-    2,
-    0,
-);
+pub const NDR20: SyntaxId = SyntaxId::new(0x8a88_5d04, 0x1ceb, 0x11c9, [0x9f, 0xe8, 0x08, 0x00, 0x2b, 0x10, 0x48, 0x60], 2, 0);
 
 /// NDR64 transfer syntax 71710533-beba-4937-8319-b5dbef9ccc36 v1
 /// (MS-RPCE §2.2.4.12). Recognised only so we can reject it.
-pub const NDR64: SyntaxId = SyntaxId::new(
-    0x7171_0533,
-    0xbeba,
-    0x4937,
-    [0x83, 0x19, 0xb5, 0xdb, 0xef, 0x9c, 0xcc, 0x36],
-    1,
-    0,
-);
+pub const NDR64: SyntaxId = SyntaxId::new(0x7171_0533, 0xbeba, 0x4937, [0x83, 0x19, 0xb5, 0xdb, 0xef, 0x9c, 0xcc, 0x36], 1, 0);
 
 /// First 8 wire bytes of the bind time feature negotiation pseudo transfer
 /// syntax 6cb71c2c-9812-4540-... (MS-RPCE §3.3.1.5.3).
@@ -218,19 +191,8 @@ impl Header {
             }
         };
         let b = [h[12], h[13], h[14], h[15]];
-        let call_id = if le {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        };
-        let hdr = Header {
-            ptype: h[2],
-            flags: h[3],
-            drep,
-            frag_length: u16_at(8),
-            auth_length: u16_at(10),
-            call_id,
-        };
+        let call_id = if le { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) };
+        let hdr = Header { ptype: h[2], flags: h[3], drep, frag_length: u16_at(8), auth_length: u16_at(10), call_id };
         if usize::from(hdr.frag_length) < HEADER_LEN {
             return Err(RpcError::FragTooShort(hdr.frag_length));
         }
@@ -301,11 +263,7 @@ struct Cur<'a> {
 
 impl<'a> Cur<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], RpcError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or(RpcError::Malformed(self.what))?;
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or(RpcError::Malformed(self.what))?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -324,10 +282,7 @@ impl<'a> Cur<'a> {
     fn syntax(&mut self) -> Result<SyntaxId, RpcError> {
         let mut uuid = [0u8; 16];
         uuid.copy_from_slice(self.take(16)?);
-        Ok(SyntaxId {
-            uuid,
-            version: self.u32()?,
-        })
+        Ok(SyntaxId { uuid, version: self.u32()? })
     }
 }
 
@@ -335,11 +290,7 @@ impl Bind {
     /// Parses the body of a little-endian `bind`/`alter_context` PDU
     /// (`body` = bytes after the 16-byte header, auth trailer excluded).
     pub fn parse(body: &[u8]) -> Result<Bind, RpcError> {
-        let mut c = Cur {
-            buf: body,
-            pos: 0,
-            what: "bind",
-        };
+        let mut c = Cur { buf: body, pos: 0, what: "bind" };
         let max_xmit_frag = c.u16()?;
         let max_recv_frag = c.u16()?;
         let assoc_group_id = c.u32()?;
@@ -357,18 +308,9 @@ impl Bind {
             for _ in 0..nts {
                 transfer_syntaxes.push(c.syntax()?);
             }
-            contexts.push(PresContext {
-                id,
-                abstract_syntax,
-                transfer_syntaxes,
-            });
+            contexts.push(PresContext { id, abstract_syntax, transfer_syntaxes });
         }
-        Ok(Bind {
-            max_xmit_frag,
-            max_recv_frag,
-            assoc_group_id,
-            contexts,
-        })
+        Ok(Bind { max_xmit_frag, max_recv_frag, assoc_group_id, contexts })
     }
 }
 
@@ -494,22 +436,13 @@ impl<'a> Request<'a> {
     /// Parses a little-endian request body (`body` = bytes after the header,
     /// auth trailer excluded). Skips the optional object UUID.
     pub fn parse(flags: u8, body: &'a [u8]) -> Result<Request<'a>, RpcError> {
-        let mut c = Cur {
-            buf: body,
-            pos: 0,
-            what: "request",
-        };
+        let mut c = Cur { buf: body, pos: 0, what: "request" };
         let alloc_hint = c.u32()?;
         let context_id = c.u16()?;
         let opnum = c.u16()?;
         if flags & PFC_OBJECT_UUID != 0 {
             c.take(16)?;
         }
-        Ok(Request {
-            alloc_hint,
-            context_id,
-            opnum,
-            stub: &body[c.pos..],
-        })
+        Ok(Request { alloc_hint, context_id, opnum, stub: &body[c.pos..] })
     }
 }

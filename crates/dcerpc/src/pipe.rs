@@ -125,10 +125,7 @@ impl Pipe {
                 }
             };
             if hdr.frag_length > pdu::SERVER_MAX_FRAG {
-                result = Err(RpcError::FragTooLarge(
-                    hdr.frag_length,
-                    pdu::SERVER_MAX_FRAG,
-                ));
+                result = Err(RpcError::FragTooLarge(hdr.frag_length, pdu::SERVER_MAX_FRAG));
                 break;
             }
             let Some(frag) = rest.get(..usize::from(hdr.frag_length)) else {
@@ -171,12 +168,7 @@ impl Pipe {
 
     /// FSCTL_PIPE_TRANSCEIVE: [`Pipe::write`] then [`Pipe::read`]. If unread
     /// output was already queued, that older output is returned first.
-    pub fn transceive(
-        &mut self,
-        data: &[u8],
-        max: usize,
-        ctx: &RpcContext<'_>,
-    ) -> Result<(Vec<u8>, bool), RpcError> {
+    pub fn transceive(&mut self, data: &[u8], max: usize, ctx: &RpcContext<'_>) -> Result<(Vec<u8>, bool), RpcError> {
         self.write(data, ctx)?;
         Ok(self.read(max))
     }
@@ -229,18 +221,10 @@ impl Pipe {
     /// MS-RPCE §3.3.1.5.3 for bind time feature negotiation).
     fn negotiate(&mut self, proposed: &[PresContext]) -> Vec<ContextResult> {
         let iface = self.interface();
-        let reject = |reason| ContextResult {
-            result: pdu::RESULT_PROVIDER_REJECTION,
-            reason,
-            transfer_syntax: SyntaxId::NULL,
-        };
+        let reject = |reason| ContextResult { result: pdu::RESULT_PROVIDER_REJECTION, reason, transfer_syntax: SyntaxId::NULL };
         let mut results = Vec::with_capacity(proposed.len());
         for pc in proposed {
-            if let Some(bits) = pc
-                .transfer_syntaxes
-                .iter()
-                .find_map(SyntaxId::bind_time_features)
-            {
+            if let Some(bits) = pc.transfer_syntaxes.iter().find_map(SyntaxId::bind_time_features) {
                 results.push(ContextResult {
                     result: pdu::RESULT_NEGOTIATE_ACK,
                     reason: u16::from(bits & FEATURE_KEEP_CONNECTION_ON_ORPHAN),
@@ -266,11 +250,7 @@ impl Pipe {
                 }
                 self.contexts.push(pc.id);
             }
-            results.push(ContextResult {
-                result: pdu::RESULT_ACCEPTANCE,
-                reason: 0,
-                transfer_syntax: pdu::NDR20,
-            });
+            results.push(ContextResult { result: pdu::RESULT_ACCEPTANCE, reason: 0, transfer_syntax: pdu::NDR20 });
         }
         results
     }
@@ -279,10 +259,7 @@ impl Pipe {
         if !hdr.is_ndr_le() || self.bound {
             // Foreign data representation, or a second bind on the same
             // association (C706 §12.6.4.3 allows only one): refuse in-band.
-            return self.push(pdu::encode_bind_nak(
-                hdr.call_id,
-                pdu::BIND_NAK_REASON_NOT_SPECIFIED,
-            ));
+            return self.push(pdu::encode_bind_nak(hdr.call_id, pdu::BIND_NAK_REASON_NOT_SPECIFIED));
         }
         let bind = Bind::parse(body)?;
         let clamp = |v: u16| v.clamp(pdu::MUST_RECV_FRAG, pdu::SERVER_MAX_FRAG);
@@ -290,57 +267,27 @@ impl Pipe {
         self.max_recv = clamp(bind.max_xmit_frag);
         // We keep no cross-pipe association state, so echoing the client's
         // requested group is as good as any; 0 asks for a new one.
-        self.assoc_group = if bind.assoc_group_id != 0 {
-            bind.assoc_group_id
-        } else {
-            new_assoc_group()
-        };
+        self.assoc_group = if bind.assoc_group_id != 0 { bind.assoc_group_id } else { new_assoc_group() };
         let results = self.negotiate(&bind.contexts);
         let sec_addr: &[u8] = match self.kind {
             PipeKind::Srvsvc => b"\\PIPE\\srvsvc\0",
             PipeKind::Wkssvc => b"\\PIPE\\wkssvc\0",
         };
         self.bound = true;
-        self.push(pdu::encode_bind_ack(
-            pdu::PTYPE_BIND_ACK,
-            hdr.call_id,
-            self.max_xmit,
-            self.max_recv,
-            self.assoc_group,
-            sec_addr,
-            &results,
-        ))
+        self.push(pdu::encode_bind_ack(pdu::PTYPE_BIND_ACK, hdr.call_id, self.max_xmit, self.max_recv, self.assoc_group, sec_addr, &results))
     }
 
     fn on_alter_context(&mut self, hdr: &Header, body: &[u8]) -> Result<(), RpcError> {
         if !hdr.is_ndr_le() || !self.bound {
-            return self.push(pdu::encode_fault(
-                hdr.call_id,
-                0,
-                pdu::NCA_S_PROTO_ERROR,
-                true,
-            ));
+            return self.push(pdu::encode_fault(hdr.call_id, 0, pdu::NCA_S_PROTO_ERROR, true));
         }
         let bind = Bind::parse(body)?;
         let results = self.negotiate(&bind.contexts);
         // alter_context_resp carries an empty secondary address (C706 §12.6.4.2).
-        self.push(pdu::encode_bind_ack(
-            pdu::PTYPE_ALTER_CONTEXT_RESP,
-            hdr.call_id,
-            self.max_xmit,
-            self.max_recv,
-            self.assoc_group,
-            &[],
-            &results,
-        ))
+        self.push(pdu::encode_bind_ack(pdu::PTYPE_ALTER_CONTEXT_RESP, hdr.call_id, self.max_xmit, self.max_recv, self.assoc_group, &[], &results))
     }
 
-    fn on_request(
-        &mut self,
-        hdr: &Header,
-        body: &[u8],
-        ctx: &RpcContext<'_>,
-    ) -> Result<(), RpcError> {
+    fn on_request(&mut self, hdr: &Header, body: &[u8], ctx: &RpcContext<'_>) -> Result<(), RpcError> {
         let first = hdr.flags & pdu::PFC_FIRST_FRAG != 0;
         let last = hdr.flags & pdu::PFC_LAST_FRAG != 0;
         if !hdr.is_ndr_le() || !self.bound {
@@ -348,12 +295,7 @@ impl Pipe {
             // its last fragment, without executing anything.
             self.call = None;
             if last {
-                return self.push(pdu::encode_fault(
-                    hdr.call_id,
-                    0,
-                    pdu::NCA_S_PROTO_ERROR,
-                    true,
-                ));
+                return self.push(pdu::encode_fault(hdr.call_id, 0, pdu::NCA_S_PROTO_ERROR, true));
             }
             return Ok(());
         }
@@ -363,12 +305,7 @@ impl Pipe {
                 // Without PFC_CONC_MPX calls may not interleave (C706 §12.6.3.1).
                 return Err(RpcError::Malformed("interleaved request"));
             }
-            self.call = Some(PendingCall {
-                call_id: hdr.call_id,
-                context_id: req.context_id,
-                opnum: req.opnum,
-                stub: Vec::new(),
-            });
+            self.call = Some(PendingCall { call_id: hdr.call_id, context_id: req.context_id, opnum: req.opnum, stub: Vec::new() });
         }
         let Some(call) = self.call.as_mut().filter(|c| c.call_id == hdr.call_id) else {
             return Err(RpcError::Malformed("request fragment without first"));
@@ -384,12 +321,7 @@ impl Pipe {
             return Ok(());
         };
         if !self.contexts.contains(&call.context_id) {
-            return self.push(pdu::encode_fault(
-                call.call_id,
-                call.context_id,
-                pdu::NCA_S_UNKNOWN_IF,
-                true,
-            ));
+            return self.push(pdu::encode_fault(call.call_id, call.context_id, pdu::NCA_S_UNKNOWN_IF, true));
         }
         let r = match self.kind {
             PipeKind::Srvsvc => srvsvc::dispatch(call.opnum, &call.stub, ctx),
@@ -397,9 +329,7 @@ impl Pipe {
         };
         match r {
             Ok(stub) => {
-                for frag in
-                    pdu::encode_response(call.call_id, call.context_id, &stub, self.max_xmit)
-                {
+                for frag in pdu::encode_response(call.call_id, call.context_id, &stub, self.max_xmit) {
                     self.push(frag)?;
                 }
                 Ok(())

@@ -1,47 +1,15 @@
 //! End-to-end tests: hand-built PDUs (C706 §12.6) in, decoded PDUs out.
 
-use dcerpc::{
-    pipe_kind, Pipe, PipeKind, RpcContext, RpcError, ServerInfo, ShareInfo, STYPE_DISKTREE,
-    STYPE_IPC, STYPE_SPECIAL,
-};
+use dcerpc::{pipe_kind, Pipe, PipeKind, RpcContext, RpcError, ServerInfo, ShareInfo, STYPE_DISKTREE, STYPE_IPC, STYPE_SPECIAL};
 
 // ---------- wire builders (independent of the crate's encoders) ----------
 
-const SRVSVC: ([u8; 16], u32) = (
-    [
-        0xc8, 0x4f, 0x32, 0x4b, 0x70, 0x16, 0xd3, 0x01, 0x12, 0x78, 0x5a, 0x47, 0xbf, 0x6e, 0xe1,
-        0x88,
-    ],
-    3,
-);
-const WKSSVC: ([u8; 16], u32) = (
-    [
-        0x98, 0xd0, 0xff, 0x6b, 0x12, 0xa1, 0x10, 0x36, 0x98, 0x33, 0x46, 0xc3, 0xf8, 0x7e, 0x34,
-        0x5a,
-    ],
-    1,
-);
-const NDR: ([u8; 16], u32) = (
-    [
-        0x04, 0x5d, 0x88, 0x8a, 0xeb, 0x1c, 0xc9, 0x11, 0x9f, 0xe8, 0x08, 0x00, 0x2b, 0x10, 0x48,
-        0x60,
-    ],
-    2,
-);
-const NDR64: ([u8; 16], u32) = (
-    [
-        0x33, 0x05, 0x71, 0x71, 0xba, 0xbe, 0x37, 0x49, 0x83, 0x19, 0xb5, 0xdb, 0xef, 0x9c, 0xcc,
-        0x36,
-    ],
-    1,
-);
+const SRVSVC: ([u8; 16], u32) = ([0xc8, 0x4f, 0x32, 0x4b, 0x70, 0x16, 0xd3, 0x01, 0x12, 0x78, 0x5a, 0x47, 0xbf, 0x6e, 0xe1, 0x88], 3);
+const WKSSVC: ([u8; 16], u32) = ([0x98, 0xd0, 0xff, 0x6b, 0x12, 0xa1, 0x10, 0x36, 0x98, 0x33, 0x46, 0xc3, 0xf8, 0x7e, 0x34, 0x5a], 1);
+const NDR: ([u8; 16], u32) = ([0x04, 0x5d, 0x88, 0x8a, 0xeb, 0x1c, 0xc9, 0x11, 0x9f, 0xe8, 0x08, 0x00, 0x2b, 0x10, 0x48, 0x60], 2);
+const NDR64: ([u8; 16], u32) = ([0x33, 0x05, 0x71, 0x71, 0xba, 0xbe, 0x37, 0x49, 0x83, 0x19, 0xb5, 0xdb, 0xef, 0x9c, 0xcc, 0x36], 1);
 // 6cb71c2c-9812-4540-0300-000000000000 (features 0x03).
-const BTFN: ([u8; 16], u32) = (
-    [
-        0x2c, 0x1c, 0xb7, 0x6c, 0x12, 0x98, 0x40, 0x45, 0x03, 0, 0, 0, 0, 0, 0, 0,
-    ],
-    1,
-);
+const BTFN: ([u8; 16], u32) = ([0x2c, 0x1c, 0xb7, 0x6c, 0x12, 0x98, 0x40, 0x45, 0x03, 0, 0, 0, 0, 0, 0, 0], 1);
 
 fn header(ptype: u8, flags: u8, call_id: u32, body: &[u8]) -> Vec<u8> {
     let mut v = vec![5, 0, ptype, flags, 0x10, 0, 0, 0];
@@ -73,14 +41,7 @@ fn bind_pdu(ptype: u8, call_id: u32, xmit: u16, recv: u16, ctxs: &[(u16, Syn, &[
     header(ptype, 3, call_id, &b)
 }
 
-fn request_pdu(
-    call_id: u32,
-    flags: u8,
-    ctx_id: u16,
-    opnum: u16,
-    alloc: u32,
-    stub: &[u8],
-) -> Vec<u8> {
+fn request_pdu(call_id: u32, flags: u8, ctx_id: u16, opnum: u16, alloc: u32, stub: &[u8]) -> Vec<u8> {
     let mut b = Vec::new();
     b.extend_from_slice(&alloc.to_le_bytes());
     b.extend_from_slice(&ctx_id.to_le_bytes());
@@ -122,9 +83,7 @@ impl R<'_> {
         assert_eq!(self.u32(), 0, "offset");
         let actual = self.u32();
         assert_eq!(max, actual);
-        let u: Vec<u16> = (0..actual as usize)
-            .map(|i| u16::from_le_bytes([self.0[self.1 + 2 * i], self.0[self.1 + 2 * i + 1]]))
-            .collect();
+        let u: Vec<u16> = (0..actual as usize).map(|i| u16::from_le_bytes([self.0[self.1 + 2 * i], self.0[self.1 + 2 * i + 1]])).collect();
         self.1 += 2 * actual as usize;
         assert_eq!(u.last(), Some(&0), "NUL terminated");
         String::from_utf16(&u[..u.len() - 1]).unwrap()
@@ -145,40 +104,21 @@ fn le32(b: &[u8], o: usize) -> u32 {
 
 fn shares() -> Vec<ShareInfo> {
     vec![
-        ShareInfo {
-            name: "data".into(),
-            share_type: STYPE_DISKTREE,
-            comment: "Main data".into(),
-        },
-        ShareInfo {
-            name: "IPC$".into(),
-            share_type: STYPE_IPC | STYPE_SPECIAL,
-            comment: "IPC Service".into(),
-        },
-        ShareInfo {
-            name: "Données📁".into(),
-            share_type: STYPE_DISKTREE,
-            comment: String::new(),
-        },
+        ShareInfo { name: "data".into(), share_type: STYPE_DISKTREE, comment: "Main data".into() },
+        ShareInfo { name: "IPC$".into(), share_type: STYPE_IPC | STYPE_SPECIAL, comment: "IPC Service".into() },
+        ShareInfo { name: "Données📁".into(), share_type: STYPE_DISKTREE, comment: String::new() },
     ]
 }
 
 fn server() -> ServerInfo {
-    ServerInfo {
-        name: "BRAID".into(),
-        comment: "Braid SMB".into(),
-        version_major: 10,
-        version_minor: 0,
-        server_type: 0x9003,
-    }
+    ServerInfo { name: "BRAID".into(), comment: "Braid SMB".into(), version_major: 10, version_minor: 0, server_type: 0x9003 }
 }
 
 /// Binds a fresh srvsvc pipe the way Windows does and drains the bind_ack.
 fn bound(ctx: &RpcContext<'_>, recv: u16) -> Pipe {
     let mut p = Pipe::new(PipeKind::Srvsvc);
     let ndr: &[Syn] = &[NDR];
-    p.write(&bind_pdu(11, 1, 4280, recv, &[(0, SRVSVC, ndr)]), ctx)
-        .unwrap();
+    p.write(&bind_pdu(11, 1, 4280, recv, &[(0, SRVSVC, ndr)]), ctx).unwrap();
     let (ack, more) = p.read(65536);
     assert!(!more);
     assert_eq!(ack[2], 12);
@@ -193,13 +133,7 @@ fn read_response(p: &mut Pipe, call_id: u32) -> (Vec<u8>, Vec<usize>) {
         let (pdu, more) = p.read(65536);
         assert!(!more);
         assert!(pdu.len() >= 24, "short pdu {pdu:?}");
-        assert_eq!(
-            pdu[2],
-            2,
-            "expected response, got ptype {} status {:#x}",
-            pdu[2],
-            le32(&pdu, 24)
-        );
+        assert_eq!(pdu[2], 2, "expected response, got ptype {} status {:#x}", pdu[2], le32(&pdu, 24));
         assert_eq!(le16(&pdu, 8) as usize, pdu.len());
         assert_eq!(le32(&pdu, 12), call_id);
         let first = pdu[3] & 1 != 0;
@@ -273,21 +207,12 @@ fn decode_enum1(stub: &[u8]) -> (Vec<(String, u32, String)>, u32) {
 #[test]
 fn bind_ack_windows_style() {
     let (sh, sv) = (shares(), server());
-    let ctx = RpcContext {
-        shares: &sh,
-        server: &sv,
-    };
+    let ctx = RpcContext { shares: &sh, server: &sv };
     let mut p = Pipe::new(PipeKind::Srvsvc);
     let a: &[Syn] = &[NDR];
     let b: &[Syn] = &[NDR64];
     let c: &[Syn] = &[BTFN];
-    let bind = bind_pdu(
-        11,
-        2,
-        4280,
-        4280,
-        &[(0, SRVSVC, a), (1, SRVSVC, b), (2, SRVSVC, c)],
-    );
+    let bind = bind_pdu(11, 2, 4280, 4280, &[(0, SRVSVC, a), (1, SRVSVC, b), (2, SRVSVC, c)]);
     let (ack, more) = p.transceive(&bind, 4280, &ctx).unwrap();
     assert!(!more && !p.has_output());
     assert_eq!(&ack[..8], &[5, 0, 12, 3, 0x10, 0, 0, 0]);
@@ -317,80 +242,57 @@ fn bind_ack_windows_style() {
 #[test]
 fn bind_wrong_interface_and_alter_context() {
     let (sh, sv) = (shares(), server());
-    let ctx = RpcContext {
-        shares: &sh,
-        server: &sv,
-    };
+    let ctx = RpcContext { shares: &sh, server: &sv };
     let mut p = Pipe::new(PipeKind::Srvsvc);
     let ndr: &[Syn] = &[NDR];
-    p.write(&bind_pdu(11, 1, 4280, 4280, &[(0, WKSSVC, ndr)]), &ctx)
-        .unwrap();
+    p.write(&bind_pdu(11, 1, 4280, 4280, &[(0, WKSSVC, ndr)]), &ctx).unwrap();
     let (ack, _) = p.read(4280);
     assert_eq!(ack[2], 12);
     assert_eq!(ack[40], 1);
     assert_eq!((le16(&ack, 44), le16(&ack, 46)), (2, 1));
     // Call on the rejected context: fault nca_s_unknown_if.
-    p.write(&request_pdu(2, 3, 0, 15, 0, &enum_all_stub(1, true)), &ctx)
-        .unwrap();
+    p.write(&request_pdu(2, 3, 0, 15, 0, &enum_all_stub(1, true)), &ctx).unwrap();
     assert_eq!(read_fault(&mut p), 0x1c01_0003);
     // Now add srvsvc with alter_context and call on it.
-    p.write(&bind_pdu(14, 3, 4280, 4280, &[(1, SRVSVC, ndr)]), &ctx)
-        .unwrap();
+    p.write(&bind_pdu(14, 3, 4280, 4280, &[(1, SRVSVC, ndr)]), &ctx).unwrap();
     let (resp, _) = p.read(4280);
     assert_eq!(resp[2], 15);
     assert_eq!(le16(&resp, 24), 0, "empty secondary address");
     assert_eq!(resp[28], 1);
     assert_eq!(le16(&resp, 32), 0, "accepted");
-    p.write(&request_pdu(4, 3, 1, 15, 0, &enum_all_stub(1, true)), &ctx)
-        .unwrap();
+    p.write(&request_pdu(4, 3, 1, 15, 0, &enum_all_stub(1, true)), &ctx).unwrap();
     let (stub, _) = read_response(&mut p, 4);
     assert_eq!(decode_enum1(&stub).0.len(), 3);
     // A second bind on the association is refused in-band.
-    p.write(&bind_pdu(11, 5, 4280, 4280, &[(0, SRVSVC, ndr)]), &ctx)
-        .unwrap();
+    p.write(&bind_pdu(11, 5, 4280, 4280, &[(0, SRVSVC, ndr)]), &ctx).unwrap();
     assert_eq!(p.read(4280).0[2], 13);
 }
 
 #[test]
 fn share_enum_all_level1() {
     let (sh, sv) = (shares(), server());
-    let ctx = RpcContext {
-        shares: &sh,
-        server: &sv,
-    };
+    let ctx = RpcContext { shares: &sh, server: &sv };
     let mut p = bound(&ctx, 4280);
     let stub = enum_all_stub(1, true);
-    p.write(&request_pdu(2, 3, 0, 15, stub.len() as u32, &stub), &ctx)
-        .unwrap();
+    p.write(&request_pdu(2, 3, 0, 15, stub.len() as u32, &stub), &ctx).unwrap();
     let (resp, sizes) = read_response(&mut p, 2);
     assert_eq!(sizes.len(), 1);
     let (list, werr) = decode_enum1(&resp);
     assert_eq!(werr, 0);
     assert_eq!(
         list,
-        vec![
-            ("data".into(), 0, "Main data".into()),
-            ("IPC$".into(), 0x8000_0003, "IPC Service".into()),
-            ("Données📁".into(), 0, String::new()),
-        ]
+        vec![("data".into(), 0, "Main data".into()), ("IPC$".into(), 0x8000_0003, "IPC Service".into()), ("Données📁".into(), 0, String::new()),]
     );
 }
 
 #[test]
 fn share_enum_other_levels_parse_fully() {
     let (sh, sv) = (shares(), server());
-    let ctx = RpcContext {
-        shares: &sh,
-        server: &sv,
-    };
+    let ctx = RpcContext { shares: &sh, server: &sv };
     let mut p = bound(&ctx, 4280);
     for (i, level) in [0u32, 2, 501, 502, 7].into_iter().enumerate() {
         let call = 10 + i as u32;
-        p.write(
-            &request_pdu(call, 3, 0, 15, 0, &enum_all_stub(level, false)),
-            &ctx,
-        )
-        .unwrap();
+        p.write(&request_pdu(call, 3, 0, 15, 0, &enum_all_stub(level, false)), &ctx).unwrap();
         let (stub, _) = read_response(&mut p, call);
         let mut r = R(&stub, 0);
         assert_eq!(r.u32(), level);
@@ -433,10 +335,7 @@ fn share_enum_other_levels_parse_fully() {
 #[test]
 fn share_get_info_and_server_get_info() {
     let (sh, sv) = (shares(), server());
-    let ctx = RpcContext {
-        shares: &sh,
-        server: &sv,
-    };
+    let ctx = RpcContext { shares: &sh, server: &sv };
     let mut p = bound(&ctx, 4280);
 
     let mut w = W::default();
@@ -482,14 +381,10 @@ fn share_get_info_and_server_get_info() {
 #[test]
 fn wkssvc_get_info_100() {
     let (sh, sv) = (shares(), server());
-    let ctx = RpcContext {
-        shares: &sh,
-        server: &sv,
-    };
+    let ctx = RpcContext { shares: &sh, server: &sv };
     let mut p = Pipe::new(pipe_kind("\\PIPE\\wkssvc").unwrap());
     let ndr: &[Syn] = &[NDR];
-    p.write(&bind_pdu(11, 1, 4280, 4280, &[(0, WKSSVC, ndr)]), &ctx)
-        .unwrap();
+    p.write(&bind_pdu(11, 1, 4280, 4280, &[(0, WKSSVC, ndr)]), &ctx).unwrap();
     let (ack, _) = p.read(4280);
     assert_eq!(&ack[26..39], b"\\PIPE\\wkssvc\0");
     assert_eq!(le16(&ack, 44), 0);
@@ -513,14 +408,10 @@ fn wkssvc_get_info_100() {
 #[test]
 fn faults_are_in_band() {
     let (sh, sv) = (shares(), server());
-    let ctx = RpcContext {
-        shares: &sh,
-        server: &sv,
-    };
+    let ctx = RpcContext { shares: &sh, server: &sv };
     // Request before bind.
     let mut p = Pipe::new(PipeKind::Srvsvc);
-    p.write(&request_pdu(1, 3, 0, 15, 0, &enum_all_stub(1, true)), &ctx)
-        .unwrap();
+    p.write(&request_pdu(1, 3, 0, 15, 0, &enum_all_stub(1, true)), &ctx).unwrap();
     assert_eq!(read_fault(&mut p), 0x1c01_000b);
 
     let mut p = bound(&ctx, 4280);
@@ -528,8 +419,7 @@ fn faults_are_in_band() {
     assert_eq!(read_fault(&mut p), 0x1c01_0002);
     // Truncated stub.
     let stub = enum_all_stub(1, true);
-    p.write(&request_pdu(3, 3, 0, 15, 0, &stub[..20]), &ctx)
-        .unwrap();
+    p.write(&request_pdu(3, 3, 0, 15, 0, &stub[..20]), &ctx).unwrap();
     assert_eq!(read_fault(&mut p), 0x6f7);
     // Discriminant mismatch.
     let mut w = W::default();
@@ -552,18 +442,10 @@ fn faults_are_in_band() {
 
 #[test]
 fn large_response_fragments_and_read_chunking() {
-    let sh: Vec<ShareInfo> = (0..200)
-        .map(|i| ShareInfo {
-            name: format!("share{i:03}"),
-            share_type: STYPE_DISKTREE,
-            comment: format!("comment number {i}"),
-        })
-        .collect();
+    let sh: Vec<ShareInfo> =
+        (0..200).map(|i| ShareInfo { name: format!("share{i:03}"), share_type: STYPE_DISKTREE, comment: format!("comment number {i}") }).collect();
     let sv = server();
-    let ctx = RpcContext {
-        shares: &sh,
-        server: &sv,
-    };
+    let ctx = RpcContext { shares: &sh, server: &sv };
     // Client can receive at most 1500-byte fragments.
     let mut p = bound(&ctx, 1500);
     let stub = enum_all_stub(1, true);
@@ -617,10 +499,7 @@ fn read_response_cont(p: &mut Pipe) -> (Vec<u8>, Vec<usize>) {
 #[test]
 fn fragmented_request_and_byte_at_a_time_input() {
     let (sh, sv) = (shares(), server());
-    let ctx = RpcContext {
-        shares: &sh,
-        server: &sv,
-    };
+    let ctx = RpcContext { shares: &sh, server: &sv };
     let mut p = bound(&ctx, 4280);
     let stub = enum_all_stub(1, true);
     let (a, b) = stub.split_at(13);
@@ -636,10 +515,7 @@ fn fragmented_request_and_byte_at_a_time_input() {
 #[test]
 fn malformed_headers_are_errors() {
     let (sh, sv) = (shares(), server());
-    let ctx = RpcContext {
-        shares: &sh,
-        server: &sv,
-    };
+    let ctx = RpcContext { shares: &sh, server: &sv };
     let good = request_pdu(1, 3, 0, 15, 0, &[]);
 
     // Truncated header: just buffered.
@@ -656,10 +532,7 @@ fn malformed_headers_are_errors() {
     let mut huge = good.clone();
     huge[8..10].copy_from_slice(&0xffffu16.to_le_bytes());
     let mut p = Pipe::new(PipeKind::Srvsvc);
-    assert!(matches!(
-        p.write(&huge, &ctx),
-        Err(RpcError::FragTooLarge(0xffff, _))
-    ));
+    assert!(matches!(p.write(&huge, &ctx), Err(RpcError::FragTooLarge(0xffff, _))));
 
     let mut auth = good.clone();
     auth[10..12].copy_from_slice(&8u16.to_le_bytes());
@@ -680,10 +553,7 @@ fn malformed_headers_are_errors() {
 
     // Input cap.
     let mut p = Pipe::new(PipeKind::Srvsvc);
-    assert_eq!(
-        p.write(&vec![0u8; (1 << 20) + 1], &ctx),
-        Err(RpcError::InputTooLarge)
-    );
+    assert_eq!(p.write(&vec![0u8; (1 << 20) + 1], &ctx), Err(RpcError::InputTooLarge));
 
     // Non-first fragment with no call in progress.
     let mut p = bound(&ctx, 4280);
@@ -693,10 +563,7 @@ fn malformed_headers_are_errors() {
 #[test]
 fn garbage_never_panics() {
     let (sh, sv) = (shares(), server());
-    let ctx = RpcContext {
-        shares: &sh,
-        server: &sv,
-    };
+    let ctx = RpcContext { shares: &sh, server: &sv };
     let ndr: &[Syn] = &[NDR, NDR64];
     let mut seed_pdus = bind_pdu(11, 1, 4280, 1432, &[(0, SRVSVC, ndr)]);
     seed_pdus.extend(request_pdu(2, 3, 0, 15, 0, &enum_all_stub(1, true)));

@@ -130,11 +130,7 @@ impl NtlmClient {
         Ok(out)
     }
 
-    fn advance(
-        &mut self,
-        state: State,
-        token: &[u8],
-    ) -> Result<(State, Option<Vec<u8>>), AuthError> {
+    fn advance(&mut self, state: State, token: &[u8]) -> Result<(State, Option<Vec<u8>>), AuthError> {
         match state {
             State::AwaitChallenge if !self.spnego => {
                 let auth = self.authenticate(token)?;
@@ -145,32 +141,20 @@ impl NtlmClient {
                 if resp.neg_state == Some(NegState::Reject) {
                     return Err(AuthError::Rejected);
                 }
-                if resp
-                    .supported_mech
-                    .is_some_and(|m| m != spnego::OID_NTLMSSP)
-                {
+                if resp.supported_mech.is_some_and(|m| m != spnego::OID_NTLMSSP) {
                     return Err(AuthError::UnsupportedMech);
                 }
                 let Some(challenge) = resp.response_token else {
                     // The server picked NTLMSSP but dropped our optimistic token (it was not
                     // our first mech): resend NEGOTIATE in a NegTokenResp (RFC 4178 3.2).
-                    let out = spnego::encode_resp(&NegTokenResp {
-                        response_token: Some(&self.negotiate),
-                        ..Default::default()
-                    });
+                    let out = spnego::encode_resp(&NegTokenResp { response_token: Some(&self.negotiate), ..Default::default() });
                     return Ok((State::AwaitChallenge, Some(out)));
                 };
                 let auth = self.authenticate(challenge)?;
                 // mechListMIC needs a real session key and the ESS signature format.
-                let sent_mic = self.nt_hash.is_some()
-                    && self.negotiated & flags::EXTENDED_SESSIONSECURITY != 0;
+                let sent_mic = self.nt_hash.is_some() && self.negotiated & flags::EXTENDED_SESSIONSECURITY != 0;
                 let mic = match (sent_mic, self.session_key) {
-                    (true, Some(key)) => Some(crypto::mech_list_mic(
-                        &key,
-                        self.negotiated,
-                        Direction::ClientToServer,
-                        &self.mech_types_der,
-                    )),
+                    (true, Some(key)) => Some(crypto::mech_list_mic(&key, self.negotiated, Direction::ClientToServer, &self.mech_types_der)),
                     _ => None,
                 };
                 let out = spnego::encode_resp(&NegTokenResp {
@@ -185,22 +169,11 @@ impl NtlmClient {
                 match resp.neg_state {
                     Some(NegState::AcceptCompleted) => {}
                     Some(NegState::Reject) => return Err(AuthError::Rejected),
-                    _ => {
-                        return Err(AuthError::UnexpectedToken(
-                            "SPNEGO: expected accept-completed",
-                        ))
-                    }
+                    _ => return Err(AuthError::UnexpectedToken("SPNEGO: expected accept-completed")),
                 }
                 if sent_mic {
-                    let key = self
-                        .session_key
-                        .ok_or(AuthError::UnexpectedToken("no session key"))?;
-                    let expected = crypto::mech_list_mic(
-                        &key,
-                        self.negotiated,
-                        Direction::ServerToClient,
-                        &self.mech_types_der,
-                    );
+                    let key = self.session_key.ok_or(AuthError::UnexpectedToken("no session key"))?;
+                    let expected = crypto::mech_list_mic(&key, self.negotiated, Direction::ServerToClient, &self.mech_types_der);
                     let got = resp.mech_list_mic.ok_or(AuthError::BadMechListMic)?;
                     if !crypto::ct_eq(got, &expected) {
                         return Err(AuthError::BadMechListMic);
@@ -208,9 +181,7 @@ impl NtlmClient {
                 }
                 Ok((State::Complete, None))
             }
-            _ => Err(AuthError::UnexpectedToken(
-                "client exchange not expecting a token",
-            )),
+            _ => Err(AuthError::UnexpectedToken("client exchange not expecting a token")),
         }
     }
 
@@ -232,14 +203,11 @@ impl NtlmClient {
             return Ok(messages::build_authenticate(&out));
         };
         let server_av = messages::parse_av_pairs(&challenge.target_info)?;
-        let server_ts = server_av
-            .iter()
-            .find(|(id, v)| *id == av::TIMESTAMP && v.len() == 8)
-            .map(|(_, v)| {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(v);
-                u64::from_le_bytes(b)
-            });
+        let server_ts = server_av.iter().find(|(id, v)| *id == av::TIMESTAMP && v.len() == 8).map(|(_, v)| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(v);
+            u64::from_le_bytes(b)
+        });
         // Echo the server's pairs, adding MsvAvFlags with "MIC present" (MS-NLMP 3.1.5.1.2).
         let mut mic_flags = av::FLAG_MIC_PRESENT;
         let mut pairs: Vec<(u16, &[u8])> = Vec::new();
@@ -255,11 +223,7 @@ impl NtlmClient {
         let av_bytes = messages::encode_av_pairs(&pairs);
 
         let client_challenge: [u8; 8] = rand::random();
-        let temp = messages::build_client_challenge(
-            server_ts.unwrap_or_else(filetime_now),
-            &client_challenge,
-            &av_bytes,
-        );
+        let temp = messages::build_client_challenge(server_ts.unwrap_or_else(filetime_now), &client_challenge, &av_bytes);
         let key = crypto::ntowf_v2(&nt_hash, &self.user, &self.domain);
         let nt_proof = crypto::hmac_md5(&key, &[&challenge.server_challenge, &temp]);
         let mut nt_response = nt_proof.to_vec();
@@ -269,10 +233,7 @@ impl NtlmClient {
         let session_base_key = crypto::hmac_md5(&key, &[&nt_proof]);
         let (exported, encrypted) = if self.negotiated & flags::KEY_EXCH != 0 {
             let exported: [u8; 16] = rand::random();
-            (
-                exported,
-                crypto::rc4k(&session_base_key, &exported).to_vec(),
-            )
+            (exported, crypto::rc4k(&session_base_key, &exported).to_vec())
         } else {
             (session_base_key, Vec::new())
         };

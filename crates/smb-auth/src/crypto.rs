@@ -95,12 +95,8 @@ pub(crate) enum Direction {
 /// SIGNKEY with extended session security (MS-NLMP 3.4.5.2).
 pub(crate) fn sign_key(exported: &[u8; 16], dir: Direction) -> [u8; 16] {
     let magic: &[u8] = match dir {
-        Direction::ClientToServer => {
-            b"session key to client-to-server signing key magic constant\0"
-        }
-        Direction::ServerToClient => {
-            b"session key to server-to-client signing key magic constant\0"
-        }
+        Direction::ClientToServer => b"session key to client-to-server signing key magic constant\0",
+        Direction::ServerToClient => b"session key to server-to-client signing key magic constant\0",
     };
     md5(&[exported, magic])
 }
@@ -116,12 +112,8 @@ pub(crate) fn seal_key(exported: &[u8; 16], negotiated: u32, dir: Direction) -> 
         5
     };
     let magic: &[u8] = match dir {
-        Direction::ClientToServer => {
-            b"session key to client-to-server sealing key magic constant\0"
-        }
-        Direction::ServerToClient => {
-            b"session key to server-to-client sealing key magic constant\0"
-        }
+        Direction::ClientToServer => b"session key to client-to-server sealing key magic constant\0",
+        Direction::ServerToClient => b"session key to server-to-client sealing key magic constant\0",
     };
     md5(&[&exported[..used], magic])
 }
@@ -129,12 +121,7 @@ pub(crate) fn seal_key(exported: &[u8; 16], negotiated: u32, dir: Direction) -> 
 /// NTLMSSP_MESSAGE_SIGNATURE with extended session security (MS-NLMP 3.4.4.2):
 /// Version 1, HMAC_MD5(SignKey, SeqNum || message)[0..8], optionally
 /// RC4-encrypted with the sealing handle when KEY_EXCH was negotiated, SeqNum.
-pub(crate) fn mac(
-    sign_key: &[u8; 16],
-    seal: Option<&mut Rc4Handle>,
-    seq: u32,
-    message: &[u8],
-) -> [u8; 16] {
+pub(crate) fn mac(sign_key: &[u8; 16], seal: Option<&mut Rc4Handle>, seq: u32, message: &[u8]) -> [u8; 16] {
     let seq_bytes = seq.to_le_bytes();
     let digest = hmac_md5(sign_key, &[&seq_bytes, message]);
     let mut checksum = [0u8; 8];
@@ -151,12 +138,7 @@ pub(crate) fn mac(
 
 /// Signature of a SPNEGO mechListMIC: the first message signed in `dir`
 /// (sequence number 0, fresh RC4 handle) over the DER MechTypeList.
-pub(crate) fn mech_list_mic(
-    exported: &[u8; 16],
-    negotiated: u32,
-    dir: Direction,
-    mech_types: &[u8],
-) -> [u8; 16] {
+pub(crate) fn mech_list_mic(exported: &[u8; 16], negotiated: u32, dir: Direction, mech_types: &[u8]) -> [u8; 16] {
     let sk = sign_key(exported, dir);
     if negotiated & flags::KEY_EXCH != 0 {
         let mut handle = Rc4Handle::new(&seal_key(exported, negotiated, dir));
@@ -173,20 +155,14 @@ mod tests {
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
 
     // MS-NLMP 4.2.4.1.1: NTOWFv2("Password", "User", "Domain").
     #[test]
     fn ntowf_v2_vector() {
         let k = ntowf_v2(&nt_hash("Password"), "User", "Domain");
-        assert_eq!(
-            k.to_vec(),
-            hex("0c 86 8a 40 3b fd 7a 93 a3 00 1e f2 2e f0 2e 3f")
-        );
+        assert_eq!(k.to_vec(), hex("0c 86 8a 40 3b fd 7a 93 a3 00 1e f2 2e f0 2e 3f"));
     }
 
     // MS-NLMP 4.2.4.4: SIGNKEY/SEALKEY for RandomSessionKey 0x55 * 16 and the
@@ -196,45 +172,25 @@ mod tests {
         let exported = [0x55u8; 16];
         let negotiated = 0xe28a_8233;
         let sk = sign_key(&exported, Direction::ClientToServer);
-        assert_eq!(
-            sk.to_vec(),
-            hex("47 88 dc 86 1b 47 82 f3 5d 43 fd 98 fe 1a 2d 39")
-        );
+        assert_eq!(sk.to_vec(), hex("47 88 dc 86 1b 47 82 f3 5d 43 fd 98 fe 1a 2d 39"));
         let seal = seal_key(&exported, negotiated, Direction::ClientToServer);
-        assert_eq!(
-            seal.to_vec(),
-            hex("59 f6 00 97 3c c4 96 0a 25 48 0a 7c 19 6e 4c 58")
-        );
+        assert_eq!(seal.to_vec(), hex("59 f6 00 97 3c c4 96 0a 25 48 0a 7c 19 6e 4c 58"));
 
         let plaintext = utf16le("Plaintext");
         let mut handle = Rc4Handle::new(&seal);
         let mut sealed = plaintext.clone();
         handle.apply(&mut sealed);
-        assert_eq!(
-            sealed,
-            hex("54 e5 01 65 bf 19 36 dc 99 60 20 c1 81 1b 0f 06 fb 5f")
-        );
-        assert_eq!(
-            hmac_md5(&sk, &[&[0, 0, 0, 0], &plaintext])[..8].to_vec(),
-            hex("70 35 28 51 f2 56 43 09")
-        );
+        assert_eq!(sealed, hex("54 e5 01 65 bf 19 36 dc 99 60 20 c1 81 1b 0f 06 fb 5f"));
+        assert_eq!(hmac_md5(&sk, &[&[0, 0, 0, 0], &plaintext])[..8].to_vec(), hex("70 35 28 51 f2 56 43 09"));
         let sig = mac(&sk, Some(&mut handle), 0, &plaintext);
-        assert_eq!(
-            sig.to_vec(),
-            hex("01 00 00 00 7f b3 8e c5 c5 5d 49 76 00 00 00 00")
-        );
+        assert_eq!(sig.to_vec(), hex("01 00 00 00 7f b3 8e c5 c5 5d 49 76 00 00 00 00"));
     }
 
     #[test]
     fn rc4k_vector() {
         // MS-NLMP 4.2.4.2.3: EncryptedRandomSessionKey = RC4K(SessionBaseKey, 0x55 * 16).
-        let sbk: [u8; 16] = hex("8d e4 0c ca db c1 4a 82 f1 5c b0 ad 0d e9 5c a3")
-            .try_into()
-            .unwrap();
-        assert_eq!(
-            rc4k(&sbk, &[0x55; 16]).to_vec(),
-            hex("c5 da d2 54 4f c9 79 90 94 ce 1c e9 0b c9 d0 3e")
-        );
+        let sbk: [u8; 16] = hex("8d e4 0c ca db c1 4a 82 f1 5c b0 ad 0d e9 5c a3").try_into().unwrap();
+        assert_eq!(rc4k(&sbk, &[0x55; 16]).to_vec(), hex("c5 da d2 54 4f c9 79 90 94 ce 1c e9 0b c9 d0 3e"));
     }
 
     #[test]

@@ -35,15 +35,11 @@ pub(crate) struct Tlv<'a> {
 
 /// Reads one TLV from the front of `input`, returning it and the remaining bytes.
 pub(crate) fn read_tlv(input: &[u8]) -> Result<(Tlv<'_>, &[u8]), AuthError> {
-    let (&tag, rest) = input
-        .split_first()
-        .ok_or(AuthError::Malformed("DER: empty"))?;
+    let (&tag, rest) = input.split_first().ok_or(AuthError::Malformed("DER: empty"))?;
     if tag & 0x1f == 0x1f {
         return Err(AuthError::Malformed("DER: multi-byte tag"));
     }
-    let (&first, rest) = rest
-        .split_first()
-        .ok_or(AuthError::Malformed("DER: no length"))?;
+    let (&first, rest) = rest.split_first().ok_or(AuthError::Malformed("DER: no length"))?;
     let (len, rest) = if first < 0x80 {
         (usize::from(first), rest)
     } else {
@@ -52,23 +48,15 @@ pub(crate) fn read_tlv(input: &[u8]) -> Result<(Tlv<'_>, &[u8]), AuthError> {
         if n == 0 || n > 4 {
             return Err(AuthError::Malformed("DER: unsupported length form"));
         }
-        let bytes = rest
-            .get(..n)
-            .ok_or(AuthError::Malformed("DER: truncated length"))?;
-        let len = bytes
-            .iter()
-            .fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
+        let bytes = rest.get(..n).ok_or(AuthError::Malformed("DER: truncated length"))?;
+        let len = bytes.iter().fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
         (len, &rest[n..])
     };
     if len > rest.len() {
         return Err(AuthError::Malformed("DER: length exceeds input"));
     }
     let header = input.len() - rest.len();
-    let tlv = Tlv {
-        tag,
-        content: &rest[..len],
-        raw: &input[..header + len],
-    };
+    let tlv = Tlv { tag, content: &rest[..len], raw: &input[..header + len] };
     Ok((tlv, &rest[len..]))
 }
 

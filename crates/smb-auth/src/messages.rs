@@ -45,15 +45,11 @@ pub(crate) mod av {
 }
 
 fn le_u16(b: &[u8], at: usize) -> Result<u16, AuthError> {
-    b.get(at..at + 2)
-        .map(|s| u16::from_le_bytes([s[0], s[1]]))
-        .ok_or(AuthError::Malformed("NTLMSSP: truncated"))
+    b.get(at..at + 2).map(|s| u16::from_le_bytes([s[0], s[1]])).ok_or(AuthError::Malformed("NTLMSSP: truncated"))
 }
 
 fn le_u32(b: &[u8], at: usize) -> Result<u32, AuthError> {
-    b.get(at..at + 4)
-        .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-        .ok_or(AuthError::Malformed("NTLMSSP: truncated"))
+    b.get(at..at + 4).map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]])).ok_or(AuthError::Malformed("NTLMSSP: truncated"))
 }
 
 /// Checks signature and MessageType, returning the message type found.
@@ -76,9 +72,7 @@ fn read_field(msg: &[u8], at: usize) -> Result<Field, AuthError> {
     if len == 0 {
         return Ok(Field { offset: 0, len: 0 });
     }
-    let end = offset
-        .checked_add(len)
-        .ok_or(AuthError::Malformed("NTLMSSP: field overflow"))?;
+    let end = offset.checked_add(len).ok_or(AuthError::Malformed("NTLMSSP: field overflow"))?;
     if end > msg.len() {
         return Err(AuthError::Malformed("NTLMSSP: field out of bounds"));
     }
@@ -111,9 +105,7 @@ fn encode_string(s: &str, unicode: bool) -> Vec<u8> {
     if unicode {
         utf16le(s)
     } else {
-        s.chars()
-            .map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?'))
-            .collect()
+        s.chars().map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?')).collect()
     }
 }
 
@@ -147,9 +139,7 @@ pub(crate) fn parse_negotiate(msg: &[u8]) -> Result<Negotiate, AuthError> {
     if message_type(msg)? != TYPE_NEGOTIATE {
         return Err(AuthError::UnexpectedToken("expected NTLMSSP NEGOTIATE"));
     }
-    Ok(Negotiate {
-        flags: le_u32(msg, 12)?,
-    })
+    Ok(Negotiate { flags: le_u32(msg, 12)? })
 }
 
 /// Encodes a NEGOTIATE_MESSAGE without domain or workstation names.
@@ -195,23 +185,11 @@ pub(crate) fn parse_challenge(msg: &[u8]) -> Result<Challenge, AuthError> {
     }
     let flags = le_u32(msg, 20)?;
     let mut server_challenge = [0u8; 8];
-    server_challenge.copy_from_slice(
-        msg.get(24..32)
-            .ok_or(AuthError::Malformed("NTLMSSP: truncated"))?,
-    );
+    server_challenge.copy_from_slice(msg.get(24..32).ok_or(AuthError::Malformed("NTLMSSP: truncated"))?);
     let target_name = read_field(msg, 12)?.slice(msg).to_vec();
     // TargetInfo descriptor is only present when the message is long enough to hold it.
-    let target_info = if flags & flags::TARGET_INFO != 0 {
-        read_field(msg, 40)?.slice(msg).to_vec()
-    } else {
-        Vec::new()
-    };
-    Ok(Challenge {
-        flags,
-        server_challenge,
-        target_name,
-        target_info,
-    })
+    let target_info = if flags & flags::TARGET_INFO != 0 { read_field(msg, 40)?.slice(msg).to_vec() } else { Vec::new() };
+    Ok(Challenge { flags, server_challenge, target_name, target_info })
 }
 
 /// A decoded AUTHENTICATE_MESSAGE (MS-NLMP 2.2.1.3).
@@ -244,12 +222,7 @@ pub(crate) fn parse_authenticate(msg: &[u8]) -> Result<Authenticate<'_>, AuthErr
     let key = read_field(msg, 52)?;
     let flags = le_u32(msg, 60)?;
     let unicode = flags & flags::UNICODE != 0;
-    let payload_start = [&lm, &nt, &domain, &user, &workstation, &key]
-        .iter()
-        .filter(|f| f.len > 0)
-        .map(|f| f.offset)
-        .min()
-        .unwrap_or(msg.len());
+    let payload_start = [&lm, &nt, &domain, &user, &workstation, &key].iter().filter(|f| f.len > 0).map(|f| f.offset).min().unwrap_or(msg.len());
     Ok(Authenticate {
         nt_response: nt.slice(msg),
         domain: decode_string(domain.slice(msg), unicode)?,
@@ -295,9 +268,7 @@ pub(crate) fn parse_av_pairs(mut buf: &[u8]) -> Result<Vec<(u16, &[u8])>, AuthEr
         if id == av::EOL {
             break;
         }
-        let value = buf
-            .get(4..4 + len)
-            .ok_or(AuthError::Malformed("AV_PAIR out of bounds"))?;
+        let value = buf.get(4..4 + len).ok_or(AuthError::Malformed("AV_PAIR out of bounds"))?;
         pairs.push((id, value));
         buf = &buf[4 + len..];
     }
@@ -320,11 +291,7 @@ pub(crate) fn encode_av_pairs(pairs: &[(u16, &[u8])]) -> Vec<u8> {
 pub(crate) const CLIENT_CHALLENGE_FIXED: usize = 28;
 
 /// Builds NTLMv2_CLIENT_CHALLENGE ("temp" in MS-NLMP 3.3.2).
-pub(crate) fn build_client_challenge(
-    timestamp: u64,
-    client_challenge: &[u8; 8],
-    av_pairs: &[u8],
-) -> Vec<u8> {
+pub(crate) fn build_client_challenge(timestamp: u64, client_challenge: &[u8; 8], av_pairs: &[u8]) -> Vec<u8> {
     let mut temp = Vec::with_capacity(CLIENT_CHALLENGE_FIXED + av_pairs.len() + 4);
     temp.extend_from_slice(&[1, 1, 0, 0, 0, 0, 0, 0]);
     temp.extend_from_slice(&timestamp.to_le_bytes());
@@ -388,13 +355,7 @@ mod tests {
     fn av_pairs() {
         let enc = encode_av_pairs(&[(av::NB_COMPUTER_NAME, b"ab"), (av::FLAGS, &[2, 0, 0, 0])]);
         let pairs = parse_av_pairs(&enc).unwrap();
-        assert_eq!(
-            pairs,
-            vec![
-                (av::NB_COMPUTER_NAME, &b"ab"[..]),
-                (av::FLAGS, &[2, 0, 0, 0][..])
-            ]
-        );
+        assert_eq!(pairs, vec![(av::NB_COMPUTER_NAME, &b"ab"[..]), (av::FLAGS, &[2, 0, 0, 0][..])]);
         assert!(parse_av_pairs(&[1, 0, 10, 0, 1]).is_err());
         assert!(parse_av_pairs(&[1]).is_err());
     }

@@ -39,11 +39,8 @@ const FILETIME_UNIX_OFFSET: u64 = 11_644_473_600;
 
 /// Current time as a FILETIME (100 ns units since 1601).
 pub(crate) fn filetime_now() -> u64 {
-    let since_unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    (since_unix.as_secs() + FILETIME_UNIX_OFFSET) * 10_000_000
-        + u64::from(since_unix.subsec_nanos() / 100)
+    let since_unix = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    (since_unix.as_secs() + FILETIME_UNIX_OFFSET) * 10_000_000 + u64::from(since_unix.subsec_nanos() / 100)
 }
 
 /// How the client frames its tokens; replies use the same framing.
@@ -62,12 +59,7 @@ enum State {
     /// SPNEGO selected NTLMSSP but the client has not sent its NEGOTIATE yet.
     AwaitNegotiate { framing: Framing },
     /// CHALLENGE sent; the messages are kept for the MIC.
-    AwaitAuthenticate {
-        framing: Framing,
-        negotiate: Vec<u8>,
-        challenge: Vec<u8>,
-        challenge_flags: u32,
-    },
+    AwaitAuthenticate { framing: Framing, negotiate: Vec<u8>, challenge: Vec<u8>, challenge_flags: u32 },
     /// Succeeded or failed; further tokens are refused.
     Finished,
 }
@@ -98,23 +90,13 @@ impl NtlmServer {
     /// Starts an exchange with a fixed server challenge (tests only).
     #[doc(hidden)]
     pub fn with_challenge(cfg: ServerConfig, challenge: [u8; 8]) -> Self {
-        NtlmServer {
-            cfg,
-            challenge,
-            timestamp: None,
-            state: State::Initial,
-        }
+        NtlmServer { cfg, challenge, timestamp: None, state: State::Initial }
     }
 
     /// Fixed challenge and MsvAvTimestamp, making the CHALLENGE message reproducible (tests only).
     #[doc(hidden)]
     pub fn with_challenge_at(cfg: ServerConfig, challenge: [u8; 8], filetime: u64) -> Self {
-        NtlmServer {
-            cfg,
-            challenge,
-            timestamp: Some(filetime),
-            state: State::Initial,
-        }
+        NtlmServer { cfg, challenge, timestamp: Some(filetime), state: State::Initial }
     }
 
     /// Accepts the security buffer of one SESSION_SETUP request: SPNEGO
@@ -127,27 +109,16 @@ impl NtlmServer {
         }
     }
 
-    fn advance(
-        &mut self,
-        state: State,
-        input: &[u8],
-        users: &dyn UserDb,
-    ) -> Result<AuthStep, AuthError> {
+    fn advance(&mut self, state: State, input: &[u8], users: &dyn UserDb) -> Result<AuthStep, AuthError> {
         if input.starts_with(messages::SIGNATURE) {
             return self.advance_raw(state, input, users);
         }
         match (state, spnego::parse(input)?) {
             (State::Initial, NegotiationToken::Init(init)) => {
-                let Some(pos) = init
-                    .mech_types
-                    .iter()
-                    .position(|m| *m == spnego::OID_NTLMSSP)
-                else {
+                let Some(pos) = init.mech_types.iter().position(|m| *m == spnego::OID_NTLMSSP) else {
                     return Err(AuthError::UnsupportedMech);
                 };
-                let framing = Framing::Spnego {
-                    mech_types_der: init.mech_types_der.to_vec(),
-                };
+                let framing = Framing::Spnego { mech_types_der: init.mech_types_der.to_vec() };
                 match init.mech_token {
                     // The optimistic token belongs to NTLMSSP only when it is the preferred mech.
                     Some(token) if pos == 0 => self.on_negotiate(framing, token),
@@ -163,97 +134,43 @@ impl NtlmServer {
             }
             (State::AwaitNegotiate { framing }, NegotiationToken::Resp(resp)) => {
                 check_client_state(&resp)?;
-                let token = resp
-                    .response_token
-                    .ok_or(AuthError::Malformed("SPNEGO: missing responseToken"))?;
+                let token = resp.response_token.ok_or(AuthError::Malformed("SPNEGO: missing responseToken"))?;
                 self.on_negotiate(framing, token)
             }
-            (
-                State::AwaitAuthenticate {
-                    framing,
-                    negotiate,
-                    challenge,
-                    challenge_flags,
-                },
-                NegotiationToken::Resp(resp),
-            ) => {
+            (State::AwaitAuthenticate { framing, negotiate, challenge, challenge_flags }, NegotiationToken::Resp(resp)) => {
                 check_client_state(&resp)?;
                 let Framing::Spnego { mech_types_der } = &framing else {
-                    return Err(AuthError::UnexpectedToken(
-                        "SPNEGO token in a raw NTLMSSP exchange",
-                    ));
+                    return Err(AuthError::UnexpectedToken("SPNEGO token in a raw NTLMSSP exchange"));
                 };
-                let token = resp
-                    .response_token
-                    .ok_or(AuthError::Malformed("SPNEGO: missing responseToken"))?;
-                let v = self.verify_authenticate(
-                    &negotiate,
-                    &challenge,
-                    challenge_flags,
-                    token,
-                    users,
-                )?;
+                let token = resp.response_token.ok_or(AuthError::Malformed("SPNEGO: missing responseToken"))?;
+                let v = self.verify_authenticate(&negotiate, &challenge, challenge_flags, token, users)?;
                 let mut server_mic = None;
-                if let (Some(client_mic), Identity::User { .. }) = (resp.mech_list_mic, &v.identity)
-                {
-                    let expected = crypto::mech_list_mic(
-                        &v.exported_key,
-                        v.flags,
-                        Direction::ClientToServer,
-                        mech_types_der,
-                    );
-                    if v.flags & flags::EXTENDED_SESSIONSECURITY == 0
-                        || !crypto::ct_eq(client_mic, &expected)
-                    {
+                if let (Some(client_mic), Identity::User { .. }) = (resp.mech_list_mic, &v.identity) {
+                    let expected = crypto::mech_list_mic(&v.exported_key, v.flags, Direction::ClientToServer, mech_types_der);
+                    if v.flags & flags::EXTENDED_SESSIONSECURITY == 0 || !crypto::ct_eq(client_mic, &expected) {
                         return Err(AuthError::BadMechListMic);
                     }
-                    server_mic = Some(crypto::mech_list_mic(
-                        &v.exported_key,
-                        v.flags,
-                        Direction::ServerToClient,
-                        mech_types_der,
-                    ));
+                    server_mic = Some(crypto::mech_list_mic(&v.exported_key, v.flags, Direction::ServerToClient, mech_types_der));
                 }
                 let output = spnego::encode_resp(&NegTokenResp {
                     neg_state: Some(NegState::AcceptCompleted),
                     mech_list_mic: server_mic.as_ref().map(|m| &m[..]),
                     ..Default::default()
                 });
-                Ok(AuthStep::Done {
-                    output,
-                    identity: v.identity,
-                    session_key: v.exported_key,
-                })
+                Ok(AuthStep::Done { output, identity: v.identity, session_key: v.exported_key })
             }
             _ => Err(AuthError::UnexpectedToken("SPNEGO token out of sequence")),
         }
     }
 
-    fn advance_raw(
-        &mut self,
-        state: State,
-        msg: &[u8],
-        users: &dyn UserDb,
-    ) -> Result<AuthStep, AuthError> {
+    fn advance_raw(&mut self, state: State, msg: &[u8], users: &dyn UserDb) -> Result<AuthStep, AuthError> {
         match state {
             State::Initial => self.on_negotiate(Framing::Raw, msg),
-            State::AwaitAuthenticate {
-                framing: Framing::Raw,
-                negotiate,
-                challenge,
-                challenge_flags,
-            } => {
-                let v =
-                    self.verify_authenticate(&negotiate, &challenge, challenge_flags, msg, users)?;
-                Ok(AuthStep::Done {
-                    output: Vec::new(),
-                    identity: v.identity,
-                    session_key: v.exported_key,
-                })
+            State::AwaitAuthenticate { framing: Framing::Raw, negotiate, challenge, challenge_flags } => {
+                let v = self.verify_authenticate(&negotiate, &challenge, challenge_flags, msg, users)?;
+                Ok(AuthStep::Done { output: Vec::new(), identity: v.identity, session_key: v.exported_key })
             }
-            _ => Err(AuthError::UnexpectedToken(
-                "raw NTLMSSP token out of sequence",
-            )),
+            _ => Err(AuthError::UnexpectedToken("raw NTLMSSP token out of sequence")),
         }
     }
 
@@ -271,12 +188,7 @@ impl NtlmServer {
                 mech_list_mic: None,
             }),
         };
-        self.state = State::AwaitAuthenticate {
-            framing,
-            negotiate: msg.to_vec(),
-            challenge: challenge_bytes,
-            challenge_flags: challenge.flags,
-        };
+        self.state = State::AwaitAuthenticate { framing, negotiate: msg.to_vec(), challenge: challenge_bytes, challenge_flags: challenge.flags };
         Ok(AuthStep::Continue(output))
     }
 
@@ -289,21 +201,10 @@ impl NtlmServer {
             f |= flags::OEM;
         }
         if f & flags::REQUEST_TARGET != 0 {
-            let standalone = self
-                .cfg
-                .netbios_domain
-                .eq_ignore_ascii_case(&self.cfg.netbios_computer);
-            f |= if standalone {
-                flags::TARGET_TYPE_SERVER
-            } else {
-                flags::TARGET_TYPE_DOMAIN
-            };
+            let standalone = self.cfg.netbios_domain.eq_ignore_ascii_case(&self.cfg.netbios_computer);
+            f |= if standalone { flags::TARGET_TYPE_SERVER } else { flags::TARGET_TYPE_DOMAIN };
         }
-        let target_name = if unicode {
-            crypto::utf16le(&self.cfg.netbios_domain)
-        } else {
-            self.cfg.netbios_domain.bytes().collect()
-        };
+        let target_name = if unicode { crypto::utf16le(&self.cfg.netbios_domain) } else { self.cfg.netbios_domain.bytes().collect() };
         let nb_domain = crypto::utf16le(&self.cfg.netbios_domain);
         let nb_computer = crypto::utf16le(&self.cfg.netbios_computer);
         let dns_domain = crypto::utf16le(&self.cfg.dns_domain);
@@ -316,12 +217,7 @@ impl NtlmServer {
             (av::DNS_COMPUTER_NAME, &dns_computer),
             (av::TIMESTAMP, &ts),
         ]);
-        Challenge {
-            flags: f,
-            server_challenge: self.challenge,
-            target_name,
-            target_info,
-        }
+        Challenge { flags: f, server_challenge: self.challenge, target_name, target_info }
     }
 
     /// Verifies an AUTHENTICATE_MESSAGE (MS-NLMP 3.2.5.1.2, 3.3.2).
@@ -336,11 +232,7 @@ impl NtlmServer {
         let auth = messages::parse_authenticate(msg)?;
         let negotiated = auth.flags & challenge_flags;
         if auth.user.is_empty() && auth.nt_response.is_empty() {
-            return Ok(Verified {
-                identity: Identity::Anonymous,
-                exported_key: [0; 16],
-                flags: negotiated,
-            });
+            return Ok(Verified { identity: Identity::Anonymous, exported_key: [0; 16], flags: negotiated });
         }
         // NTLMv1 responses are exactly 24 bytes; an empty NT response means LM only.
         if auth.nt_response.len() <= 24 {
@@ -352,10 +244,7 @@ impl NtlmServer {
         }
         let client_av = messages::parse_av_pairs(&temp[messages::CLIENT_CHALLENGE_FIXED..])?;
         let Some(hash) = users.nt_hash(&auth.user) else {
-            return Err(AuthError::UnknownUser {
-                name: auth.user,
-                domain: auth.domain,
-            });
+            return Err(AuthError::UnknownUser { name: auth.user, domain: auth.domain });
         };
         let response_key = crypto::ntowf_v2(&hash, &auth.user, &auth.domain);
         let expected = crypto::hmac_md5(&response_key, &[&self.challenge, temp]);
@@ -365,18 +254,15 @@ impl NtlmServer {
         // For NTLMv2 KeyExchangeKey == SessionBaseKey (MS-NLMP 3.4.5.1).
         let session_base_key = crypto::hmac_md5(&response_key, &[nt_proof]);
         let exported_key = if negotiated & flags::KEY_EXCH != 0 {
-            let enc: &[u8; 16] = auth.encrypted_session_key.try_into().map_err(|_| {
-                AuthError::Malformed("NTLMSSP: EncryptedRandomSessionKey is not 16 bytes")
-            })?;
+            let enc: &[u8; 16] =
+                auth.encrypted_session_key.try_into().map_err(|_| AuthError::Malformed("NTLMSSP: EncryptedRandomSessionKey is not 16 bytes"))?;
             crypto::rc4k(&session_base_key, enc)
         } else {
             session_base_key
         };
-        let mic_present = client_av.iter().any(|(id, v)| {
-            *id == av::FLAGS
-                && v.len() == 4
-                && u32::from_le_bytes([v[0], v[1], v[2], v[3]]) & av::FLAG_MIC_PRESENT != 0
-        });
+        let mic_present = client_av
+            .iter()
+            .any(|(id, v)| *id == av::FLAGS && v.len() == 4 && u32::from_le_bytes([v[0], v[1], v[2], v[3]]) & av::FLAG_MIC_PRESENT != 0);
         if mic_present {
             if auth.payload_start < messages::AUTHENTICATE_HEADER {
                 return Err(AuthError::Malformed("NTLMSSP: no room for MIC"));
@@ -389,14 +275,7 @@ impl NtlmServer {
                 return Err(AuthError::BadMic);
             }
         }
-        Ok(Verified {
-            identity: Identity::User {
-                name: auth.user,
-                domain: auth.domain,
-            },
-            exported_key,
-            flags: negotiated,
-        })
+        Ok(Verified { identity: Identity::User { name: auth.user, domain: auth.domain }, exported_key, flags: negotiated })
     }
 }
 

@@ -108,19 +108,12 @@ pub fn parse(token: &[u8]) -> Result<NegotiationToken<'_>, AuthError> {
 
 /// Contents of an `[n] EXPLICIT OCTET STRING`.
 fn octet_string<'a>(field: &Tlv<'a>) -> Result<&'a [u8], AuthError> {
-    Ok(der::expect_tlv(field.content, der::TAG_OCTET_STRING)?
-        .0
-        .content)
+    Ok(der::expect_tlv(field.content, der::TAG_OCTET_STRING)?.0.content)
 }
 
 fn parse_init<'a>(wrapper: Tlv<'a>) -> Result<NegTokenInit<'a>, AuthError> {
     let (seq, _) = der::expect_tlv(wrapper.content, der::TAG_SEQUENCE)?;
-    let mut init = NegTokenInit {
-        mech_types: Vec::new(),
-        mech_types_der: &[],
-        mech_token: None,
-        mech_list_mic: None,
-    };
+    let mut init = NegTokenInit { mech_types: Vec::new(), mech_types_der: &[], mech_token: None, mech_list_mic: None };
     let mut saw_mech_types = false;
     for field in der::children(seq.content) {
         let field = field?;
@@ -149,9 +142,7 @@ fn parse_init<'a>(wrapper: Tlv<'a>) -> Result<NegTokenInit<'a>, AuthError> {
         }
     }
     if !saw_mech_types {
-        return Err(AuthError::Malformed(
-            "SPNEGO: NegTokenInit without mechTypes",
-        ));
+        return Err(AuthError::Malformed("SPNEGO: NegTokenInit without mechTypes"));
     }
     Ok(init)
 }
@@ -169,9 +160,7 @@ fn parse_resp<'a>(wrapper: Tlv<'a>) -> Result<NegTokenResp<'a>, AuthError> {
                 };
                 resp.neg_state = Some(NegState::from_u8(*v)?);
             }
-            t if t == ctx(1) => {
-                resp.supported_mech = Some(der::expect_tlv(field.content, der::TAG_OID)?.0.content)
-            }
+            t if t == ctx(1) => resp.supported_mech = Some(der::expect_tlv(field.content, der::TAG_OID)?.0.content),
             t if t == ctx(2) => resp.response_token = Some(octet_string(&field)?),
             t if t == ctx(3) => resp.mech_list_mic = Some(octet_string(&field)?),
             _ => {}
@@ -205,10 +194,7 @@ pub fn negotiate_token() -> Vec<u8> {
 /// A client NegTokenInit offering `mech_types_der` with an optimistic `mech_token` (RFC 4178 4.2.1).
 pub(crate) fn encode_init(mech_types_der: &[u8], mech_token: &[u8]) -> Vec<u8> {
     let mut fields = der::encode(ctx(0), mech_types_der);
-    fields.extend_from_slice(&der::encode(
-        ctx(2),
-        &der::encode(der::TAG_OCTET_STRING, mech_token),
-    ));
+    fields.extend_from_slice(&der::encode(ctx(2), &der::encode(der::TAG_OCTET_STRING, mech_token)));
     wrap_init(&fields)
 }
 
@@ -216,25 +202,16 @@ pub(crate) fn encode_init(mech_types_der: &[u8], mech_token: &[u8]) -> Vec<u8> {
 pub fn encode_resp(resp: &NegTokenResp<'_>) -> Vec<u8> {
     let mut fields = Vec::new();
     if let Some(state) = resp.neg_state {
-        fields.extend(der::encode(
-            ctx(0),
-            &der::encode(der::TAG_ENUMERATED, &[state.to_u8()]),
-        ));
+        fields.extend(der::encode(ctx(0), &der::encode(der::TAG_ENUMERATED, &[state.to_u8()])));
     }
     if let Some(mech) = resp.supported_mech {
         fields.extend(der::encode(ctx(1), &der::encode(der::TAG_OID, mech)));
     }
     if let Some(tok) = resp.response_token {
-        fields.extend(der::encode(
-            ctx(2),
-            &der::encode(der::TAG_OCTET_STRING, tok),
-        ));
+        fields.extend(der::encode(ctx(2), &der::encode(der::TAG_OCTET_STRING, tok)));
     }
     if let Some(mic) = resp.mech_list_mic {
-        fields.extend(der::encode(
-            ctx(3),
-            &der::encode(der::TAG_OCTET_STRING, mic),
-        ));
+        fields.extend(der::encode(ctx(3), &der::encode(der::TAG_OCTET_STRING, mic)));
     }
     der::encode(ctx(1), &der::encode(der::TAG_SEQUENCE, &fields))
 }
@@ -246,13 +223,8 @@ mod tests {
     #[test]
     fn negotiate_token_layout() {
         let tok = negotiate_token();
-        assert_eq!(
-            &tok[..10],
-            &[0x60, 0x48, 0x06, 0x06, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x02]
-        );
-        let NegotiationToken::Init(init) = parse(&tok).unwrap() else {
-            panic!()
-        };
+        assert_eq!(&tok[..10], &[0x60, 0x48, 0x06, 0x06, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x02]);
+        let NegotiationToken::Init(init) = parse(&tok).unwrap() else { panic!() };
         assert_eq!(init.mech_types, vec![OID_NTLMSSP]);
         assert_eq!(init.mech_token, None);
         assert_eq!(init.mech_list_mic, None);
@@ -278,9 +250,7 @@ mod tests {
         list.extend(der::encode(der::TAG_OID, OID_NTLMSSP));
         let list = der::encode(der::TAG_SEQUENCE, &list);
         let tok = encode_init(&list, b"krb");
-        let NegotiationToken::Init(init) = parse(&tok).unwrap() else {
-            panic!()
-        };
+        let NegotiationToken::Init(init) = parse(&tok).unwrap() else { panic!() };
         assert_eq!(init.mech_types, vec![OID_MS_KRB5, OID_KRB5, OID_NTLMSSP]);
         assert_eq!(init.mech_types_der, &list[..]);
         assert_eq!(init.mech_token, Some(&b"krb"[..]));
@@ -293,10 +263,7 @@ mod tests {
         // GSS token of a different mechanism (Kerberos).
         let mut body = der::encode(der::TAG_OID, OID_KRB5);
         body.extend_from_slice(&[0x01, 0x00]);
-        assert_eq!(
-            parse(&der::encode(0x60, &body)),
-            Err(AuthError::UnsupportedMech)
-        );
+        assert_eq!(parse(&der::encode(0x60, &body)), Err(AuthError::UnsupportedMech));
         let tok = negotiate_token();
         for n in 0..tok.len() {
             assert!(parse(&tok[..n]).is_err(), "len {n}");

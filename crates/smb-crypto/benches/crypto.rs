@@ -16,23 +16,15 @@ fn message() -> Vec<u8> {
 fn bench_sign(c: &mut Criterion) {
     let mut g = c.benchmark_group("sign_verify_1MiB");
     g.throughput(Throughput::Bytes(MSG_LEN as u64));
-    for algo in [
-        SigningAlgorithm::HmacSha256,
-        SigningAlgorithm::AesCmac,
-        SigningAlgorithm::AesGmac,
-    ] {
+    for algo in [SigningAlgorithm::HmacSha256, SigningAlgorithm::AesCmac, SigningAlgorithm::AesGmac] {
         let signer = Signer::new(algo, &[0x42; 16]);
         let mut msg = message();
-        g.bench_with_input(
-            BenchmarkId::from_parameter(format!("{algo:?}")),
-            &(),
-            |b, _| {
-                b.iter(|| {
-                    signer.sign(black_box(&mut msg));
-                    assert!(signer.verify(black_box(&mut msg)));
-                })
-            },
-        );
+        g.bench_with_input(BenchmarkId::from_parameter(format!("{algo:?}")), &(), |b, _| {
+            b.iter(|| {
+                signer.sign(black_box(&mut msg));
+                assert!(signer.verify(black_box(&mut msg)));
+            })
+        });
     }
     g.finish();
 }
@@ -40,26 +32,17 @@ fn bench_sign(c: &mut Criterion) {
 fn bench_seal(c: &mut Criterion) {
     let mut g = c.benchmark_group("seal_open_1MiB");
     g.throughput(Throughput::Bytes(MSG_LEN as u64));
-    for cipher in [
-        Cipher::Aes128Ccm,
-        Cipher::Aes128Gcm,
-        Cipher::Aes256Ccm,
-        Cipher::Aes256Gcm,
-    ] {
+    for cipher in [Cipher::Aes128Ccm, Cipher::Aes128Gcm, Cipher::Aes256Ccm, Cipher::Aes256Gcm] {
         let key = vec![0x24; cipher.key_len()];
         let sealer = Sealer::new(cipher, &key).expect("valid key");
         let mut buf = vec![0u8; TRANSFORM_HEADER_LEN];
         buf.extend_from_slice(&message());
-        g.bench_with_input(
-            BenchmarkId::from_parameter(format!("{cipher:?}")),
-            &(),
-            |b, _| {
-                b.iter(|| {
-                    sealer.seal(7, black_box(&mut buf)).expect("seal");
-                    sealer.open(black_box(&mut buf)).expect("open");
-                })
-            },
-        );
+        g.bench_with_input(BenchmarkId::from_parameter(format!("{cipher:?}")), &(), |b, _| {
+            b.iter(|| {
+                sealer.seal(7, black_box(&mut buf)).expect("seal");
+                sealer.open(black_box(&mut buf)).expect("open");
+            })
+        });
     }
     g.finish();
 }

@@ -49,10 +49,7 @@ impl PreauthHash {
 
     /// Folds one whole SMB2 message into the chain: `H = SHA-512(H || msg)`.
     pub fn update(&mut self, msg: &[u8]) {
-        let digest = Sha512::new()
-            .chain_update(self.0)
-            .chain_update(msg)
-            .finalize();
+        let digest = Sha512::new().chain_update(self.0).chain_update(msg).finalize();
         self.0.copy_from_slice(&digest);
     }
 
@@ -102,18 +99,9 @@ impl core::fmt::Debug for SessionKeys {
         // Never print key material.
         f.debug_struct("SessionKeys")
             .field("signing", &format_args!("[{} bytes]", self.signing.len()))
-            .field(
-                "application",
-                &format_args!("[{} bytes]", self.application.len()),
-            )
-            .field(
-                "encrypt_s2c",
-                &format_args!("[{} bytes]", self.encrypt_s2c.len()),
-            )
-            .field(
-                "decrypt_c2s",
-                &format_args!("[{} bytes]", self.decrypt_c2s.len()),
-            )
+            .field("application", &format_args!("[{} bytes]", self.application.len()))
+            .field("encrypt_s2c", &format_args!("[{} bytes]", self.encrypt_s2c.len()))
+            .field("decrypt_c2s", &format_args!("[{} bytes]", self.decrypt_c2s.len()))
             .finish()
     }
 }
@@ -151,12 +139,7 @@ impl SessionKeys {
     ///
     /// Session.SessionKey is the first 16 bytes of `session_key`, right-padded
     /// with zeroes when shorter (MS-SMB2 3.3.5.5.3).
-    pub fn derive(
-        dialect: u16,
-        session_key: &[u8],
-        preauth: Option<&[u8; 64]>,
-        cipher: Option<Cipher>,
-    ) -> SessionKeys {
+    pub fn derive(dialect: u16, session_key: &[u8], preauth: Option<&[u8; 64]>, cipher: Option<Cipher>) -> SessionKeys {
         let mut sk16 = [0u8; 16];
         let n = session_key.len().min(16);
         sk16[..n].copy_from_slice(&session_key[..n]);
@@ -168,12 +151,7 @@ impl SessionKeys {
         };
 
         if dialect < crate::DIALECT_300 {
-            return SessionKeys {
-                signing: sk16.to_vec(),
-                application: sk16.to_vec(),
-                encrypt_s2c: Vec::new(),
-                decrypt_c2s: Vec::new(),
-            };
+            return SessionKeys { signing: sk16.to_vec(), application: sk16.to_vec(), encrypt_s2c: Vec::new(), decrypt_c2s: Vec::new() };
         }
 
         if dialect < crate::DIALECT_311 {
@@ -201,11 +179,6 @@ impl SessionKeys {
             }
             _ => (derive16(ENC, ctx), derive16(DEC, ctx)),
         };
-        SessionKeys {
-            signing: derive16(SIGN, ctx),
-            application: derive16(APP, ctx),
-            encrypt_s2c: enc_s2c,
-            decrypt_c2s: dec_c2s,
-        }
+        SessionKeys { signing: derive16(SIGN, ctx), application: derive16(APP, ctx), encrypt_s2c: enc_s2c, decrypt_c2s: dec_c2s }
     }
 }

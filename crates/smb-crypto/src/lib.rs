@@ -26,10 +26,7 @@ mod transform;
 pub use error::CryptoError;
 pub use keys::{kdf, PreauthHash, SessionKeys};
 pub use signing::{Signer, SigningAlgorithm, SIGNATURE_LEN, SIGNATURE_OFFSET, SMB2_HEADER_LEN};
-pub use transform::{
-    parse_transform_header, Cipher, Sealer, TransformHeader, TRANSFORM_FLAG_ENCRYPTED,
-    TRANSFORM_HEADER_LEN, TRANSFORM_PROTOCOL_ID,
-};
+pub use transform::{parse_transform_header, Cipher, Sealer, TransformHeader, TRANSFORM_FLAG_ENCRYPTED, TRANSFORM_HEADER_LEN, TRANSFORM_PROTOCOL_ID};
 
 /// SMB 2.0.2 dialect revision (MS-SMB2 2.2.3).
 pub const DIALECT_202: u16 = 0x0202;

@@ -122,18 +122,9 @@ pub fn parse_transform_header(buf: &[u8]) -> Result<TransformHeader, CryptoError
 
     let actual = buf.len() - TRANSFORM_HEADER_LEN;
     if usize::try_from(original_size).ok() != Some(actual) {
-        return Err(CryptoError::SizeMismatch {
-            declared: original_size,
-            actual,
-        });
+        return Err(CryptoError::SizeMismatch { declared: original_size, actual });
     }
-    Ok(TransformHeader {
-        signature,
-        nonce,
-        original_size,
-        flags,
-        session_id,
-    })
+    Ok(TransformHeader { signature, nonce, original_size, flags, session_id })
 }
 
 /// Expanded AEAD key state. Boxed so the enum stays pointer-sized whatever
@@ -169,9 +160,7 @@ pub struct Sealer {
 impl core::fmt::Debug for Sealer {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         // Key state is secret: only the cipher is shown.
-        f.debug_struct("Sealer")
-            .field("cipher", &self.cipher)
-            .finish_non_exhaustive()
+        f.debug_struct("Sealer").field("cipher", &self.cipher).finish_non_exhaustive()
     }
 }
 
@@ -179,26 +168,15 @@ impl Sealer {
     /// Expands `key` for `cipher`; the key must be exactly
     /// [`Cipher::key_len`] bytes.
     pub fn new(cipher: Cipher, key: &[u8]) -> Result<Self, CryptoError> {
-        let bad = || CryptoError::InvalidKeyLength {
-            expected: cipher.key_len(),
-            got: key.len(),
-        };
+        let bad = || CryptoError::InvalidKeyLength { expected: cipher.key_len(), got: key.len() };
         if key.len() != cipher.key_len() {
             return Err(bad());
         }
         let aead = match cipher {
-            Cipher::Aes128Ccm => {
-                AeadKey::Ccm128(Box::new(Aes128Ccm::new_from_slice(key).map_err(|_| bad())?))
-            }
-            Cipher::Aes128Gcm => {
-                AeadKey::Gcm128(Box::new(Aes128Gcm::new_from_slice(key).map_err(|_| bad())?))
-            }
-            Cipher::Aes256Ccm => {
-                AeadKey::Ccm256(Box::new(Aes256Ccm::new_from_slice(key).map_err(|_| bad())?))
-            }
-            Cipher::Aes256Gcm => {
-                AeadKey::Gcm256(Box::new(Aes256Gcm::new_from_slice(key).map_err(|_| bad())?))
-            }
+            Cipher::Aes128Ccm => AeadKey::Ccm128(Box::new(Aes128Ccm::new_from_slice(key).map_err(|_| bad())?)),
+            Cipher::Aes128Gcm => AeadKey::Gcm128(Box::new(Aes128Gcm::new_from_slice(key).map_err(|_| bad())?)),
+            Cipher::Aes256Ccm => AeadKey::Ccm256(Box::new(Aes256Ccm::new_from_slice(key).map_err(|_| bad())?)),
+            Cipher::Aes256Gcm => AeadKey::Gcm256(Box::new(Aes256Gcm::new_from_slice(key).map_err(|_| bad())?)),
         };
         let mut seed = [0u8; 12];
         getrandom::getrandom(&mut seed).map_err(|_| CryptoError::Rng)?;
@@ -206,13 +184,7 @@ impl Sealer {
         prefix.copy_from_slice(&seed[..4]);
         let mut start = [0u8; 8];
         start.copy_from_slice(&seed[4..]);
-        Ok(Sealer {
-            cipher,
-            key: aead,
-            prefix,
-            start: u64::from_le_bytes(start),
-            used: AtomicU64::new(0),
-        })
+        Ok(Sealer { cipher, key: aead, prefix, start: u64::from_le_bytes(start), used: AtomicU64::new(0) })
     }
 
     /// The cipher this Sealer uses.
@@ -229,21 +201,14 @@ impl Sealer {
             return Err(CryptoError::TooShort(buf.len()));
         }
         let payload_len = buf.len() - TRANSFORM_HEADER_LEN;
-        let original_size =
-            u32::try_from(payload_len).map_err(|_| CryptoError::MessageTooLarge(payload_len))?;
+        let original_size = u32::try_from(payload_len).map_err(|_| CryptoError::MessageTooLarge(payload_len))?;
         let nonce = self.next_nonce()?;
         self.seal_at(&nonce, original_size, session_id, buf)
     }
 
     /// Seals with an explicit Nonce field. Private: callers must never pick
     /// nonces themselves; tests use it to reproduce published vectors.
-    fn seal_at(
-        &self,
-        nonce: &[u8; 16],
-        original_size: u32,
-        session_id: u64,
-        buf: &mut [u8],
-    ) -> Result<(), CryptoError> {
+    fn seal_at(&self, nonce: &[u8; 16], original_size: u32, session_id: u64, buf: &mut [u8]) -> Result<(), CryptoError> {
         if buf.len() < TRANSFORM_HEADER_LEN {
             return Err(CryptoError::TooShort(buf.len()));
         }
@@ -296,10 +261,7 @@ impl Sealer {
     /// Next 16-byte Nonce field: prefix || counter (LE), zero-padded.
     fn next_nonce(&self) -> Result<[u8; 16], CryptoError> {
         // checked_add refuses to wrap, so a nonce can never come back.
-        let n = self
-            .used
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_add(1))
-            .map_err(|_| CryptoError::NonceExhausted)?;
+        let n = self.used.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_add(1)).map_err(|_| CryptoError::NonceExhausted)?;
         let counter = self.start.wrapping_add(n);
         let prefix_len = self.cipher.nonce_len() - 8;
         let mut nonce = [0u8; 16];
@@ -310,42 +272,24 @@ impl Sealer {
 }
 
 /// Encrypts `payload` in place, returning the detached 16-byte tag.
-fn seal_with<A: AeadInPlace>(
-    aead: &A,
-    nonce: &[u8],
-    aad: &[u8],
-    payload: &mut [u8],
-) -> Result<[u8; 16], CryptoError> {
+fn seal_with<A: AeadInPlace>(aead: &A, nonce: &[u8], aad: &[u8], payload: &mut [u8]) -> Result<[u8; 16], CryptoError> {
     // from_slice panics on a length mismatch; make that impossible.
     if nonce.len() != A::NonceSize::USIZE || A::TagSize::USIZE != 16 {
         return Err(CryptoError::AuthFailed);
     }
-    let tag = aead
-        .encrypt_in_place_detached(GenericArray::from_slice(nonce), aad, payload)
-        .map_err(|_| CryptoError::MessageTooLarge(payload.len()))?;
+    let tag =
+        aead.encrypt_in_place_detached(GenericArray::from_slice(nonce), aad, payload).map_err(|_| CryptoError::MessageTooLarge(payload.len()))?;
     let mut out = [0u8; 16];
     out.copy_from_slice(&tag);
     Ok(out)
 }
 
 /// Verifies and decrypts `payload` in place.
-fn open_with<A: AeadInPlace + AeadCore>(
-    aead: &A,
-    nonce: &[u8],
-    aad: &[u8],
-    payload: &mut [u8],
-    tag: &[u8; 16],
-) -> Result<(), CryptoError> {
+fn open_with<A: AeadInPlace + AeadCore>(aead: &A, nonce: &[u8], aad: &[u8], payload: &mut [u8], tag: &[u8; 16]) -> Result<(), CryptoError> {
     if nonce.len() != A::NonceSize::USIZE || A::TagSize::USIZE != 16 {
         return Err(CryptoError::AuthFailed);
     }
-    aead.decrypt_in_place_detached(
-        GenericArray::from_slice(nonce),
-        aad,
-        payload,
-        GenericArray::from_slice(tag),
-    )
-    .map_err(|_| CryptoError::AuthFailed)
+    aead.decrypt_in_place_detached(GenericArray::from_slice(nonce), aad, payload, GenericArray::from_slice(tag)).map_err(|_| CryptoError::AuthFailed)
 }
 
 #[cfg(test)]
@@ -354,10 +298,7 @@ mod tests {
 
     fn unhex(s: &str) -> Vec<u8> {
         let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
 
     /// "Encryption in SMB 3.0: a protocol perspective" (Microsoft Open
@@ -386,8 +327,7 @@ mod tests {
         let s = Sealer::new(Cipher::Aes128Ccm, &key).unwrap();
         let mut buf = vec![0u8; TRANSFORM_HEADER_LEN];
         buf.extend_from_slice(&plain);
-        s.seal_at(&nonce, plain.len() as u32, 0x8e40014000011, &mut buf)
-            .unwrap();
+        s.seal_at(&nonce, plain.len() as u32, 0x8e40014000011, &mut buf).unwrap();
         assert_eq!(buf, expected);
     }
 
@@ -429,10 +369,7 @@ mod tests {
         assert_eq!(tag.to_vec(), t256);
         let mut bad = tag;
         bad[0] ^= 1;
-        assert_eq!(
-            open_with(&g256, &iv, &aad, &mut buf, &bad),
-            Err(CryptoError::AuthFailed)
-        );
+        assert_eq!(open_with(&g256, &iv, &aad, &mut buf, &bad), Err(CryptoError::AuthFailed));
     }
 
     /// NIST CAVS gcmEncryptExtIV128 (PTlen = 0, AADlen = 128, Count 0):

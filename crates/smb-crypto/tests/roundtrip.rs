@@ -4,22 +4,10 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use smb_crypto::{
-    parse_transform_header, Cipher, CryptoError, Sealer, Signer, SigningAlgorithm,
-    TRANSFORM_HEADER_LEN,
-};
+use smb_crypto::{parse_transform_header, Cipher, CryptoError, Sealer, Signer, SigningAlgorithm, TRANSFORM_HEADER_LEN};
 
-const ALGOS: [SigningAlgorithm; 3] = [
-    SigningAlgorithm::HmacSha256,
-    SigningAlgorithm::AesCmac,
-    SigningAlgorithm::AesGmac,
-];
-const CIPHERS: [Cipher; 4] = [
-    Cipher::Aes128Ccm,
-    Cipher::Aes128Gcm,
-    Cipher::Aes256Ccm,
-    Cipher::Aes256Gcm,
-];
+const ALGOS: [SigningAlgorithm; 3] = [SigningAlgorithm::HmacSha256, SigningAlgorithm::AesCmac, SigningAlgorithm::AesGmac];
+const CIPHERS: [Cipher; 4] = [Cipher::Aes128Ccm, Cipher::Aes128Gcm, Cipher::Aes256Ccm, Cipher::Aes256Gcm];
 
 /// A fake SMB2 message: header with the signed flag, then `body` bytes.
 fn message(body: usize, message_id: u64, server: bool, command: u16) -> Vec<u8> {
@@ -46,14 +34,8 @@ fn ids_round_trip() {
     assert_eq!(Cipher::from_id(5), None);
     assert_eq!(Cipher::Aes256Gcm.key_len(), 32);
     assert_eq!(Cipher::Aes128Ccm.key_len(), 16);
-    assert_eq!(
-        SigningAlgorithm::default_for_dialect(0x0210),
-        SigningAlgorithm::HmacSha256
-    );
-    assert_eq!(
-        SigningAlgorithm::default_for_dialect(0x0311),
-        SigningAlgorithm::AesCmac
-    );
+    assert_eq!(SigningAlgorithm::default_for_dialect(0x0210), SigningAlgorithm::HmacSha256);
+    assert_eq!(SigningAlgorithm::default_for_dialect(0x0311), SigningAlgorithm::AesCmac);
 }
 
 #[test]
@@ -170,10 +152,7 @@ fn seal_open_round_trip_all_ciphers() {
             assert_eq!(th.session_id, 0x1122_3344_5566_7788);
             assert_eq!(th.original_size as usize, len);
             assert_eq!(th.flags, 1);
-            assert!(
-                th.nonce[c.nonce_len()..].iter().all(|&b| b == 0),
-                "{c:?} nonce padding"
-            );
+            assert!(th.nonce[c.nonce_len()..].iter().all(|&b| b == 0), "{c:?} nonce padding");
             assert_eq!(&buf[..4], &[0xFD, b'S', b'M', b'B']);
             assert_eq!(&buf[40..42], &[0, 0], "reserved");
 
@@ -209,10 +188,7 @@ fn open_rejects_tampering_everywhere() {
         // Truncated message: size check.
         let mut short = good.clone();
         short.pop();
-        assert!(matches!(
-            s.open(&mut short),
-            Err(CryptoError::SizeMismatch { .. })
-        ));
+        assert!(matches!(s.open(&mut short), Err(CryptoError::SizeMismatch { .. })));
         // Still opens untouched.
         assert!(s.open(&mut good.clone()).is_ok());
     }
@@ -231,13 +207,7 @@ fn ciphers_are_not_interchangeable() {
 fn sealer_rejects_bad_keys_and_buffers() {
     for c in CIPHERS {
         for len in [0, 15, 17, 24, 31, 33] {
-            assert_eq!(
-                Sealer::new(c, &vec![0; len]).err(),
-                Some(CryptoError::InvalidKeyLength {
-                    expected: c.key_len(),
-                    got: len
-                })
-            );
+            assert_eq!(Sealer::new(c, &vec![0; len]).err(), Some(CryptoError::InvalidKeyLength { expected: c.key_len(), got: len }));
         }
         let s = Sealer::new(c, &vec![0; c.key_len()]).unwrap();
         assert_eq!(s.seal(1, &mut [0u8; 51]), Err(CryptoError::TooShort(51)));
@@ -251,32 +221,20 @@ fn sealer_rejects_bad_keys_and_buffers() {
 #[test]
 fn parse_transform_header_errors() {
     assert_eq!(parse_transform_header(&[]), Err(CryptoError::TooShort(0)));
-    assert_eq!(
-        parse_transform_header(&[0xFD; 51]),
-        Err(CryptoError::TooShort(51))
-    );
+    assert_eq!(parse_transform_header(&[0xFD; 51]), Err(CryptoError::TooShort(51)));
     let mut h = [0u8; 60];
     h[..4].copy_from_slice(&[0xFE, b'S', b'M', b'B']);
     assert_eq!(parse_transform_header(&h), Err(CryptoError::BadProtocolId));
     h[0] = 0xFD;
     h[36..40].copy_from_slice(&9u32.to_le_bytes());
-    assert_eq!(
-        parse_transform_header(&h),
-        Err(CryptoError::SizeMismatch {
-            declared: 9,
-            actual: 8
-        })
-    );
+    assert_eq!(parse_transform_header(&h), Err(CryptoError::SizeMismatch { declared: 9, actual: 8 }));
     h[36..40].copy_from_slice(&u32::MAX.to_le_bytes());
     assert!(parse_transform_header(&h).is_err());
     h[36..40].copy_from_slice(&8u32.to_le_bytes());
     h[42] = 1;
     h[44..52].copy_from_slice(&0xDEAD_BEEFu64.to_le_bytes());
     let th = parse_transform_header(&h).unwrap();
-    assert_eq!(
-        (th.original_size, th.flags, th.session_id),
-        (8, 1, 0xDEAD_BEEF)
-    );
+    assert_eq!((th.original_size, th.flags, th.session_id), (8, 1, 0xDEAD_BEEF));
 }
 
 #[test]

@@ -4,18 +4,12 @@
 //! and "Encryption in SMB 3.0: a protocol perspective" (AES-128-CCM
 //! TRANSFORM_HEADER messages), both on the Microsoft Open Specifications blog.
 
-use smb_crypto::{
-    kdf, parse_transform_header, Cipher, PreauthHash, Sealer, SessionKeys, Signer,
-    SigningAlgorithm, TRANSFORM_HEADER_LEN,
-};
+use smb_crypto::{kdf, parse_transform_header, Cipher, PreauthHash, Sealer, SessionKeys, Signer, SigningAlgorithm, TRANSFORM_HEADER_LEN};
 
 fn unhex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
     assert_eq!(s.len() % 2, 0, "odd hex length");
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
 fn hash64(s: &str) -> [u8; 64] {
@@ -31,23 +25,13 @@ const PREAUTH_FINAL: &str = "0DD13628CC3ED218EF9DF9772D436D0887AB9814BFAE63A80AA
 #[test]
 fn kdf_smb30_signing_key() {
     let mut out = [0u8; 16];
-    kdf(
-        &unhex("7CD451825D0450D235424E44BA6E78CC"),
-        b"SMB2AESCMAC\0",
-        b"SmbSign\0",
-        &mut out,
-    );
+    kdf(&unhex("7CD451825D0450D235424E44BA6E78CC"), b"SMB2AESCMAC\0", b"SmbSign\0", &mut out);
     assert_eq!(out.to_vec(), unhex("0B7E9C5CAC36C0F6EA9AB275298CEDCE"));
 }
 
 #[test]
 fn derive_smb30_master_and_binding_channel() {
-    let k = SessionKeys::derive(
-        0x0300,
-        &unhex("7CD451825D0450D235424E44BA6E78CC"),
-        None,
-        None,
-    );
+    let k = SessionKeys::derive(0x0300, &unhex("7CD451825D0450D235424E44BA6E78CC"), None, None);
     assert_eq!(k.signing, unhex("0B7E9C5CAC36C0F6EA9AB275298CEDCE"));
     assert_eq!(k.application, unhex("BB23A4575AA26C721AF525AF15A87B4F"));
     // The blog lists the client's keys: its EncryptionKey (ServerIn) is the
@@ -56,24 +40,14 @@ fn derive_smb30_master_and_binding_channel() {
     assert_eq!(k.encrypt_s2c, unhex("B0F0427F7CEB416D1D9DCC0CD4F99447"));
 
     // Second channel: only the signing key is per channel.
-    let b = SessionKeys::derive(
-        0x0300,
-        &unhex("4E01A2B313BCF660CC250BEF021AEDE6"),
-        None,
-        None,
-    );
+    let b = SessionKeys::derive(0x0300, &unhex("4E01A2B313BCF660CC250BEF021AEDE6"), None, None);
     assert_eq!(b.signing, unhex("BA1A17DBBFEC349BCA105563D598952F"));
 }
 
 #[test]
 fn derive_smb30_encryption_blog_keys() {
     // Same labels for 3.0.2.
-    let k = SessionKeys::derive(
-        0x0302,
-        &unhex("B4546771B515F766A86735532DD6C4F0"),
-        None,
-        None,
-    );
+    let k = SessionKeys::derive(0x0302, &unhex("B4546771B515F766A86735532DD6C4F0"), None, None);
     assert_eq!(k.signing, unhex("F773CD23C18FD1E08EE510CADA7CF852"));
     assert_eq!(k.application, unhex("77432F808CE99156B5BC6A3676D730D1"));
     // The blog lists the client's keys: client encryption = server decryption.
@@ -84,24 +58,14 @@ fn derive_smb30_encryption_blog_keys() {
 #[test]
 fn derive_smb311_keys() {
     let pa = hash64(PREAUTH_FINAL);
-    let k = SessionKeys::derive(
-        0x0311,
-        &unhex("270E1BA896585EEB7AF3472D3B4C75A7"),
-        Some(&pa),
-        Some(Cipher::Aes128Gcm),
-    );
+    let k = SessionKeys::derive(0x0311, &unhex("270E1BA896585EEB7AF3472D3B4C75A7"), Some(&pa), Some(Cipher::Aes128Gcm));
     assert_eq!(k.signing, unhex("73FE7A9A77BEF0BDE49C650D8CCB5F76"));
     // Client's view in the blog: EncryptionKey = C2S, DecryptionKey = S2C.
     assert_eq!(k.decrypt_c2s, unhex("629BCBC54422A0F572B97F45989B6073"));
     assert_eq!(k.encrypt_s2c, unhex("E2AF0DCEFAC68DA71A0DFBD0D1350D74"));
     assert_eq!(k.application, unhex("6D7AD7954E9EC61E907B4D473DC178FF"));
     // No cipher negotiated: still 128-bit keys, identical to the above.
-    let n = SessionKeys::derive(
-        0x0311,
-        &unhex("270E1BA896585EEB7AF3472D3B4C75A7"),
-        Some(&pa),
-        None,
-    );
+    let n = SessionKeys::derive(0x0311, &unhex("270E1BA896585EEB7AF3472D3B4C75A7"), Some(&pa), None);
     assert_eq!(n, k);
 }
 
@@ -365,12 +329,7 @@ fn smb30_ccm_transform_vectors_open() {
 
 #[test]
 fn smb30_keys_open_their_own_direction_only() {
-    let k = SessionKeys::derive(
-        0x0300,
-        &unhex("B4546771B515F766A86735532DD6C4F0"),
-        None,
-        None,
-    );
+    let k = SessionKeys::derive(0x0300, &unhex("B4546771B515F766A86735532DD6C4F0"), None, None);
     let inbound = Sealer::new(Cipher::Aes128Ccm, &k.decrypt_c2s).unwrap();
     let outbound = Sealer::new(Cipher::Aes128Ccm, &k.encrypt_s2c).unwrap();
     let mut req = unhex(CCM_CASES[0].transformed);

@@ -6,13 +6,25 @@ use crate::class::*;
 use crate::wire::{patch_u32, put_u16, put_u32, put_u64, put_u8, put_zeros, utf16le};
 use crate::{FileInfo, FsccError};
 
+/// ShortNameLength (1 byte), a reserved byte and the 24-byte ShortName field of the BOTH
+/// classes (MS-FSCC 2.4.8); empty for "." and "..".
+fn put_short_name(out: &mut Vec<u8>, name: &str) {
+    let short = crate::short_name(name).map(|s| utf16le(&s)).unwrap_or_default();
+    // At most 12 characters by construction; never overrun the field.
+    let n = short.len().min(24);
+    put_u8(out, n as u8);
+    put_u8(out, 0);
+    out.extend_from_slice(&short[..n]);
+    put_zeros(out, 24 - n);
+}
+
 /// Builds the OutputBuffer of a QUERY_DIRECTORY response: a chain of
 /// entries of one class (MS-FSCC 2.4 FileDirectoryInformation 1,
 /// FileFullDirectoryInformation 2, FileBothDirectoryInformation 3,
 /// FileNamesInformation 12, FileIdBothDirectoryInformation 37,
 /// FileIdFullDirectoryInformation 38, FileIdExtdDirectoryInformation 60).
 /// Entries start on 8-byte boundaries; each NextEntryOffset points at the
-/// following entry and the last one is 0. Short names are always empty.
+/// following entry and the last one is 0. Short names come from [`crate::short_name`].
 #[derive(Debug, Clone)]
 pub struct DirWriter {
     class: u8,
@@ -43,13 +55,7 @@ impl DirWriter {
     /// [`FsccError::InvalidClass`].
     pub fn new(class: u8, max_len: usize) -> Result<Self, FsccError> {
         fixed_len(class).ok_or(FsccError::InvalidClass)?;
-        Ok(DirWriter {
-            class,
-            max_len,
-            buf: Vec::new(),
-            last: None,
-            count: 0,
-        })
+        Ok(DirWriter { class, max_len, buf: Vec::new(), last: None, count: 0 })
     }
 
     /// Appends one entry for `name` (a plain file name such as "." or
@@ -66,15 +72,8 @@ impl DirWriter {
         };
         // Entries are 8-byte aligned; padding only goes between entries so
         // the buffer never ends in padding.
-        let start = if self.last.is_some() {
-            self.buf.len().next_multiple_of(8)
-        } else {
-            0
-        };
-        let end = match start
-            .checked_add(fixed)
-            .and_then(|v| v.checked_add(name16.len()))
-        {
+        let start = if self.last.is_some() { self.buf.len().next_multiple_of(8) } else { 0 };
+        let end = match start.checked_add(fixed).and_then(|v| v.checked_add(name16.len())) {
             Some(e) if e <= self.max_len => e,
             _ => return false,
         };
@@ -85,14 +84,14 @@ impl DirWriter {
             patch_u32(&mut self.buf, prev, next_off);
         }
         self.buf.resize(start, 0);
-        self.write_entry(&name16, name_len, info);
+        self.write_entry(name, &name16, name_len, info);
         debug_assert_eq!(self.buf.len(), end);
         self.last = Some(start);
         self.count += 1;
         true
     }
 
-    fn write_entry(&mut self, name16: &[u8], name_len: u32, i: &FileInfo) {
+    fn write_entry(&mut self, name: &str, name16: &[u8], name_len: u32, i: &FileInfo) {
         let out = &mut self.buf;
         put_u32(out, 0); // NextEntryOffset, patched when another entry follows
         put_u32(out, 0); // FileIndex: meaningless for NTFS-like stores
@@ -113,15 +112,11 @@ impl DirWriter {
             FILE_FULL_DIRECTORY_INFORMATION => put_u32(out, i.ea_size),
             FILE_BOTH_DIRECTORY_INFORMATION => {
                 put_u32(out, i.ea_size);
-                put_u8(out, 0); // ShortNameLength: no 8.3 names
-                put_u8(out, 0); // Reserved
-                put_zeros(out, 24); // ShortName
+                put_short_name(out, name); // ShortNameLength, Reserved, ShortName
             }
             FILE_ID_BOTH_DIRECTORY_INFORMATION => {
                 put_u32(out, i.ea_size);
-                put_u8(out, 0); // ShortNameLength
-                put_u8(out, 0); // Reserved1
-                put_zeros(out, 24); // ShortName
+                put_short_name(out, name); // ShortNameLength, Reserved1, ShortName
                 put_u16(out, 0); // Reserved2
                 put_u64(out, i.file_id);
             }
@@ -133,11 +128,7 @@ impl DirWriter {
             FILE_ID_EXTD_DIRECTORY_INFORMATION => {
                 put_u32(out, i.ea_size);
                 // ReparsePointTag: ea_size carries the tag for reparse points.
-                let tag = if i.attributes & FILE_ATTRIBUTE_REPARSE_POINT != 0 {
-                    i.ea_size
-                } else {
-                    0
-                };
+                let tag = if i.attributes & FILE_ATTRIBUTE_REPARSE_POINT != 0 { i.ea_size } else { 0 };
                 put_u32(out, tag);
                 put_u64(out, i.file_id); // 128-bit FileId, zero-extended
                 put_u64(out, 0);
@@ -193,15 +184,7 @@ mod tests {
 
     #[test]
     fn fixed_sizes_per_class() {
-        for (class, fixed) in [
-            (1u8, 64usize),
-            (2, 68),
-            (3, 94),
-            (12, 12),
-            (37, 104),
-            (38, 80),
-            (60, 88),
-        ] {
+        for (class, fixed) in [(1u8, 64usize), (2, 68), (3, 94), (12, 12), (37, 104), (38, 80), (60, 88)] {
             let mut w = DirWriter::new(class, 65536).unwrap();
             assert!(w.is_empty());
             assert!(w.push("ab", &info()));
@@ -226,7 +209,8 @@ mod tests {
         assert_eq!(&b[48..56], &6u64.to_le_bytes()); // AllocationSize
         assert_eq!(u32_at(&b, 56), 0x80); // FILE_ATTRIBUTE_NORMAL
         assert_eq!(u32_at(&b, 64), 0); // EaSize
-        assert_eq!(b[68], 0); // ShortNameLength
+        assert_eq!(b[68], 2); // ShortNameLength: "X"
+        assert_eq!(&b[70..72], &[b'X', 0]);
         assert_eq!(&b[96..104], &0xABCDu64.to_le_bytes()); // FileId
         assert_eq!(&b[104..], &[b'x', 0]);
         let mut w = DirWriter::new(FILE_ID_FULL_DIRECTORY_INFORMATION, 4096).unwrap();

@@ -72,13 +72,16 @@ pub fn file_info_min_size(class: u8) -> Option<usize> {
         FILE_INTERNAL_INFORMATION => 8,
         FILE_EA_INFORMATION | FILE_ACCESS_INFORMATION => 4,
         FILE_NAME_INFORMATION | FILE_NORMALIZED_NAME_INFORMATION => 4,
-        FILE_ALTERNATE_NAME_INFORMATION => 4,
+        // Windows wants room for the length and at least two characters.
+        FILE_ALTERNATE_NAME_INFORMATION => 8,
         FILE_POSITION_INFORMATION => 8,
         FILE_MODE_INFORMATION | FILE_ALIGNMENT_INFORMATION => 4,
-        FILE_ALL_INFORMATION => 100,
-        // One entry header; an empty list (directory) still needs none, but
-        // Windows rejects buffers below one header.
-        FILE_STREAM_INFORMATION => 24,
+        // The fixed sub-structures plus FileNameLength and the first
+        // characters of the name, as Windows enforces.
+        FILE_ALL_INFORMATION => 104,
+        // One entry header plus the start of its name; an empty list
+        // (directory) still needs none, but Windows rejects shorter buffers.
+        FILE_STREAM_INFORMATION => 32,
         FILE_COMPRESSION_INFORMATION => 16,
         FILE_NETWORK_OPEN_INFORMATION => 56,
         FILE_ATTRIBUTE_TAG_INFORMATION => 8,
@@ -115,8 +118,8 @@ fn put_standard(out: &mut Vec<u8>, i: &FileInfo) {
 /// FileStreamInformation 22, FileCompressionInformation 28,
 /// FileNetworkOpenInformation 34, FileAttributeTagInformation 35,
 /// FileNormalizedNameInformation 48, FileIdInformation 59.
-/// FileAlternateNameInformation 21 yields [`FsccError::NoShortName`] (no 8.3
-/// names are generated); other classes [`FsccError::InvalidClass`].
+/// FileAlternateNameInformation 21 yields [`FsccError::NoShortName`] for the
+/// share root; other classes [`FsccError::InvalidClass`].
 /// Nothing is appended on error. The caller truncates to OutputBufferLength.
 pub fn encode_file_info(class: u8, info: &FileInfo, out: &mut Vec<u8>) -> Result<(), FsccError> {
     match class {
@@ -128,9 +131,13 @@ pub fn encode_file_info(class: u8, info: &FileInfo, out: &mut Vec<u8>) -> Result
         FILE_EA_INFORMATION => put_u32(out, info.ea_size),
         // MS-FSCC 2.4 FileAccessInformation: AccessFlags.
         FILE_ACCESS_INFORMATION => put_u32(out, info.access_mask),
-        // MS-FSCC 2.4 FileNameInformation / FileNormalizedNameInformation.
-        FILE_NAME_INFORMATION | FILE_NORMALIZED_NAME_INFORMATION => {
-            put_len_name(out, &utf16le(&info.name))
+        // MS-FSCC 2.4 FileNameInformation: the path with its leading '\'.
+        FILE_NAME_INFORMATION => put_len_name(out, &utf16le(&info.name)),
+        // MS-FSCC 2.4.30 FileNormalizedNameInformation: relative to the share
+        // root, so the root itself has an empty name.
+        FILE_NORMALIZED_NAME_INFORMATION => {
+            let rel = info.name.strip_prefix('\\').unwrap_or(&info.name);
+            put_len_name(out, &utf16le(rel))
         }
         // MS-FSCC 2.4 FilePositionInformation: CurrentByteOffset.
         FILE_POSITION_INFORMATION => put_u64(out, info.current_offset),
@@ -150,7 +157,13 @@ pub fn encode_file_info(class: u8, info: &FileInfo, out: &mut Vec<u8>) -> Result
             put_u32(out, info.alignment_requirement);
             put_len_name(out, &utf16le(&info.name));
         }
-        FILE_ALTERNATE_NAME_INFORMATION => return Err(FsccError::NoShortName),
+        // MS-FSCC 2.4.5 FileAlternateNameInformation: the 8.3 name of the
+        // last component; the root has none.
+        FILE_ALTERNATE_NAME_INFORMATION => {
+            let last = info.name.rsplit('\\').next().unwrap_or("");
+            let short = crate::short_name(last).ok_or(FsccError::NoShortName)?;
+            put_len_name(out, &utf16le(&short))
+        }
         // MS-FSCC 2.4 FileStreamInformation: only the unnamed data stream
         // exists; directories have no data stream, so the list is empty.
         FILE_STREAM_INFORMATION => {
@@ -189,11 +202,7 @@ pub fn encode_file_info(class: u8, info: &FileInfo, out: &mut Vec<u8>) -> Result
         // entries.
         FILE_ATTRIBUTE_TAG_INFORMATION => {
             put_u32(out, info.wire_attributes());
-            let tag = if info.attributes & FILE_ATTRIBUTE_REPARSE_POINT != 0 {
-                info.ea_size
-            } else {
-                0
-            };
+            let tag = if info.attributes & FILE_ATTRIBUTE_REPARSE_POINT != 0 { info.ea_size } else { 0 };
             put_u32(out, tag);
         }
         // MS-FSCC 2.4 FileIdInformation: 64-bit VolumeSerialNumber and a
@@ -280,22 +289,13 @@ mod tests {
     #[test]
     fn small_fixed_classes() {
         let i = sample();
-        assert_eq!(
-            enc(FILE_INTERNAL_INFORMATION, &i),
-            0x1122_3344_5566_7788u64.to_le_bytes()
-        );
+        assert_eq!(enc(FILE_INTERNAL_INFORMATION, &i), 0x1122_3344_5566_7788u64.to_le_bytes());
         assert_eq!(enc(FILE_EA_INFORMATION, &i), [0, 0, 0, 0]);
-        assert_eq!(
-            enc(FILE_ACCESS_INFORMATION, &i),
-            0x0012_019Fu32.to_le_bytes()
-        );
+        assert_eq!(enc(FILE_ACCESS_INFORMATION, &i), 0x0012_019Fu32.to_le_bytes());
         assert_eq!(enc(FILE_POSITION_INFORMATION, &i), 77u64.to_le_bytes());
         assert_eq!(enc(FILE_MODE_INFORMATION, &i), 0x20u32.to_le_bytes());
         assert_eq!(enc(FILE_ALIGNMENT_INFORMATION, &i), [0, 0, 0, 0]);
-        assert_eq!(
-            enc(FILE_ATTRIBUTE_TAG_INFORMATION, &i),
-            [0x80, 0, 0, 0, 0, 0, 0, 0]
-        );
+        assert_eq!(enc(FILE_ATTRIBUTE_TAG_INFORMATION, &i), [0x80, 0, 0, 0, 0, 0, 0, 0]);
         let c = enc(FILE_COMPRESSION_INFORMATION, &i);
         assert_eq!(c.len(), 16);
         assert_eq!(u64_at(&c, 0), 1000);
@@ -309,7 +309,10 @@ mod tests {
         assert_eq!(u32_at(&b, 0), 20);
         assert_eq!(b.len(), 24);
         assert_eq!(&b[4..8], &[b'\\', 0, b'd', 0]);
-        assert_eq!(enc(FILE_NORMALIZED_NAME_INFORMATION, &sample()), b);
+        // The normalized name has no leading separator.
+        let n = enc(FILE_NORMALIZED_NAME_INFORMATION, &sample());
+        assert_eq!(u32_at(&n, 0), 18);
+        assert_eq!(&n[4..], &b[6..]);
     }
 
     #[test]
@@ -364,25 +367,17 @@ mod tests {
     #[test]
     fn errors_and_min_sizes() {
         let mut v = vec![9];
-        assert_eq!(
-            encode_file_info(FILE_ALTERNATE_NAME_INFORMATION, &sample(), &mut v),
-            Err(FsccError::NoShortName)
-        );
-        assert_eq!(
-            encode_file_info(200, &sample(), &mut v),
-            Err(FsccError::InvalidClass)
-        );
-        assert_eq!(
-            encode_file_info(FILE_RENAME_INFORMATION, &sample(), &mut v),
-            Err(FsccError::InvalidClass)
-        );
+        let root = FileInfo { name: "\\".into(), ..sample() };
+        assert_eq!(encode_file_info(FILE_ALTERNATE_NAME_INFORMATION, &root, &mut v), Err(FsccError::NoShortName));
+        let alt = enc(FILE_ALTERNATE_NAME_INFORMATION, &sample());
+        assert_eq!(&alt[..4], &10u32.to_le_bytes());
+        assert_eq!(enc(FILE_NORMALIZED_NAME_INFORMATION, &root), [0; 4]);
+        assert_eq!(encode_file_info(200, &sample(), &mut v), Err(FsccError::InvalidClass));
+        assert_eq!(encode_file_info(FILE_RENAME_INFORMATION, &sample(), &mut v), Err(FsccError::InvalidClass));
         assert_eq!(v, [9]);
         for c in 0..=255u8 {
             let mut out = Vec::new();
-            match (
-                encode_file_info(c, &sample(), &mut out),
-                file_info_min_size(c),
-            ) {
+            match (encode_file_info(c, &sample(), &mut out), file_info_min_size(c)) {
                 (Ok(()), Some(min)) => assert!(out.len() >= min, "class {c}"),
                 (Ok(()), None) => panic!("class {c} encodes but has no min size"),
                 (Err(_), _) => assert!(out.is_empty()),

@@ -2,8 +2,7 @@
 //! MS-SMB2 3.3.5.20.2).
 
 use crate::attrs::{
-    FILE_DEVICE_DISK, FILE_DEVICE_IS_MOUNTED, FILE_SUPPORTS_OBJECT_IDS,
-    SSINFO_FLAGS_ALIGNED_DEVICE, SSINFO_FLAGS_PARTITION_ALIGNED_ON_DEVICE,
+    FILE_DEVICE_DISK, FILE_DEVICE_IS_MOUNTED, FILE_SUPPORTS_OBJECT_IDS, SSINFO_FLAGS_ALIGNED_DEVICE, SSINFO_FLAGS_PARTITION_ALIGNED_ON_DEVICE,
 };
 use crate::class::*;
 use crate::wire::{put_len_name, put_u32, put_u64, put_u8, put_zeros, utf16le};
@@ -43,10 +42,13 @@ pub struct FsInfo {
 /// the structure. None for classes this crate does not encode.
 pub fn fs_info_min_size(class: u8) -> Option<usize> {
     Some(match class {
-        FILE_FS_VOLUME_INFORMATION => 18,
+        // Windows insists on room for part of the label beyond the 18 fixed bytes.
+        FILE_FS_VOLUME_INFORMATION => 24,
         FILE_FS_SIZE_INFORMATION => 24,
         FILE_FS_DEVICE_INFORMATION => 8,
-        FILE_FS_ATTRIBUTE_INFORMATION => 12,
+        // Likewise 12 fixed bytes plus the start of the file system name.
+        FILE_FS_ATTRIBUTE_INFORMATION => 16,
+        FILE_FS_CONTROL_INFORMATION => 48,
         FILE_FS_FULL_SIZE_INFORMATION => 32,
         FILE_FS_OBJECT_ID_INFORMATION => 64,
         FILE_FS_SECTOR_SIZE_INFORMATION => 28,
@@ -58,8 +60,8 @@ pub fn fs_info_min_size(class: u8) -> Option<usize> {
 /// it to `out`. Supported: FileFsVolumeInformation 1, FileFsSizeInformation 3,
 /// FileFsDeviceInformation 4, FileFsAttributeInformation 5,
 /// FileFsFullSizeInformation 7, FileFsObjectIdInformation 8,
-/// FileFsSectorSizeInformation 11. FileFsControlInformation 6 (quotas) gives
-/// [`FsccError::NotSupported`]; anything else [`FsccError::InvalidClass`].
+/// FileFsSectorSizeInformation 11, and FileFsControlInformation 6 describing
+/// a volume without quotas; anything else gives [`FsccError::InvalidClass`].
 /// Nothing is appended on error.
 pub fn encode_fs_info(class: u8, fs: &FsInfo, out: &mut Vec<u8>) -> Result<(), FsccError> {
     match class {
@@ -69,10 +71,7 @@ pub fn encode_fs_info(class: u8, fs: &FsInfo, out: &mut Vec<u8>) -> Result<(), F
             put_u64(out, fs.volume_creation_time);
             put_u32(out, fs.volume_serial);
             put_u32(out, u32::try_from(label.len()).unwrap_or(u32::MAX));
-            put_u8(
-                out,
-                u8::from(fs.fs_attributes & FILE_SUPPORTS_OBJECT_IDS != 0),
-            );
+            put_u8(out, u8::from(fs.fs_attributes & FILE_SUPPORTS_OBJECT_IDS != 0));
             put_u8(out, 0); // Reserved
             out.extend_from_slice(&label);
         }
@@ -116,14 +115,21 @@ pub fn encode_fs_info(class: u8, fs: &FsInfo, out: &mut Vec<u8>) -> Result<(), F
             put_u32(out, b); // PhysicalBytesPerSectorForAtomicity
             put_u32(out, b); // PhysicalBytesPerSectorForPerformance
             put_u32(out, b); // FileSystemEffectivePhysicalBytesPerSectorForAtomicity
-            put_u32(
-                out,
-                SSINFO_FLAGS_ALIGNED_DEVICE | SSINFO_FLAGS_PARTITION_ALIGNED_ON_DEVICE,
-            );
+            put_u32(out, SSINFO_FLAGS_ALIGNED_DEVICE | SSINFO_FLAGS_PARTITION_ALIGNED_ON_DEVICE);
             put_u32(out, 0); // ByteOffsetForSectorAlignment
             put_u32(out, 0); // ByteOffsetForPartitionAlignment
         }
-        FILE_FS_CONTROL_INFORMATION => return Err(FsccError::NotSupported),
+        // MS-FSCC 2.5.2 FileFsControlInformation: no content-indexing filter
+        // thresholds, no default quota (-1 = none), quotas not tracked.
+        FILE_FS_CONTROL_INFORMATION => {
+            put_u64(out, 0); // FreeSpaceStartFiltering
+            put_u64(out, 0); // FreeSpaceThreshold
+            put_u64(out, 0); // FreeSpaceStopFiltering
+            put_u64(out, u64::MAX); // DefaultQuotaThreshold
+            put_u64(out, u64::MAX); // DefaultQuotaLimit
+            put_u32(out, 0); // FileSystemControlFlags
+            put_u32(out, 0); // Padding
+        }
         _ => return Err(FsccError::InvalidClass),
     }
     Ok(())
@@ -210,14 +216,10 @@ mod tests {
     #[test]
     fn errors_and_min_sizes() {
         let mut v = Vec::new();
-        assert_eq!(
-            encode_fs_info(FILE_FS_CONTROL_INFORMATION, &fs(), &mut v),
-            Err(FsccError::NotSupported)
-        );
-        assert_eq!(
-            encode_fs_info(FILE_FS_LABEL_INFORMATION, &fs(), &mut v),
-            Err(FsccError::InvalidClass)
-        );
+        let mut q = Vec::new();
+        encode_fs_info(FILE_FS_CONTROL_INFORMATION, &fs(), &mut q).unwrap();
+        assert_eq!(q.len(), 48);
+        assert_eq!(encode_fs_info(FILE_FS_LABEL_INFORMATION, &fs(), &mut v), Err(FsccError::InvalidClass));
         assert!(v.is_empty());
         for c in 0..=255u8 {
             let mut out = Vec::new();

@@ -2,8 +2,7 @@
 //! MS-FSCC 2.4, validation per MS-FSA 2.1.5.15).
 
 use crate::attrs::{
-    FILE_RENAME_REPLACE_IF_EXISTS, FILE_SEQUENTIAL_ONLY, FILE_SYNCHRONOUS_IO_ALERT,
-    FILE_SYNCHRONOUS_IO_NONALERT, FILE_WRITE_THROUGH,
+    FILE_RENAME_REPLACE_IF_EXISTS, FILE_SEQUENTIAL_ONLY, FILE_SYNCHRONOUS_IO_ALERT, FILE_SYNCHRONOUS_IO_NONALERT, FILE_WRITE_THROUGH,
 };
 use crate::class::*;
 use crate::wire::{from_utf16le, Reader};
@@ -80,10 +79,12 @@ pub enum SetInfo {
         /// EndOfFile (validated non-negative)
         end_of_file: u64,
     },
-    /// MS-FSCC 2.4 FileFullEaInformation (class 15). The entry chain is
-    /// structurally validated; its contents are not kept. Servers without
-    /// EA support answer STATUS_EAS_NOT_SUPPORTED / STATUS_NOT_SUPPORTED.
-    FullEa,
+    /// MS-FSCC 2.4 FileFullEaInformation (class 15): the structurally
+    /// validated entries (names not yet checked, see [`crate::valid_ea_name`]).
+    FullEa {
+        /// The entries, in request order.
+        eas: Vec<crate::FullEa>,
+    },
     /// MS-FSCC 2.4 FileValidDataLengthInformation (class 39).
     ValidDataLength {
         /// ValidDataLength (validated non-negative)
@@ -133,39 +134,6 @@ fn parse_rename_like(buf: &[u8], ex: bool) -> Result<(u32, u64, String), FsccErr
     Ok((flags, root, name))
 }
 
-/// Validates a FILE_FULL_EA_INFORMATION chain (MS-FSCC 2.4 FileFullEaInformation): every entry
-/// in bounds, name NUL-terminated, offsets 4-byte aligned and advancing.
-fn validate_full_ea(buf: &[u8]) -> Result<(), FsccError> {
-    if buf.is_empty() {
-        return Err(FsccError::InfoLengthMismatch);
-    }
-    let mut pos = 0usize;
-    loop {
-        let entry = buf.get(pos..).ok_or(FsccError::InvalidParameter)?;
-        let mut r = Reader::new(entry);
-        let next = r.u32().map_err(|_| FsccError::InvalidParameter)? as usize;
-        let _flags = r.u8().map_err(|_| FsccError::InvalidParameter)?;
-        let name_len = r.u8().map_err(|_| FsccError::InvalidParameter)? as usize;
-        let value_len = r.u16().map_err(|_| FsccError::InvalidParameter)? as usize;
-        // Name, its NUL terminator, then the value.
-        let name = r.bytes(name_len).map_err(|_| FsccError::InvalidParameter)?;
-        let nul = r.u8().map_err(|_| FsccError::InvalidParameter)?;
-        r.bytes(value_len)
-            .map_err(|_| FsccError::InvalidParameter)?;
-        if name_len == 0 || nul != 0 || name.contains(&0) {
-            return Err(FsccError::InvalidParameter);
-        }
-        if next == 0 {
-            return Ok(());
-        }
-        let used = 8 + name_len + 1 + value_len;
-        if next & 3 != 0 || next < used {
-            return Err(FsccError::InvalidParameter);
-        }
-        pos = pos.checked_add(next).ok_or(FsccError::InvalidParameter)?;
-    }
-}
-
 /// MS-SMB2 3.3.5.21.1: decode a SET_INFO buffer of file information `class`.
 /// Buffers shorter than the fixed structure give
 /// [`FsccError::InfoLengthMismatch`]; out-of-range values
@@ -191,11 +159,7 @@ pub fn parse_set_info(class: u8, buf: &[u8]) -> Result<SetInfo, FsccError> {
         FILE_RENAME_INFORMATION | FILE_RENAME_INFORMATION_EX => {
             let ex = class == FILE_RENAME_INFORMATION_EX;
             let (flags, root_directory, file_name) = parse_rename_like(buf, ex)?;
-            SetInfo::Rename {
-                replace_if_exists: flags & FILE_RENAME_REPLACE_IF_EXISTS != 0,
-                root_directory,
-                file_name,
-            }
+            SetInfo::Rename { replace_if_exists: flags & FILE_RENAME_REPLACE_IF_EXISTS != 0, root_directory, file_name }
         }
         FILE_LINK_INFORMATION | FILE_LINK_INFORMATION_EX => {
             let ex = class == FILE_LINK_INFORMATION_EX;
@@ -206,38 +170,22 @@ pub fn parse_set_info(class: u8, buf: &[u8]) -> Result<SetInfo, FsccError> {
                 file_name,
             }
         }
-        FILE_DISPOSITION_INFORMATION => SetInfo::Disposition {
-            delete_pending: r.u8()? != 0,
-        },
+        FILE_DISPOSITION_INFORMATION => SetInfo::Disposition { delete_pending: r.u8()? != 0 },
         FILE_DISPOSITION_INFORMATION_EX => SetInfo::DispositionEx { flags: r.u32()? },
-        FILE_POSITION_INFORMATION => SetInfo::Position {
-            current_byte_offset: non_negative(r.u64()?)?,
-        },
+        FILE_POSITION_INFORMATION => SetInfo::Position { current_byte_offset: non_negative(r.u64()?)? },
         FILE_MODE_INFORMATION => {
             let mode = r.u32()?;
-            let settable = FILE_WRITE_THROUGH
-                | FILE_SEQUENTIAL_ONLY
-                | FILE_SYNCHRONOUS_IO_ALERT
-                | FILE_SYNCHRONOUS_IO_NONALERT;
+            let settable = FILE_WRITE_THROUGH | FILE_SEQUENTIAL_ONLY | FILE_SYNCHRONOUS_IO_ALERT | FILE_SYNCHRONOUS_IO_NONALERT;
             let both_sync = FILE_SYNCHRONOUS_IO_ALERT | FILE_SYNCHRONOUS_IO_NONALERT;
             if mode & !settable != 0 || mode & both_sync == both_sync {
                 return Err(FsccError::InvalidParameter);
             }
             SetInfo::Mode { mode }
         }
-        FILE_ALLOCATION_INFORMATION => SetInfo::Allocation {
-            allocation_size: non_negative(r.u64()?)?,
-        },
-        FILE_END_OF_FILE_INFORMATION => SetInfo::EndOfFile {
-            end_of_file: non_negative(r.u64()?)?,
-        },
-        FILE_FULL_EA_INFORMATION => {
-            validate_full_ea(buf)?;
-            SetInfo::FullEa
-        }
-        FILE_VALID_DATA_LENGTH_INFORMATION => SetInfo::ValidDataLength {
-            valid_data_length: non_negative(r.u64()?)?,
-        },
+        FILE_ALLOCATION_INFORMATION => SetInfo::Allocation { allocation_size: non_negative(r.u64()?)? },
+        FILE_END_OF_FILE_INFORMATION => SetInfo::EndOfFile { end_of_file: non_negative(r.u64()?)? },
+        FILE_FULL_EA_INFORMATION => SetInfo::FullEa { eas: crate::parse_full_ea_list(buf)? },
+        FILE_VALID_DATA_LENGTH_INFORMATION => SetInfo::ValidDataLength { valid_data_length: non_negative(r.u64()?)? },
         FILE_PIPE_INFORMATION
         | FILE_OBJECT_ID_INFORMATION
         | FILE_QUOTA_INFORMATION
@@ -274,18 +222,9 @@ mod tests {
         b.extend_from_slice(&[0; 4]);
         assert_eq!(
             parse_set_info(4, &b),
-            Ok(SetInfo::Basic {
-                creation_time: 0,
-                last_access_time: 5,
-                last_write_time: u64::MAX,
-                change_time: u64::MAX - 1,
-                attributes: 0x20,
-            })
+            Ok(SetInfo::Basic { creation_time: 0, last_access_time: 5, last_write_time: u64::MAX, change_time: u64::MAX - 1, attributes: 0x20 })
         );
-        assert_eq!(
-            parse_set_info(4, &b[..36]),
-            Err(FsccError::InfoLengthMismatch)
-        );
+        assert_eq!(parse_set_info(4, &b[..36]), Err(FsccError::InfoLengthMismatch));
         b[0..8].copy_from_slice(&(-3i64).to_le_bytes());
         assert_eq!(parse_set_info(4, &b), Err(FsccError::InvalidParameter));
     }
@@ -294,59 +233,27 @@ mod tests {
     fn rename() {
         let b = rename_buf(&[1, 0xAA], "dir\\new.txt", None);
         assert_eq!(b.len(), 20 + 22);
-        assert_eq!(
-            parse_set_info(10, &b),
-            Ok(SetInfo::Rename {
-                replace_if_exists: true,
-                root_directory: 0,
-                file_name: "dir\\new.txt".into()
-            })
-        );
+        assert_eq!(parse_set_info(10, &b), Ok(SetInfo::Rename { replace_if_exists: true, root_directory: 0, file_name: "dir\\new.txt".into() }));
         // Reserved bytes set in the classic form do not count as flags.
         let b = rename_buf(&[0, 1, 1, 1], "x", None);
-        assert!(matches!(
-            parse_set_info(10, &b),
-            Ok(SetInfo::Rename {
-                replace_if_exists: false,
-                ..
-            })
-        ));
+        assert!(matches!(parse_set_info(10, &b), Ok(SetInfo::Rename { replace_if_exists: false, .. })));
         // Ex form: flags word.
         let b = rename_buf(&3u32.to_le_bytes(), "x", None);
-        assert!(matches!(
-            parse_set_info(65, &b),
-            Ok(SetInfo::Rename {
-                replace_if_exists: true,
-                ..
-            })
-        ));
+        assert!(matches!(parse_set_info(65, &b), Ok(SetInfo::Rename { replace_if_exists: true, .. })));
         let b = rename_buf(&2u32.to_le_bytes(), "x", None);
-        assert!(matches!(
-            parse_set_info(65, &b),
-            Ok(SetInfo::Rename {
-                replace_if_exists: false,
-                ..
-            })
-        ));
+        assert!(matches!(parse_set_info(65, &b), Ok(SetInfo::Rename { replace_if_exists: false, .. })));
     }
 
     #[test]
     fn rename_bad_lengths() {
         let b = rename_buf(&[0], "abc", None);
         for cut in 0..20 {
-            assert_eq!(
-                parse_set_info(10, &b[..cut]),
-                Err(FsccError::InfoLengthMismatch)
-            );
+            assert_eq!(parse_set_info(10, &b[..cut]), Err(FsccError::InfoLengthMismatch));
         }
         // Name length beyond the buffer, huge, odd, zero.
         for len in [8u32, u32::MAX, 0xFFFF_FFFE, 5, 0] {
             let b = rename_buf(&[0], "abc", Some(len));
-            assert_eq!(
-                parse_set_info(10, &b),
-                Err(FsccError::InvalidParameter),
-                "{len}"
-            );
+            assert_eq!(parse_set_info(10, &b), Err(FsccError::InvalidParameter), "{len}");
         }
         // Unpaired surrogate.
         let mut b = rename_buf(&[0], "ab", None);
@@ -357,83 +264,33 @@ mod tests {
     #[test]
     fn link() {
         let b = rename_buf(&[1], "l", None);
-        assert_eq!(
-            parse_set_info(11, &b),
-            Ok(SetInfo::Link {
-                replace_if_exists: true,
-                file_name: "l".into()
-            })
-        );
+        assert_eq!(parse_set_info(11, &b), Ok(SetInfo::Link { replace_if_exists: true, file_name: "l".into() }));
     }
 
     #[test]
     fn small_classes() {
-        assert_eq!(
-            parse_set_info(13, &[1]),
-            Ok(SetInfo::Disposition {
-                delete_pending: true
-            })
-        );
+        assert_eq!(parse_set_info(13, &[1]), Ok(SetInfo::Disposition { delete_pending: true }));
         assert_eq!(parse_set_info(13, &[]), Err(FsccError::InfoLengthMismatch));
-        assert_eq!(
-            parse_set_info(64, &[3, 0, 0, 0]),
-            Ok(SetInfo::DispositionEx { flags: 3 })
-        );
-        assert_eq!(
-            parse_set_info(64, &[3, 0, 0]),
-            Err(FsccError::InfoLengthMismatch)
-        );
+        assert_eq!(parse_set_info(64, &[3, 0, 0, 0]), Ok(SetInfo::DispositionEx { flags: 3 }));
+        assert_eq!(parse_set_info(64, &[3, 0, 0]), Err(FsccError::InfoLengthMismatch));
         let eight = 4096u64.to_le_bytes();
-        assert_eq!(
-            parse_set_info(14, &eight),
-            Ok(SetInfo::Position {
-                current_byte_offset: 4096
-            })
-        );
-        assert_eq!(
-            parse_set_info(19, &eight),
-            Ok(SetInfo::Allocation {
-                allocation_size: 4096
-            })
-        );
-        assert_eq!(
-            parse_set_info(20, &eight),
-            Ok(SetInfo::EndOfFile { end_of_file: 4096 })
-        );
-        assert_eq!(
-            parse_set_info(39, &eight),
-            Ok(SetInfo::ValidDataLength {
-                valid_data_length: 4096
-            })
-        );
+        assert_eq!(parse_set_info(14, &eight), Ok(SetInfo::Position { current_byte_offset: 4096 }));
+        assert_eq!(parse_set_info(19, &eight), Ok(SetInfo::Allocation { allocation_size: 4096 }));
+        assert_eq!(parse_set_info(20, &eight), Ok(SetInfo::EndOfFile { end_of_file: 4096 }));
+        assert_eq!(parse_set_info(39, &eight), Ok(SetInfo::ValidDataLength { valid_data_length: 4096 }));
         let neg = (-1i64).to_le_bytes();
         for c in [14u8, 19, 20, 39] {
-            assert_eq!(
-                parse_set_info(c, &eight[..7]),
-                Err(FsccError::InfoLengthMismatch)
-            );
+            assert_eq!(parse_set_info(c, &eight[..7]), Err(FsccError::InfoLengthMismatch));
             assert_eq!(parse_set_info(c, &neg), Err(FsccError::InvalidParameter));
         }
     }
 
     #[test]
     fn mode() {
-        assert_eq!(
-            parse_set_info(16, &[0x22, 0, 0, 0]),
-            Ok(SetInfo::Mode { mode: 0x22 })
-        );
-        assert_eq!(
-            parse_set_info(16, &[0x08, 0, 0, 0]),
-            Err(FsccError::InvalidParameter)
-        );
-        assert_eq!(
-            parse_set_info(16, &[0x30, 0, 0, 0]),
-            Err(FsccError::InvalidParameter)
-        );
-        assert_eq!(
-            parse_set_info(16, &[0, 0x10, 0, 0]),
-            Err(FsccError::InvalidParameter)
-        );
+        assert_eq!(parse_set_info(16, &[0x22, 0, 0, 0]), Ok(SetInfo::Mode { mode: 0x22 }));
+        assert_eq!(parse_set_info(16, &[0x08, 0, 0, 0]), Err(FsccError::InvalidParameter));
+        assert_eq!(parse_set_info(16, &[0x30, 0, 0, 0]), Err(FsccError::InvalidParameter));
+        assert_eq!(parse_set_info(16, &[0, 0x10, 0, 0]), Err(FsccError::InvalidParameter));
     }
 
     #[test]
@@ -441,11 +298,12 @@ mod tests {
         // Two entries: "A"="xy" then "BC"="".
         let mut b = vec![12, 0, 0, 0, 0, 1, 2, 0, b'A', 0, b'x', b'y'];
         b.extend_from_slice(&[0, 0, 0, 0, 0, 2, 0, 0, b'B', b'C', 0]);
-        assert_eq!(parse_set_info(15, &b), Ok(SetInfo::FullEa));
-        assert_eq!(
-            parse_set_info(15, &b[..b.len() - 1]),
-            Err(FsccError::InvalidParameter)
-        );
+        let Ok(SetInfo::FullEa { eas }) = parse_set_info(15, &b) else {
+            panic!("not parsed");
+        };
+        assert_eq!(eas.len(), 2);
+        assert_eq!((eas[0].name.as_str(), eas[0].value.as_slice()), ("A", &b"xy"[..]));
+        assert_eq!(parse_set_info(15, &b[..b.len() - 1]), Err(FsccError::InvalidParameter));
         let mut bad = b.clone();
         bad[0] = 200; // next entry out of bounds
         assert_eq!(parse_set_info(15, &bad), Err(FsccError::InvalidParameter));

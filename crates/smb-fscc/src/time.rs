@@ -21,17 +21,14 @@ pub fn system_time_to_filetime(t: SystemTime) -> u64 {
     let max = i64::MAX as u64;
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => {
-            let ticks = d.as_secs() as u128 * TICKS_PER_SEC as u128
-                + u128::from(d.subsec_nanos() / 100)
-                + epoch_ticks as u128;
+            let ticks = d.as_secs() as u128 * TICKS_PER_SEC as u128 + u128::from(d.subsec_nanos() / 100) + epoch_ticks as u128;
             u64::try_from(ticks).map_or(max, |v| v.min(max))
         }
         Err(e) => {
             // Before 1970: round toward 1601 is irrelevant at 100 ns, but
             // sub-tick remainders must not push us past the epoch.
             let d = e.duration();
-            let back = d.as_secs() as u128 * TICKS_PER_SEC as u128
-                + u128::from(d.subsec_nanos().div_ceil(100));
+            let back = d.as_secs() as u128 * TICKS_PER_SEC as u128 + u128::from(d.subsec_nanos().div_ceil(100));
             (epoch_ticks as u128).saturating_sub(back) as u64
         }
     }
@@ -61,20 +58,12 @@ mod tests {
     #[test]
     fn unix_epoch() {
         assert_eq!(system_time_to_filetime(UNIX_EPOCH), 116_444_736_000_000_000);
-        assert_eq!(
-            filetime_to_system_time(116_444_736_000_000_000),
-            Some(UNIX_EPOCH)
-        );
+        assert_eq!(filetime_to_system_time(116_444_736_000_000_000), Some(UNIX_EPOCH));
     }
 
     #[test]
     fn round_trip() {
-        for ft in [
-            1u64,
-            116_444_736_000_000_000,
-            133_000_000_123_456_789,
-            10_000_000,
-        ] {
+        for ft in [1u64, 116_444_736_000_000_000, 133_000_000_123_456_789, 10_000_000] {
             let t = filetime_to_system_time(ft).unwrap();
             assert_eq!(system_time_to_filetime(t), ft);
         }

@@ -10,9 +10,7 @@ const DOS_DOT: char = '"';
 
 /// MS-FSA 2.1.4.3: true if `pattern` contains any of `* ? < > "`.
 pub fn has_wildcards(pattern: &str) -> bool {
-    pattern
-        .chars()
-        .any(|c| matches!(c, '*' | '?' | DOS_STAR | DOS_QM | DOS_DOT))
+    pattern.chars().any(|c| matches!(c, '*' | '?' | DOS_STAR | DOS_QM | DOS_DOT))
 }
 
 /// Unicode simple uppercase: characters whose full uppercase mapping is

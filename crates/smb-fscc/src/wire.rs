@@ -49,9 +49,7 @@ pub(crate) fn from_utf16le(b: &[u8]) -> Result<String, FsccError> {
         return Err(FsccError::InvalidParameter);
     }
     let units = b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]));
-    char::decode_utf16(units)
-        .collect::<Result<String, _>>()
-        .map_err(|_| FsccError::InvalidParameter)
+    char::decode_utf16(units).collect::<Result<String, _>>().map_err(|_| FsccError::InvalidParameter)
 }
 
 /// Bounds-checked little-endian reader over an input buffer.
@@ -68,14 +66,8 @@ impl<'a> Reader<'a> {
         self.buf.len() - self.pos
     }
     pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], FsccError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .ok_or(FsccError::InfoLengthMismatch)?;
-        let s = self
-            .buf
-            .get(self.pos..end)
-            .ok_or(FsccError::InfoLengthMismatch)?;
+        let end = self.pos.checked_add(n).ok_or(FsccError::InfoLengthMismatch)?;
+        let s = self.buf.get(self.pos..end).ok_or(FsccError::InfoLengthMismatch)?;
         self.pos = end;
         Ok(s)
     }

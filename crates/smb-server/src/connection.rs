@@ -56,6 +56,9 @@ pub struct Connection {
     pub sessions: Mutex<Vec<SessionId>>,
     pub pending: Mutex<HashMap<u64, PendingOp>>,
     closed: AtomicBool,
+    /// Wakes the reader when the connection is closed, so a dropped connection does not
+    /// wait for the client's next frame.
+    closing: Notify,
 }
 
 impl Connection {
@@ -74,6 +77,8 @@ impl Connection {
     /// Marks the connection for closing: the reader stops at its next frame.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
+        // notify_one keeps a permit if the reader is not waiting yet.
+        self.closing.notify_one();
     }
 
     pub fn is_closed(&self) -> bool {
@@ -96,6 +101,7 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
         sessions: Mutex::new(Vec::new()),
         pending: Mutex::new(HashMap::new()),
         closed: AtomicBool::new(false),
+        closing: Notify::new(),
     });
     tracing::debug!(conn = id, %peer, "connected");
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize));
@@ -103,7 +109,11 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     let cap = (server.config.max_io_size as usize + 64 * 1024).min(frame::MAX_FRAME);
     loop {
         let mut hdr = [0u8; 4];
-        if rd.read_exact(&mut hdr).await.is_err() || conn.is_closed() {
+        let read = tokio::select! {
+            r = rd.read_exact(&mut hdr) => r.is_ok(),
+            _ = conn.closing.notified() => false,
+        };
+        if !read || conn.is_closed() {
             break;
         }
         let len = match frame::frame_len(hdr, cap) {
@@ -114,7 +124,11 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
             }
         };
         let mut buf = vec![0u8; len];
-        if rd.read_exact(&mut buf).await.is_err() {
+        let read = tokio::select! {
+            r = rd.read_exact(&mut buf) => r.is_ok(),
+            _ = conn.closing.notified() => false,
+        };
+        if !read {
             break;
         }
         let Ok(permit) = in_flight.clone().acquire_owned().await else { break };

@@ -89,7 +89,10 @@ mod tests {
         assert!(w.consume(1, 4));
         assert!(!w.consume(3, 1));
         assert!(w.consume(9, 2));
-        assert!(!w.consume(11, 1));
+        // Ids 1..=11 were granted (1 + 10): 11 is the last usable one.
+        assert!(w.consume(11, 1));
+        assert!(!w.consume(12, 1));
+        assert_eq!(w.outstanding(), 0);
     }
 
     #[test]

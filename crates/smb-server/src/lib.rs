@@ -16,6 +16,7 @@ mod pipeline;
 mod server;
 mod session;
 mod status_map;
+mod transform;
 mod tree;
 
 pub use config::{ServerConfig, ShareConfig, UserConfig};

@@ -15,9 +15,7 @@ pub async fn run(config: ServerConfig) -> std::io::Result<()> {
     let state = Arc::new(ServerState::new(config)?);
     let mut listeners = Vec::new();
     for addr in &state.config.listen {
-        let l = TcpListener::bind(addr)
-            .await
-            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+        let l = TcpListener::bind(addr).await.map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
         tracing::info!(%addr, "listening");
         listeners.push(l);
     }

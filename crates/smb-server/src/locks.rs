@@ -1,6 +1,7 @@
 //! Per-file state shared by every open of the same file: share modes, delete-pending and
 //! byte-range locks (MS-FSA 2.1.5.1.2, 2.1.5.7).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -31,15 +32,58 @@ pub struct ByteLock {
 }
 
 impl ByteLock {
-    fn overlaps(&self, offset: u64, length: u64) -> bool {
-        // Zero-length ranges conflict with nothing (MS-FSA 2.1.5.7).
-        if self.length == 0 || length == 0 {
-            return false;
-        }
-        let a_end = self.offset.saturating_add(self.length);
-        let b_end = offset.saturating_add(length);
-        self.offset < b_end && offset < a_end
+    /// Last byte covered, or None for a zero-length lock. Ranges whose end would pass
+    /// 2^64 - 1 are refused before they get here.
+    fn last(&self) -> Option<u64> {
+        self.length.checked_sub(1).map(|l| self.offset.saturating_add(l))
     }
+
+    /// Whether two ranges contend, whatever their types. A zero-length range at `o`
+    /// contends only with a range that holds `o` beyond its first byte (Windows: a
+    /// zero-length lock at 10 conflicts with 9..=10 but not with 10..=11); two zero-length
+    /// ranges never contend.
+    fn contends(&self, other: &ByteLock) -> bool {
+        match (self.last(), other.last()) {
+            (None, None) => false,
+            (None, Some(last)) => other.offset < self.offset && self.offset <= last,
+            (Some(last), None) => self.offset < other.offset && other.offset <= last,
+            (Some(a), Some(b)) => self.offset <= b && other.offset <= a,
+        }
+    }
+
+    /// Whether this existing lock refuses the new lock `new` (MS-FSA 2.1.5.7): an exclusive
+    /// request conflicts with every contending lock, even its own open's; a shared one only
+    /// with another open's exclusive lock.
+    fn blocks(&self, new: &ByteLock) -> bool {
+        self.contends(new) && (new.exclusive || (self.exclusive && self.open != new.open))
+    }
+
+    /// Whether this lock stops `open` from reading (`write == false`) or writing the
+    /// non-empty range `offset..offset+length` (MS-FSA 2.1.4.10). Zero-length locks guard
+    /// no bytes.
+    fn blocks_io(&self, open: u64, offset: u64, length: u64, write: bool) -> bool {
+        let (Some(last), Some(io_last)) = (self.last(), length.checked_sub(1).map(|l| offset.saturating_add(l))) else {
+            return false;
+        };
+        let overlap = self.offset <= io_last && offset <= last;
+        // Any shared lock, even the writer's own, makes the range read-only.
+        overlap && if self.exclusive { self.open != open } else { write }
+    }
+}
+
+/// Lock sequence replay state of one open (MS-SMB2 3.3.1.10 Open.LockSequenceArray).
+#[derive(Debug, Clone, Copy)]
+struct LockSequences {
+    /// The last sequence number that succeeded in each of the 64 buckets; None = not valid.
+    buckets: [Option<u8>; 64],
+}
+
+/// Splits a LOCK request's LockSequence into a bucket index (0..64) and the sequence number,
+/// or None when the bucket is outside 1..=64 and no replay detection applies.
+pub fn lock_sequence_bucket(lock_sequence: u32) -> Option<(usize, u8)> {
+    let index = (lock_sequence >> 4) as usize;
+    let number = (lock_sequence & 0xF) as u8;
+    (1..=64).contains(&index).then(|| (index - 1, number))
 }
 
 /// Shared state of one file.
@@ -50,15 +94,14 @@ pub struct FileNode {
     /// Fast path: READ/WRITE skip the lock list while this is false.
     has_locks: AtomicBool,
     pub delete_pending: AtomicBool,
-    /// Woken whenever a lock is released, for blocked LOCK requests.
+    /// Woken whenever a lock or an open is released, for blocked LOCK requests.
     pub unlocked: Notify,
+    /// Opens whose LOCK requests are checked for replays (resilient or durable opens),
+    /// keyed by open id; dropped with the open.
+    sequences: Mutex<HashMap<u64, LockSequences>>,
 }
 
-const DATA_ACCESS: u32 = access::FILE_READ_DATA
-    | access::FILE_WRITE_DATA
-    | access::FILE_APPEND_DATA
-    | access::FILE_EXECUTE
-    | access::DELETE;
+const DATA_ACCESS: u32 = access::FILE_READ_DATA | access::FILE_WRITE_DATA | access::FILE_APPEND_DATA | access::FILE_EXECUTE | access::DELETE;
 
 impl FileNode {
     /// Checks share modes against the other opens and records this one (MS-FSA 2.1.5.1.2).
@@ -81,11 +124,6 @@ impl FileNode {
         Ok(())
     }
 
-    /// Whether any open other than `open` exists.
-    pub fn others_open(&self, open: u64) -> bool {
-        lock(&self.claims).iter().any(|c| c.open != open)
-    }
-
     /// Drops an open's claim and locks; returns true when it was the last open.
     pub fn release(&self, open: u64) -> bool {
         let last = {
@@ -93,27 +131,27 @@ impl FileNode {
             claims.retain(|c| c.open != open);
             claims.is_empty()
         };
-        let mut locks = lock(&self.locks);
-        let before = locks.len();
-        locks.retain(|l| l.open != open);
-        if locks.len() != before {
+        lock(&self.sequences).remove(&open);
+        {
+            let mut locks = lock(&self.locks);
+            locks.retain(|l| l.open != open);
             self.has_locks.store(!locks.is_empty(), Ordering::Release);
-            self.unlocked.notify_waiters();
         }
+        // Wake blocked requests even when no lock went away: a pending lock of this very
+        // open must notice that its handle is gone.
+        self.unlocked.notify_waiters();
         last
     }
 
-    /// Tries to take a lock; `LOCK_NOT_GRANTED` (or FILE_LOCK_CONFLICT per caller) on
-    /// conflict.
+    /// Tries to take a lock: STATUS_LOCK_NOT_GRANTED on conflict (SMB2 never uses
+    /// FILE_LOCK_CONFLICT for locks), STATUS_INVALID_LOCK_RANGE when the range passes the
+    /// end of the 64-bit offset space.
     pub fn try_lock(&self, l: ByteLock) -> Result<(), NtStatus> {
         if l.length > 0 && l.offset.checked_add(l.length - 1).is_none() {
-            return Err(NtStatus(0xC000_01A1)); // STATUS_INVALID_LOCK_RANGE
+            return Err(NtStatus::INVALID_LOCK_RANGE);
         }
         let mut locks = lock(&self.locks);
-        let conflict = locks
-            .iter()
-            .any(|e| e.overlaps(l.offset, l.length) && (l.exclusive || (e.exclusive && e.open != l.open)));
-        if conflict {
+        if locks.iter().any(|e| e.blocks(&l)) {
             return Err(NtStatus::LOCK_NOT_GRANTED);
         }
         locks.push(l);
@@ -121,11 +159,13 @@ impl FileNode {
         Ok(())
     }
 
-    /// Removes exactly the lock `open` holds at `offset`/`length`.
+    /// Removes one lock `open` holds at exactly `offset`/`length`. When an exclusive and a
+    /// shared lock are stacked on the same range the exclusive one goes first, so the
+    /// range becomes readable by others after one unlock (as on Windows).
     pub fn unlock(&self, open: u64, offset: u64, length: u64) -> Result<(), NtStatus> {
         let mut locks = lock(&self.locks);
-        // The most recent matching lock goes first, so stacked locks unwind in order.
-        let pos = locks.iter().rposition(|e| e.open == open && e.offset == offset && e.length == length);
+        let matches = |e: &ByteLock| e.open == open && e.offset == offset && e.length == length;
+        let pos = locks.iter().rposition(|e| matches(e) && e.exclusive).or_else(|| locks.iter().rposition(matches));
         match pos {
             Some(i) => {
                 locks.remove(i);
@@ -138,14 +178,41 @@ impl FileNode {
         }
     }
 
-    /// Whether `open` may read (`write == false`) or write the range given others' locks.
+    /// Whether `open` may read (`write == false`) or write the range given the locks held.
     pub fn io_allowed(&self, open: u64, offset: u64, length: u64, write: bool) -> bool {
         if !self.has_locks.load(Ordering::Acquire) {
             return true;
         }
-        let locks = lock(&self.locks);
-        !locks.iter().any(|e| e.overlaps(offset, length) && e.open != open && (write || e.exclusive))
-            && !(write && locks.iter().any(|e| e.overlaps(offset, length) && e.open == open && !e.exclusive))
+        !lock(&self.locks).iter().any(|e| e.blocks_io(open, offset, length, write))
+    }
+
+    /// Turns on lock sequence verification for `open` (MS-SMB2 3.3.5.14: resilient,
+    /// durable and persistent opens). Idempotent; the state goes away with the open.
+    pub fn enable_lock_sequences(&self, open: u64) {
+        lock(&self.sequences).entry(open).or_insert(LockSequences { buckets: [None; 64] });
+    }
+
+    /// Lock sequence verification for one LOCK request of `open`: true if the request
+    /// replays the last successful one of its bucket (the caller then answers success
+    /// without doing anything). Otherwise the bucket is invalidated until the request
+    /// succeeds and [`FileNode::lock_sequence_done`] records it.
+    pub fn lock_sequence_replayed(&self, open: u64, lock_sequence: u32) -> bool {
+        let Some((index, number)) = lock_sequence_bucket(lock_sequence) else { return false };
+        let mut seqs = lock(&self.sequences);
+        let Some(s) = seqs.get_mut(&open) else { return false };
+        if s.buckets[index] == Some(number) {
+            return true;
+        }
+        s.buckets[index] = None;
+        false
+    }
+
+    /// Records a successful LOCK request's sequence number for replay detection.
+    pub fn lock_sequence_done(&self, open: u64, lock_sequence: u32) {
+        let Some((index, number)) = lock_sequence_bucket(lock_sequence) else { return };
+        if let Some(s) = lock(&self.sequences).get_mut(&open) {
+            s.buckets[index] = Some(number);
+        }
     }
 }
 
@@ -215,5 +282,77 @@ mod tests {
         assert!(n.io_allowed(3, 50, 5, false));
         assert!(!n.io_allowed(3, 50, 5, true));
         assert!(n.try_lock(l(4, u64::MAX, 2, true)).is_err());
+    }
+
+    fn ex(open: u64, offset: u64, length: u64) -> ByteLock {
+        ByteLock { open, offset, length, exclusive: true }
+    }
+
+    #[test]
+    fn zero_length_locks() {
+        // (first lock, second lock, conflicts) - the same for one open and for two.
+        let cases = [
+            ((10, 0), (10, 0), false),
+            ((10, 0), (9, 1), false),
+            ((10, 0), (10, 1), false),
+            ((10, 0), (11, 1), false),
+            ((10, 0), (9, 2), true),
+            ((10, 0), (10, 2), false),
+            ((10, 0), (9, 3), true),
+            ((9, 2), (10, 0), true),
+            ((10, 2), (10, 0), false),
+            ((0, 0), (0, 0), false),
+        ];
+        for second_open in [1, 2] {
+            for ((o1, l1), (o2, l2), conflict) in cases {
+                let n = FileNode::default();
+                n.try_lock(ex(1, o1, l1)).unwrap();
+                let r = n.try_lock(ex(second_open, o2, l2));
+                assert_eq!(r.is_err(), conflict, "{o1}/{l1} + {o2}/{l2} open {second_open}");
+            }
+        }
+    }
+
+    #[test]
+    fn ranges_at_the_top() {
+        let n = FileNode::default();
+        n.try_lock(ex(1, u64::MAX, 1)).unwrap();
+        assert_eq!(n.try_lock(ex(2, u64::MAX, 1)), Err(NtStatus::LOCK_NOT_GRANTED));
+        assert_eq!(n.try_lock(ex(2, u64::MAX, 2)), Err(NtStatus::INVALID_LOCK_RANGE));
+        n.try_lock(ex(2, u64::MAX, 0)).unwrap();
+        assert!(!n.io_allowed(2, u64::MAX, 1, false));
+    }
+
+    #[test]
+    fn unlock_removes_exclusive_before_shared() {
+        let n = FileNode::default();
+        n.try_lock(ex(1, 10, 10)).unwrap();
+        n.try_lock(ByteLock { open: 1, offset: 10, length: 10, exclusive: false }).unwrap();
+        // The same open may not stack a second exclusive lock.
+        assert_eq!(n.try_lock(ex(1, 10, 10)), Err(NtStatus::LOCK_NOT_GRANTED));
+        n.unlock(1, 10, 10).unwrap();
+        n.try_lock(ByteLock { open: 2, offset: 5, length: 10, exclusive: false }).unwrap();
+        assert!(!n.io_allowed(1, 10, 1, true), "a shared lock stops even its owner writing");
+    }
+
+    #[test]
+    fn lock_sequences() {
+        let n = FileNode::default();
+        assert!(!n.lock_sequence_replayed(1, 0x11), "off until enabled");
+        n.enable_lock_sequences(1);
+        assert!(!n.lock_sequence_replayed(1, 0x11));
+        n.lock_sequence_done(1, 0x11);
+        assert!(n.lock_sequence_replayed(1, 0x11));
+        assert!(!n.lock_sequence_replayed(1, 0x12));
+        assert!(!n.lock_sequence_replayed(1, 0x11), "a different number invalidates the bucket");
+        // Buckets 0 and 65 are never checked.
+        n.lock_sequence_done(1, 0x001);
+        assert!(!n.lock_sequence_replayed(1, 0x001));
+        n.lock_sequence_done(1, 0x411);
+        assert!(!n.lock_sequence_replayed(1, 0x411));
+        n.lock_sequence_done(1, 0x402);
+        assert!(n.lock_sequence_replayed(1, 0x402));
+        n.release(1);
+        assert!(!n.lock_sequence_replayed(1, 0x402));
     }
 }

@@ -12,12 +12,7 @@ use crate::tree::Tree;
 /// What an open refers to.
 #[derive(Debug)]
 pub enum OpenKind {
-    File {
-        handle: Arc<dyn FileHandle>,
-        is_dir: bool,
-        key: FileKey,
-        node: Arc<FileNode>,
-    },
+    File { handle: Arc<dyn FileHandle>, is_dir: bool, key: FileKey, node: Arc<FileNode> },
     Pipe(Mutex<dcerpc::Pipe>),
 }
 

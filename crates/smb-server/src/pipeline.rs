@@ -1,11 +1,12 @@
 //! The request pipeline, top to bottom: SMB1 upgrade → split compound → validate header and
 //! credits → find session → verify signature → find tree → handler → grant credits → sign →
-//! next compound element → send. Handlers never touch signing or credits.
+//! next compound element → send (a request that goes async sends the responses before it
+//! first). Handlers never touch signing or credits.
 
 use std::ops::Range;
 use std::sync::Arc;
 
-use smb_wire::header::{flags, offset, PROTOCOL_ID};
+use smb_wire::header::{flags, offset};
 use smb_wire::msg::error::encode_error;
 use smb_wire::{smb1, Command, FileId, Header, NtStatus, SessionId, HEADER_LEN};
 
@@ -13,6 +14,7 @@ use crate::connection::Connection;
 use crate::handlers;
 use crate::server::lock;
 use crate::session::Session;
+use crate::transform::{self, TRANSFORM_LEN};
 use crate::tree::Tree;
 
 /// Per-request context handed to handlers.
@@ -23,6 +25,10 @@ pub struct Ctx<'a> {
     pub frame: &'a Arc<Vec<u8>>,
     /// This message's bytes within `frame`.
     pub range: Range<usize>,
+    /// Where this request's response starts in the compound response buffer.
+    start: usize,
+    /// Responses to the earlier requests of the compound, not yet sent.
+    earlier: Vec<(usize, bool)>,
     pub session: Option<Arc<Session>>,
     pub tree: Option<Arc<Tree>>,
     /// FileId produced by the previous request of a related compound.
@@ -43,6 +49,8 @@ pub struct Ctx<'a> {
     /// Hash the final response bytes into this preauth chain (3.1.1 NEGOTIATE and
     /// SESSION_SETUP responses that are not the last).
     pub preauth_response: Option<PreauthTarget>,
+    /// The session whose key decrypted this frame; its responses are encrypted with it.
+    encrypted_by: Option<Arc<Session>>,
 }
 
 /// Which preauth integrity hash a response extends.
@@ -70,19 +78,42 @@ impl Ctx<'_> {
 /// response that the pipeline writes.
 pub type HResult = Result<NtStatus, NtStatus>;
 
+/// A response buffer: the transport header, room for a TRANSFORM_HEADER when the
+/// responses will be encrypted, then the responses themselves.
+fn response_buffer(encrypted: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512);
+    out.resize(4 + if encrypted { TRANSFORM_LEN } else { 0 }, 0);
+    out
+}
+
 /// Handles one received frame.
-pub async fn process_frame(conn: &Arc<Connection>, frame: Vec<u8>) {
+pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>) {
     if frame.len() >= 4 && frame[..4] == smb1::SMB1_PROTOCOL_ID {
         handlers::negotiate::smb1(conn, &frame).await;
         return;
     }
-    let mut frame = Arc::new(frame);
-    let mut out: Vec<u8> = Vec::with_capacity(512);
-    out.extend_from_slice(&[0; 4]);
-    // (start, end-without-padding) of each response in `out`, signed after chaining.
-    let mut parts: Vec<(usize, bool)> = Vec::new();
+    // Decrypt first: nothing else may look at an encrypted frame's bytes before that.
     let mut pos = 0usize;
-    let mut prev: Option<(Option<Arc<Session>>, Option<Arc<Tree>>, Option<FileId>, NtStatus)> = None;
+    let mut encrypted_by = None;
+    if transform::is_encrypted(&frame) {
+        match transform::decrypt(conn, &mut frame) {
+            Ok(s) => {
+                encrypted_by = Some(s);
+                pos = TRANSFORM_LEN;
+            }
+            Err(why) => {
+                tracing::warn!(conn = conn.id, peer = %conn.peer, why, "undecryptable frame; disconnecting");
+                conn.close();
+                return;
+            }
+        }
+    }
+    let mut frame = Arc::new(frame);
+    // Responses not yet sent, and the (offset, sign) of each; signed (or encrypted) once
+    // their NextCommand values are final.
+    let mut out = response_buffer(encrypted_by.is_some());
+    let mut parts: Vec<(usize, bool)> = Vec::new();
+    let mut prev: Option<PrevState> = None;
     loop {
         let Ok(hdr) = Header::decode(&frame[pos..]) else {
             tracing::warn!(conn = conn.id, peer = %conn.peer, "malformed SMB2 header; disconnecting");
@@ -101,28 +132,37 @@ pub async fn process_frame(conn: &Arc<Connection>, frame: Vec<u8>) {
                 pos + n
             }
         };
-        let start = out.len();
-        let outcome = process_one(conn, &mut frame, pos..end, &hdr, prev.take(), &mut out).await;
-        let Some((sign, state)) = outcome else {
+        // Chain: pad the previous response to 8 bytes and point its NextCommand here.
+        if let Some(&(last, _)) = parts.last() {
+            while (out.len() - last) % 8 != 0 {
+                out.push(0);
+            }
+            let next = u32::try_from(out.len() - last).unwrap_or(0);
+            out[last + offset::NEXT_COMMAND..last + offset::NEXT_COMMAND + 4].copy_from_slice(&next.to_le_bytes());
+        }
+        let Some(state) = process_one(conn, &mut frame, pos..end, &hdr, prev.take(), &mut out, &mut parts, &encrypted_by).await else {
             conn.close();
             return;
         };
         prev = Some(state);
-        parts.push((start, sign));
         if end == frame.len() {
             break;
         }
-        // Chain: pad the response to 8 bytes and point NextCommand at the next one.
-        while (out.len() - start) % 8 != 0 {
-            out.push(0);
-        }
-        let next = u32::try_from(out.len() - start).unwrap_or(0);
-        out[start + offset::NEXT_COMMAND..start + offset::NEXT_COMMAND + 4].copy_from_slice(&next.to_le_bytes());
         pos = end;
     }
-    // Sign each element over its padded extent, now that NextCommand values are final.
+    send_responses(conn, &mut out, &mut parts, encrypted_by.as_deref()).await;
+}
+
+/// Signs (or encrypts) and sends the responses in `out` as one compound, leaving `out` and
+/// `parts` empty for whatever follows. Nothing is sent when there is no response (a lone
+/// CANCEL).
+async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<(usize, bool)>, encrypted_by: Option<&Session>) {
+    let Some(&(last, _)) = parts.last() else { return };
+    // The last response ends the chain, even if a request after it produced none.
+    out[last + offset::NEXT_COMMAND..last + offset::NEXT_COMMAND + 4].copy_from_slice(&0u32.to_le_bytes());
+    // Each element is signed over its padded extent; encryption replaces signing.
     for (i, (start, sign)) in parts.iter().enumerate() {
-        if !*sign {
+        if !*sign || encrypted_by.is_some() {
             continue;
         }
         let stop = parts.get(i + 1).map_or(out.len(), |p| p.0);
@@ -135,16 +175,30 @@ pub async fn process_frame(conn: &Arc<Connection>, frame: Vec<u8>) {
             }
         }
     }
-    if let Err(e) = conn.send(out).await {
+    parts.clear();
+    let mut buf = std::mem::replace(out, response_buffer(encrypted_by.is_some()));
+    if let Some(session) = encrypted_by {
+        if let Err(why) = transform::encrypt(session, &mut buf) {
+            tracing::warn!(conn = conn.id, why, "cannot encrypt response; disconnecting");
+            conn.close();
+            return;
+        }
+    }
+    if let Err(e) = conn.send(buf).await {
         tracing::debug!(conn = conn.id, error = %e, "send failed");
         conn.close();
     }
 }
 
+/// What a related request inherits from the one before it: session, tree, FileId, and the
+/// failure it must repeat (SUCCESS when none).
 type PrevState = (Option<Arc<Session>>, Option<Arc<Tree>>, Option<FileId>, NtStatus);
 
-/// Processes one message of a compound, appending its response to `out`. Returns whether to
-/// sign it and the state related requests inherit, or None to drop the connection.
+/// Processes one message of a compound, appending its response to `out` and recording it
+/// in `parts`. Returns the state related requests inherit, or None to drop the connection.
+// The pipeline's state is passed explicitly rather than hidden in a struct, so each step
+// shows what it reads and writes.
+#[allow(clippy::too_many_arguments)]
 async fn process_one(
     conn: &Arc<Connection>,
     frame: &mut Arc<Vec<u8>>,
@@ -152,40 +206,41 @@ async fn process_one(
     hdr: &Header,
     prev: Option<PrevState>,
     out: &mut Vec<u8>,
-) -> Option<(bool, PrevState)> {
+    parts: &mut Vec<(usize, bool)>,
+    encrypted_by: &Option<Arc<Session>>,
+) -> Option<PrevState> {
     let start = out.len();
     let related = hdr.is_related() && prev.is_some();
-    let (prev_session, prev_tree, prev_file, prev_status) = match prev {
+    let (prev_session, prev_tree, prev_file, prev_chain) = match prev {
         Some(p) => p,
         None => (None, None, None, NtStatus::SUCCESS),
-    };
-    let Some(cmd) = hdr.command() else {
-        tracing::warn!(conn = conn.id, command = hdr.command, "unknown command; disconnecting");
-        return None;
     };
     if hdr.is_response() {
         tracing::warn!(conn = conn.id, "response flag in a request; disconnecting");
         return None;
     }
     let negotiated = conn.negotiated.get().is_some();
-    if !negotiated && cmd != Command::Negotiate {
-        tracing::warn!(conn = conn.id, ?cmd, "request before NEGOTIATE; disconnecting");
+    if !negotiated && hdr.command() != Some(Command::Negotiate) {
+        tracing::warn!(conn = conn.id, command = hdr.command, "request before NEGOTIATE; disconnecting");
         return None;
     }
 
     // Credits: CANCEL consumes none; everything else must use granted ids.
     let charge = u64::from(hdr.credit_charge.max(1));
-    if cmd != Command::Cancel {
+    if hdr.command() != Some(Command::Cancel) {
         let dialect = conn.dialect();
-        if dialect > smb_wire::dialect::SMB202 && negotiated {
+        if let (true, Some(cmd)) = (dialect > smb_wire::dialect::SMB202 && negotiated, hdr.command()) {
             let payload = handlers::payload_size(cmd, &frame[range.clone()]);
             let needed = (u64::from(payload.saturating_sub(1)) / 65536) + 1;
             if hdr.credit_charge == 0 && payload > 65536 || u64::from(hdr.credit_charge) > 0 && needed > charge {
-                write_header(out, hdr, cmd, NtStatus::INVALID_PARAMETER, 0);
+                write_header(out, hdr, NtStatus::INVALID_PARAMETER, 0);
                 encode_error(out);
-                let granted = lock(&conn.credits).consume(hdr.message_id.0, charge).then(|| lock(&conn.credits).grant(hdr.credits)).unwrap_or(0);
+                // Two statements: the window lock must be released before it is taken again.
+                let consumed = lock(&conn.credits).consume(hdr.message_id.0, charge);
+                let granted = if consumed { lock(&conn.credits).grant(hdr.credits) } else { 0 };
                 set_credits(out, start, granted);
-                return Some((false, (prev_session, prev_tree, prev_file, NtStatus::INVALID_PARAMETER)));
+                parts.push((start, false));
+                return Some((prev_session, prev_tree, prev_file, NtStatus::INVALID_PARAMETER));
             }
         }
         if !lock(&conn.credits).consume(hdr.message_id.0, charge) {
@@ -193,14 +248,39 @@ async fn process_one(
             return None;
         }
     }
+    let Some(cmd) = hdr.command() else {
+        // An unknown command is answered, not fatal (Windows and Samba do the same).
+        tracing::debug!(conn = conn.id, command = hdr.command, "unknown command");
+        write_header(out, hdr, NtStatus::INVALID_PARAMETER, hdr.session_id.0);
+        encode_error(out);
+        finish_credits(conn, out, start, hdr);
+        parts.push((start, false));
+        return Some((prev_session, prev_tree, prev_file, NtStatus::SUCCESS));
+    };
 
-    // Session lookup.
-    let session_id = if related && hdr.session_id.0 == u64::MAX { prev_session.as_ref().map_or(hdr.session_id, |s| s.id) } else { hdr.session_id };
-    let session = if session_id.0 != 0 { conn.server.sessions.get(&session_id) } else { None };
+    // Session lookup: a related request works in the session of the one before it
+    // (MS-SMB2 3.3.5.2.7.2), whatever its header says.
+    let session = if related {
+        prev_session.clone()
+    } else if hdr.session_id.0 != 0 {
+        conn.server.sessions.get(&hdr.session_id)
+    } else {
+        None
+    };
+    let session_id = session.as_ref().map_or(hdr.session_id, |s| s.id);
 
-    // Signature check: a signed request is verified whatever the command.
+    // An encrypted request is authenticated by its AEAD tag, but only for the session whose
+    // key opened it (MS-SMB2 3.3.5.2.1.1).
     let mut verified = false;
-    if hdr.is_signed() && cmd != Command::Negotiate {
+    if let Some(enc) = encrypted_by {
+        if session.as_ref().is_some_and(|s| s.id != enc.id) {
+            tracing::warn!(conn = conn.id, "encrypted request names another session; disconnecting");
+            return None;
+        }
+        verified = true;
+    }
+    // Signature check: a signed request is verified whatever the command.
+    if hdr.is_signed() && cmd != Command::Negotiate && encrypted_by.is_none() {
         if let Some(signer) = session.as_ref().and_then(|s| s.signer()) {
             let ok = match Arc::get_mut(frame) {
                 Some(f) => signer.verify(&mut f[range.clone()]),
@@ -213,10 +293,11 @@ async fn process_one(
             verified = true;
         } else if cmd != Command::SessionSetup {
             // Signed, but the session has no key (unknown, in progress or guest).
-            write_header(out, hdr, cmd, if session.is_none() { NtStatus::USER_SESSION_DELETED } else { NtStatus::ACCESS_DENIED }, 0);
+            write_header(out, hdr, if session.is_none() { NtStatus::USER_SESSION_DELETED } else { NtStatus::ACCESS_DENIED }, 0);
             encode_error(out);
             finish_credits(conn, out, start, hdr);
-            return Some((false, (session, None, None, NtStatus::ACCESS_DENIED)));
+            parts.push((start, false));
+            return Some((session, None, None, NtStatus::ACCESS_DENIED));
         }
     }
 
@@ -225,6 +306,8 @@ async fn process_one(
         hdr,
         frame,
         range: range.clone(),
+        start,
+        earlier: std::mem::take(parts),
         session: session.clone(),
         tree: None,
         related_file: if related { prev_file } else { None },
@@ -236,11 +319,33 @@ async fn process_one(
         force_sign: false,
         no_sign: false,
         preauth_response: None,
+        encrypted_by: encrypted_by.clone(),
     };
-    write_header(out, hdr, cmd, NtStatus::SUCCESS, session_id.0);
-    let status = match gate(&mut cx, cmd, related, &prev_tree, prev_status, verified) {
-        Err(st) => Err(st),
-        Ok(()) => handlers::dispatch(&mut cx, cmd, out).await,
+    write_header(out, hdr, NtStatus::SUCCESS, session_id.0);
+    // Compound rules (MS-SMB2 3.3.5.2.7): the first request cannot be related, and related
+    // requests after a failed CREATE fail as it did. Like Windows, other failures (a denied
+    // WRITE, say) do not spread: the next related request still uses the handle.
+    let chain_failure = if hdr.is_related() && !related {
+        Some(NtStatus::INVALID_PARAMETER)
+    } else if related && !prev_chain.is_success() && cmd != Command::Create {
+        Some(prev_chain)
+    } else {
+        None
+    };
+    let status = match chain_failure {
+        Some(st) => Err(st),
+        None => match gate(&mut cx, cmd, related, &prev_tree, verified) {
+            Err(st) => Err(st),
+            Ok(()) => handlers::dispatch(&mut cx, cmd, out).await,
+        },
+    };
+    // go_async may have sent the earlier responses, moving this one to the front of `out`.
+    let start = cx.start;
+    *parts = std::mem::take(&mut cx.earlier);
+    // What later related requests inherit: the failure of a CREATE or of the chain.
+    let chain = match status {
+        Err(st) if chain_failure.is_some() || cmd == Command::Create => st,
+        _ => NtStatus::SUCCESS,
     };
     let status = match status {
         Ok(s) => s,
@@ -253,7 +358,7 @@ async fn process_one(
     if cmd == Command::Cancel {
         // CANCEL gets no response of its own.
         out.truncate(start);
-        return Some((false, (cx.session, cx.tree, cx.file_id_out, status)));
+        return Some((cx.session, cx.tree, cx.file_id_out, chain));
     }
     out[start + offset::STATUS..start + offset::STATUS + 4].copy_from_slice(&status.0.to_le_bytes());
     if let Some(sid) = cx.resp_session_id {
@@ -287,25 +392,21 @@ async fn process_one(
             || (session_now.as_ref().and_then(|s| s.signer()).is_some()
                 && (hdr.is_signed() || session_now.as_ref().and_then(|s| s.security.get()).is_some_and(|s| s.signing_required))));
     let file = cx.file_id_out.or(cx.related_file);
-    Some((sign, (session_now, cx.tree, file, status)))
+    // A TREE_CONNECT's new tree serves the related requests after it.
+    let tree_now = cx.tree.clone().or_else(|| cx.resp_tree_id.and_then(|id| session_now.as_ref().and_then(|s| s.tree(id))));
+    parts.push((start, sign));
+    Some((session_now, tree_now, file, chain))
 }
 
 /// Session, tree and compound checks that precede every handler.
-fn gate(cx: &mut Ctx<'_>, cmd: Command, related: bool, prev_tree: &Option<Arc<Tree>>, prev_status: NtStatus, verified: bool) -> Result<(), NtStatus> {
-    if cx.hdr.is_related() && !related {
-        // The first element of a compound cannot be related.
-        return Err(NtStatus::INVALID_PARAMETER);
-    }
-    if related && !prev_status.is_success() && prev_status != NtStatus::MORE_PROCESSING_REQUIRED {
-        // MS-SMB2 3.3.5.2.7.2: a related request after a failure fails the same way.
-        if cmd != Command::Create {
-            return Err(prev_status);
-        }
-    }
+fn gate(cx: &mut Ctx<'_>, cmd: Command, related: bool, prev_tree: &Option<Arc<Tree>>, verified: bool) -> Result<(), NtStatus> {
     if matches!(cmd, Command::Negotiate | Command::SessionSetup | Command::Echo | Command::Cancel) {
         return Ok(());
     }
-    let Some(session) = cx.session.as_ref() else { return Err(NtStatus::USER_SESSION_DELETED) };
+    let Some(session) = cx.session.as_ref() else {
+        // A related request whose predecessor had no session has nothing to inherit.
+        return Err(if related { NtStatus::INVALID_PARAMETER } else { NtStatus::USER_SESSION_DELETED });
+    };
     if !session.is_valid() {
         return Err(NtStatus::USER_SESSION_DELETED);
     }
@@ -319,7 +420,10 @@ fn gate(cx: &mut Ctx<'_>, cmd: Command, related: bool, prev_tree: &Option<Arc<Tr
     if matches!(cmd, Command::Logoff | Command::TreeConnect) {
         return Ok(());
     }
-    let tree = if related && cx.hdr.tree_id.0 == u32::MAX { prev_tree.clone() } else { session.tree(cx.hdr.tree_id.0) };
+    let tree = match prev_tree {
+        Some(t) if related => Some(t.clone()),
+        _ => session.tree(cx.hdr.tree_id.0),
+    };
     match tree {
         Some(t) => {
             cx.tree = Some(t);
@@ -330,11 +434,11 @@ fn gate(cx: &mut Ctx<'_>, cmd: Command, related: bool, prev_tree: &Option<Arc<Tr
 }
 
 /// Appends a response header mirroring `req`.
-fn write_header(out: &mut Vec<u8>, req: &Header, cmd: Command, status: NtStatus, session_id: u64) {
+fn write_header(out: &mut Vec<u8>, req: &Header, status: NtStatus, session_id: u64) {
     let h = Header {
         credit_charge: req.credit_charge,
         status: status.0,
-        command: cmd as u16,
+        command: req.command,
         credits: 0,
         flags: flags::SERVER_TO_REDIR | (req.flags & flags::RELATED_OPERATIONS) | (req.flags & flags::PRIORITY_MASK),
         next_command: 0,
@@ -357,34 +461,43 @@ fn finish_credits(conn: &Connection, out: &mut [u8], start: usize, req: &Header)
 }
 
 /// Sends an interim STATUS_PENDING response and switches the request to async (MS-SMB2
-/// 3.3.4.2). Credits are granted here; the final response grants none.
-pub async fn go_async(cx: &mut Ctx<'_>) -> u64 {
+/// 3.3.4.2). Credits are granted here; the final response grants none. `out` is the buffer
+/// the handler appends to: responses to earlier requests of a compound are sent first, so
+/// the client gets them now, in order, rather than when this request completes.
+pub async fn go_async(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> u64 {
     if let Some(a) = cx.async_id {
         return a;
     }
-    let aid = cx.conn.server.new_async_id();
-    let mut out = Vec::with_capacity(4 + HEADER_LEN + 9);
-    out.extend_from_slice(&[0; 4]);
-    let cmd = cx.hdr.command().unwrap_or(Command::Echo);
-    write_header(&mut out, cx.hdr, cmd, NtStatus::PENDING, cx.hdr.session_id.0);
-    let f = flags::SERVER_TO_REDIR | flags::ASYNC_COMMAND;
-    out[4 + offset::FLAGS..4 + offset::FLAGS + 4].copy_from_slice(&f.to_le_bytes());
-    out[4 + 32..4 + 40].copy_from_slice(&aid.to_le_bytes());
-    encode_error(&mut out);
-    finish_credits(cx.conn, &mut out, 4, cx.hdr);
-    let signer = cx.session.as_ref().and_then(|s| s.signer());
-    if let (true, Some(signer)) = (cx.hdr.is_signed(), signer) {
-        let fl = f | flags::SIGNED;
-        out[4 + offset::FLAGS..4 + offset::FLAGS + 4].copy_from_slice(&fl.to_le_bytes());
-        signer.sign(&mut out[4..]);
+    let encrypted_by = cx.encrypted_by.clone();
+    if !cx.earlier.is_empty() {
+        let this = out.split_off(cx.start);
+        let mut earlier = std::mem::replace(out, response_buffer(encrypted_by.is_some()));
+        cx.start = out.len();
+        out.extend_from_slice(&this);
+        send_responses(cx.conn, &mut earlier, &mut cx.earlier, encrypted_by.as_deref()).await;
     }
-    let _ = cx.conn.send(out).await;
+    let aid = cx.conn.server.new_async_id();
+    let mut interim = response_buffer(encrypted_by.is_some());
+    let at = interim.len();
+    write_header(&mut interim, cx.hdr, NtStatus::PENDING, cx.session.as_ref().map_or(cx.hdr.session_id.0, |s| s.id.0));
+    let f = flags::SERVER_TO_REDIR | flags::ASYNC_COMMAND;
+    interim[at + offset::FLAGS..at + offset::FLAGS + 4].copy_from_slice(&f.to_le_bytes());
+    interim[at + 32..at + 40].copy_from_slice(&aid.to_le_bytes());
+    encode_error(&mut interim);
+    finish_credits(cx.conn, &mut interim, at, cx.hdr);
+    let signer = cx.session.as_ref().and_then(|s| s.signer());
+    match (&encrypted_by, cx.hdr.is_signed(), signer) {
+        (Some(s), _, _) if transform::encrypt(s, &mut interim).is_err() => cx.conn.close(),
+        (Some(_), _, _) => {}
+        (None, true, Some(signer)) => {
+            let fl = f | flags::SIGNED;
+            interim[at + offset::FLAGS..at + offset::FLAGS + 4].copy_from_slice(&fl.to_le_bytes());
+            signer.sign(&mut interim[at..]);
+        }
+        _ => {}
+    }
+    let _ = cx.conn.send(interim).await;
     cx.async_id = Some(aid);
     cx.credits_granted_early = true;
     aid
-}
-
-/// Whether bytes look like an SMB2 message (used by tests and the SMB1 path).
-pub fn is_smb2(buf: &[u8]) -> bool {
-    buf.len() >= 4 && buf[..4] == PROTOCOL_ID
 }

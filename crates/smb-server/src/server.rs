@@ -56,8 +56,9 @@ impl<K: std::hash::Hash + Eq, V: Clone> Sharded<K, V> {
         f(&mut lock(self.shard(k)))
     }
 
-    pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).len()).sum()
+    /// A snapshot of every value (for rare whole-table scans).
+    pub fn values(&self) -> Vec<V> {
+        self.shards.iter().flat_map(|s| lock(s).values().cloned().collect::<Vec<_>>()).collect()
     }
 }
 
@@ -88,9 +89,8 @@ impl ServerState {
     pub fn new(config: ServerConfig) -> std::io::Result<Self> {
         let mut shares = Vec::new();
         for (index, s) in config.shares.iter().enumerate() {
-            let backend = LocalBackend::new(&s.path, s.read_only).map_err(|e| {
-                std::io::Error::other(format!("share {}: cannot open {}: {e}", s.name, s.path.display()))
-            })?;
+            let backend = LocalBackend::new(&s.path, s.read_only)
+                .map_err(|e| std::io::Error::other(format!("share {}: cannot open {}: {e}", s.name, s.path.display())))?;
             shares.push(Arc::new(Share { config: s.clone(), backend: Arc::new(backend), index }));
         }
         let users = config.users.iter().map(|u| (u.name.to_lowercase(), u.nt_hash)).collect();

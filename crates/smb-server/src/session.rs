@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use smb_crypto::{PreauthHash, Signer};
+use smb_crypto::{PreauthHash, Sealer, Signer};
 use smb_wire::SessionId;
 
 use crate::open::Open;
@@ -27,7 +27,10 @@ pub struct SessionSecurity {
     pub signer: Option<Signer>,
     /// Every request must be signed (server or client required it).
     pub signing_required: bool,
-    pub session_key: [u8; 16],
+    /// SMB3 encryption keys (server-to-client and client-to-server), when a cipher was
+    /// negotiated and the session has a key.
+    pub encryptor: Option<Sealer>,
+    pub decryptor: Option<Sealer>,
 }
 
 /// Authentication in progress.
@@ -42,7 +45,6 @@ pub struct Pending {
 #[derive(Debug)]
 pub struct Session {
     pub id: SessionId,
-    pub dialect: u16,
     /// Connection that created it (multichannel binding comes later).
     pub conn_id: u64,
     pub pending: Mutex<Option<Pending>>,
@@ -53,10 +55,9 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(id: SessionId, dialect: u16, conn_id: u64, pending: Pending) -> Self {
+    pub fn new(id: SessionId, conn_id: u64, pending: Pending) -> Self {
         Session {
             id,
-            dialect,
             conn_id,
             pending: Mutex::new(Some(pending)),
             security: OnceLock::new(),
@@ -104,6 +105,11 @@ impl Session {
 
     pub fn open(&self, volatile: u64) -> Option<Arc<Open>> {
         lock(&self.opens).get(&volatile).cloned()
+    }
+
+    /// A snapshot of the session's opens.
+    pub fn opens(&self) -> Vec<Arc<Open>> {
+        lock(&self.opens).values().cloned().collect()
     }
 
     pub fn remove_open(&self, volatile: u64) -> Option<Arc<Open>> {

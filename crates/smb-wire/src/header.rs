@@ -66,19 +66,7 @@ impl Header {
         };
         let session_id = SessionId(r.u64()?);
         let signature = r.array::<16>()?;
-        Ok(Header {
-            credit_charge,
-            status,
-            command,
-            credits,
-            flags,
-            next_command,
-            message_id,
-            async_id,
-            tree_id,
-            session_id,
-            signature,
-        })
+        Ok(Header { credit_charge, status, command, credits, flags, next_command, message_id, async_id, tree_id, session_id, signature })
     }
 
     /// Appends the encoded header to `out`.

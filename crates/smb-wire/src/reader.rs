@@ -77,9 +77,7 @@ pub fn utf16le(b: &[u8]) -> Result<String, WireError> {
         return Err(WireError::Malformed("odd UTF-16 length"));
     }
     let units = b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]));
-    char::decode_utf16(units)
-        .collect::<Result<String, _>>()
-        .map_err(|_| WireError::Malformed("invalid UTF-16"))
+    char::decode_utf16(units).collect::<Result<String, _>>().map_err(|_| WireError::Malformed("invalid UTF-16"))
 }
 
 /// Appends `s` as UTF-16LE.

@@ -10,7 +10,7 @@ mod error;
 mod local;
 mod path;
 pub use error::VfsError;
-pub use local::{LocalBackend, LocalHandle, BTIME_XATTR, DOS_ATTR_XATTR};
+pub use local::{LocalBackend, LocalHandle, BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR};
 pub use path::{validate_component, SharePath, MAX_COMPONENT_LEN, MAX_PATH_LEN};
 
 use std::time::SystemTime;
@@ -32,6 +32,12 @@ pub mod dos {
     pub const ARCHIVE: u32 = 0x20;
     /// No other attribute set (wire-only; never reported by the VFS).
     pub const NORMAL: u32 = 0x80;
+    /// Short-lived file (files only).
+    pub const TEMPORARY: u32 = 0x100;
+    /// Data not immediately available.
+    pub const OFFLINE: u32 = 0x1000;
+    /// Not to be indexed by content indexing services.
+    pub const NOT_CONTENT_INDEXED: u32 = 0x2000;
 }
 
 /// Metadata of one file or directory.
@@ -150,20 +156,49 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     fn sync(&self) -> Result<()>;
     /// Changes the times that are `Some`.
     fn set_times(&self, times: SetTimes) -> Result<()>;
-    /// Stores the DOS attributes (READONLY, HIDDEN, SYSTEM, ARCHIVE; others ignored).
+    /// Stores the DOS attributes (READONLY, HIDDEN, SYSTEM, ARCHIVE, TEMPORARY, OFFLINE,
+    /// NOT_CONTENT_INDEXED; others ignored).
     fn set_dos_attributes(&self, attrs: u32) -> Result<()>;
     /// Lists a directory handle's entries, sorted by name.
     fn read_dir(&self) -> Result<Vec<DirEntry>>;
+    /// Whether a directory handle still has an entry `name` (without following a final
+    /// symlink); lets an enumeration served from an older listing skip removed entries.
+    fn has_child(&self, name: &str) -> Result<bool>;
+    /// The path this handle was opened at, spelled as on disk: names are case-insensitive,
+    /// so it may differ in case from the path the caller asked for. `None` if the backend
+    /// does not know it.
+    fn opened_path(&self) -> Option<SharePath> {
+        None
+    }
+    /// The stored security descriptor, opaque to the VFS; `None` if none was stored (or the
+    /// filesystem cannot store one).
+    fn security_descriptor(&self) -> Result<Option<Vec<u8>>>;
+    /// Stores a security descriptor of at most [`MAX_SECURITY_DESCRIPTOR_LEN`] bytes,
+    /// replacing any earlier one. The bytes are kept, not enforced. On filesystems without
+    /// user xattrs nothing is persisted (as for DOS attributes).
+    fn set_security_descriptor(&self, sd: &[u8]) -> Result<()>;
+    /// The extended attributes (name, non-empty value), sorted by name, at most [`MAX_EAS`].
+    fn extended_attributes(&self) -> Result<Vec<(String, Vec<u8>)>>;
+    /// Sets extended attribute `name` (1 to 255 bytes, no NUL; `InvalidName` otherwise) to
+    /// `value` (at most [`MAX_EA_VALUE_LEN`] bytes); an empty value removes it. Adding one
+    /// beyond [`MAX_EAS`] fails with `TooLarge`. Names are stored as given: callers that
+    /// want case-insensitive names normalise them first.
+    fn set_extended_attribute(&self, name: &str, value: &[u8]) -> Result<()>;
 }
+
+/// Most extended attributes a file may hold.
+pub const MAX_EAS: usize = 128;
+
+/// Largest extended attribute value, in bytes (the SMB length field is 16 bits).
+pub const MAX_EA_VALUE_LEN: usize = 65_535;
+
+/// Largest security descriptor a backend must store, in bytes (room for two maximal ACLs).
+pub const MAX_SECURITY_DESCRIPTOR_LEN: usize = 192 * 1024;
 
 /// A share's storage. Every path is relative to the share root and can never leave it.
 pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Opens (or creates) a file or directory as `opts` say.
-    fn open(
-        &self,
-        path: &SharePath,
-        opts: OpenOptions,
-    ) -> Result<(Box<dyn FileHandle>, OpenOutcome)>;
+    fn open(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)>;
     /// Metadata without opening (does not follow a final symlink out of the share).
     fn stat(&self, path: &SharePath) -> Result<FileAttrs>;
     /// Removes a file, or an empty directory (`NotEmpty` otherwise).

@@ -8,33 +8,36 @@
 //! validated component. Note that absolute symlinks are always refused, even ones that point
 //! back into the share, since `RESOLVE_BENEATH` cannot tell.
 //!
+//! Names are case-insensitive and case-preserving (see [`case`]): a component missing with
+//! the client's spelling is looked up case-insensitively in its parent, and the on-disk
+//! spelling then goes through the same `openat2` resolution. The exact spelling is always
+//! tried first, so only misses (and creations, which must not add a second spelling of an
+//! existing name) pay for a directory scan.
+//!
 //! DOS attributes and creation-time overrides live in user xattrs ([`DOS_ATTR_XATTR`],
 //! [`BTIME_XATTR`]); on filesystems without user xattrs they silently are not persisted.
 
+mod case;
 mod errno;
 mod handle;
 mod listing;
 mod meta;
 
 pub use handle::LocalHandle;
-pub use meta::{BTIME_XATTR, DOS_ATTR_XATTR};
+pub use meta::{BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR};
 
-use crate::{
-    Backend, CreateMode, FileAttrs, FileHandle, FsStats, OpenOptions, OpenOutcome, Result,
-    SharePath, VfsError,
-};
+use crate::{Backend, CreateMode, FileAttrs, FileHandle, FsStats, OpenOptions, OpenOutcome, Result, SharePath, VfsError};
 use errno::map_errno;
 use handle::FdAccess;
 use meta::{attrs_from, file_type, proc_fd_path, statx_at, statx_fd, XattrAt};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{
-    fstatvfs, ftruncate, mkdirat, openat2, renameat_with, unlinkat, AtFlags, FileType, Mode,
-    OFlags, RenameFlags, ResolveFlags, CWD,
-};
+use rustix::fs::{fstatvfs, ftruncate, mkdirat, openat2, renameat_with, unlinkat, AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags, CWD};
 use rustix::io::Errno;
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 /// Resolution rules of every lookup from the root.
 const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
@@ -54,6 +57,57 @@ pub(crate) struct Root {
     pub(crate) read_only: bool,
     /// Whether `/proc/self/fd` is usable, for xattrs of `O_PATH` fds and directory entries.
     pub(crate) proc_ok: bool,
+    /// Change times set explicitly by clients, by file id: (time to report, kernel ctime
+    /// right after the set). Linux cannot set ctime, so the override holds only until the
+    /// file changes again (its kernel ctime moves). Kept in memory only and bounded.
+    pub(crate) ctime_overrides: Mutex<HashMap<u64, (SystemTime, SystemTime)>>,
+}
+
+/// Most change-time overrides remembered per share.
+const MAX_CTIME_OVERRIDES: usize = 4096;
+
+impl Root {
+    /// The current override of `file_id` if it still matches kernel ctime `kernel`.
+    pub(crate) fn ctime_override_current(&self, file_id: u64, kernel: SystemTime) -> bool {
+        let m = self.ctime_overrides.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(&file_id).is_some_and(|&(_, k)| k == kernel)
+    }
+
+    /// Moves the kernel ctime an override of `file_id` is tied to, keeping the reported time.
+    pub(crate) fn retarget_ctime_override(&self, file_id: u64, kernel: SystemTime) {
+        let mut m = self.ctime_overrides.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = m.get_mut(&file_id) {
+            e.1 = kernel;
+        }
+    }
+
+    /// Records that `file_id` must report `changed` while its kernel ctime stays `kernel`.
+    pub(crate) fn set_ctime_override(&self, file_id: u64, changed: SystemTime, kernel: SystemTime) {
+        let mut m = self.ctime_overrides.lock().unwrap_or_else(|e| e.into_inner());
+        if m.len() >= MAX_CTIME_OVERRIDES && !m.contains_key(&file_id) {
+            // Forget an arbitrary one: a lost override only means reporting the real ctime.
+            if let Some(k) = m.keys().next().copied() {
+                m.remove(&k);
+            }
+        }
+        m.insert(file_id, (changed, kernel));
+    }
+
+    /// Replaces the kernel ctime in `a` by a client-set one that is still current.
+    pub(crate) fn apply_ctime_override(&self, a: &mut FileAttrs) {
+        let mut m = self.ctime_overrides.lock().unwrap_or_else(|e| e.into_inner());
+        if m.is_empty() {
+            return;
+        }
+        match m.get(&a.file_id) {
+            Some(&(changed, kernel)) if kernel == a.changed => a.changed = changed,
+            // The file changed since (or the id was reused): the override is stale.
+            Some(_) => {
+                m.remove(&a.file_id);
+            }
+            None => {}
+        }
+    }
 }
 
 /// A share stored in a local directory.
@@ -68,21 +122,12 @@ pub struct LocalBackend {
 
 impl fmt::Debug for LocalBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LocalBackend")
-            .field("root", &self.root_path)
-            .field("read_only", &self.root.read_only)
-            .finish()
+        f.debug_struct("LocalBackend").field("root", &self.root_path).field("read_only", &self.root.read_only).finish()
     }
 }
 
 /// `openat2` with retries on the transient errors it may return.
-fn openat2_retry(
-    dirfd: BorrowedFd<'_>,
-    rel: &str,
-    flags: OFlags,
-    mode: Mode,
-    resolve: ResolveFlags,
-) -> std::result::Result<OwnedFd, Errno> {
+fn openat2_retry(dirfd: BorrowedFd<'_>, rel: &str, flags: OFlags, mode: Mode, resolve: ResolveFlags) -> std::result::Result<OwnedFd, Errno> {
     let mut again = 0;
     loop {
         match openat2(dirfd, rel, flags | OFlags::CLOEXEC, mode, resolve) {
@@ -95,11 +140,7 @@ fn openat2_retry(
 }
 
 /// Opens `rel` (a `/`-joined share-relative path) beneath the root.
-pub(crate) fn open_beneath(
-    root: &Root,
-    rel: &str,
-    flags: OFlags,
-) -> std::result::Result<OwnedFd, Errno> {
+pub(crate) fn open_beneath(root: &Root, rel: &str, flags: OFlags) -> std::result::Result<OwnedFd, Errno> {
     openat2_retry(root.fd.as_fd(), rel, flags, Mode::empty(), RESOLVE)
 }
 
@@ -127,6 +168,27 @@ fn at_parent_err(e: Errno) -> VfsError {
     }
 }
 
+/// Errors of `renameat`.
+fn rename_err(e: Errno) -> VfsError {
+    match e {
+        // Moving a directory into itself.
+        Errno::INVAL => VfsError::PermissionDenied,
+        // Here EXDEV means another mount inside the share, not an escape.
+        Errno::XDEV => VfsError::Io(e.into()),
+        e => map_errno(e),
+    }
+}
+
+/// Whether two statx results describe the same inode.
+fn same_object(a: &rustix::fs::Statx, b: &rustix::fs::Statx) -> bool {
+    a.stx_ino == b.stx_ino && a.stx_dev_major == b.stx_dev_major && a.stx_dev_minor == b.stx_dev_minor
+}
+
+/// Whether two resolved parents are the same directory.
+fn same_dir(a: &DirFd<'_>, b: &DirFd<'_>) -> Result<bool> {
+    Ok(same_object(&statx_fd(a.as_fd())?, &statx_fd(b.as_fd())?))
+}
+
 /// Whether an open failure is a permission problem worth retrying with less access.
 fn is_access_refusal(e: Errno) -> bool {
     matches!(e, Errno::ACCESS | Errno::PERM | Errno::ROFS | Errno::TXTBSY)
@@ -137,13 +199,7 @@ impl LocalBackend {
     ///
     /// With `read_only`, every mutating call fails with [`VfsError::ReadOnly`].
     pub fn new(root: &Path, read_only: bool) -> Result<Self> {
-        let fd = rustix::fs::openat(
-            CWD,
-            root,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(map_errno)?;
+        let fd = rustix::fs::openat(CWD, root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).map_err(map_errno)?;
         // Fail now, not on the first request, if the kernel lacks openat2 (Linux < 5.6).
         drop(openat2_retry(fd.as_fd(), ".", PATH_ONLY, Mode::empty(), RESOLVE).map_err(map_errno)?);
         let proc_ok = Path::new("/proc/self/fd").is_dir();
@@ -151,11 +207,7 @@ impl LocalBackend {
             tracing::warn!("/proc is not mounted: DOS attributes of listings will not be read");
         }
         Ok(LocalBackend {
-            root: Arc::new(Root {
-                fd,
-                read_only,
-                proc_ok,
-            }),
+            root: Arc::new(Root { fd, read_only, proc_ok, ctime_overrides: Mutex::new(HashMap::new()) }),
             root_path: root.to_path_buf(),
         })
     }
@@ -171,11 +223,7 @@ impl LocalBackend {
     }
 
     /// Like [`Backend::open`], returning the concrete handle type.
-    pub fn open_local(
-        &self,
-        path: &SharePath,
-        opts: OpenOptions,
-    ) -> Result<(LocalHandle, OpenOutcome)> {
+    pub fn open_local(&self, path: &SharePath, opts: OpenOptions) -> Result<(LocalHandle, OpenOutcome)> {
         if opts.directory && opts.non_directory {
             // Contradictory request: no object can satisfy it.
             return Err(VfsError::InvalidName);
@@ -185,49 +233,118 @@ impl LocalBackend {
             return Err(VfsError::ReadOnly);
         }
         match opts.create {
-            CreateMode::OpenExisting => Ok((self.open_existing(path, opts)?, OpenOutcome::Opened)),
-            CreateMode::CreateNew => Ok((self.create(path, opts)?, OpenOutcome::Created)),
-            CreateMode::OpenOrCreate => match self.open_existing(path, opts) {
-                Err(VfsError::NotFound) if ro => Err(VfsError::ReadOnly),
-                Err(VfsError::NotFound) => match self.create(path, opts) {
-                    Ok(h) => Ok((h, OpenOutcome::Created)),
-                    // Lost a race with another creator, or a dangling symlink holds the name.
-                    Err(VfsError::Exists) => match self.open_existing(path, opts) {
-                        Err(VfsError::NotFound) => Err(VfsError::Exists),
-                        r => r.map(|h| (h, OpenOutcome::Opened)),
+            CreateMode::OpenExisting => {
+                let (r, _) = self.open_existing_ci(path, opts);
+                Ok((r?, OpenOutcome::Opened))
+            }
+            CreateMode::CreateNew => {
+                // A differently cased entry already holds the name: creating at its on-disk
+                // spelling makes the exclusive create report it.
+                let resolved = self.resolve_case(path);
+                let path = resolved.as_ref().unwrap_or(path);
+                Ok((self.create(path, opts)?, OpenOutcome::Created))
+            }
+            CreateMode::OpenOrCreate => {
+                let (r, resolved) = self.open_existing_ci(path, opts);
+                let path = resolved.as_ref().unwrap_or(path);
+                match r {
+                    Err(VfsError::NotFound) if ro => Err(VfsError::ReadOnly),
+                    Err(VfsError::NotFound) => match self.create(path, opts) {
+                        Ok(h) => Ok((h, OpenOutcome::Created)),
+                        // Lost a race with another creator, or a dangling symlink holds the
+                        // name.
+                        Err(VfsError::Exists) => match self.open_existing_ci(path, opts).0 {
+                            Err(VfsError::NotFound) => Err(VfsError::Exists),
+                            r => r.map(|h| (h, OpenOutcome::Opened)),
+                        },
+                        Err(e) => Err(e),
                     },
-                    Err(e) => Err(e),
-                },
-                r => r.map(|h| (h, OpenOutcome::Opened)),
-            },
+                    r => r.map(|h| (h, OpenOutcome::Opened)),
+                }
+            }
         }
     }
 
-    fn handle(
-        &self,
-        fd: OwnedFd,
-        is_dir: bool,
-        access: FdAccess,
-        path: &SharePath,
-        opts: OpenOptions,
-    ) -> LocalHandle {
+    /// `path` spelled as on disk where a component exists only in another case; `None`
+    /// when nothing differs (see [`case::resolve`]).
+    fn resolve_case(&self, path: &SharePath) -> Option<SharePath> {
+        case::resolve(&self.root, path)
+    }
+
+    /// Opens an existing object, falling back to a case-insensitive lookup when the exact
+    /// spelling is missing. Also returns the resolved path when the fallback changed it, so
+    /// a following create lands in the right (on-disk) parent.
+    fn open_existing_ci(&self, path: &SharePath, opts: OpenOptions) -> (Result<LocalHandle>, Option<SharePath>) {
+        match self.open_existing(path, opts) {
+            Err(e @ (VfsError::NotFound | VfsError::PathNotFound)) => match self.resolve_case(path) {
+                Some(r) => (self.open_existing(&r, opts), Some(r)),
+                None => (Err(e), None),
+            },
+            r => (r, None),
+        }
+    }
+
+    /// Runs `f` on `path`, and once more on its on-disk spelling if `f` found nothing.
+    fn with_case_fallback<T>(&self, path: &SharePath, f: impl Fn(&SharePath) -> Result<T>) -> Result<T> {
+        match f(path) {
+            Err(e @ (VfsError::NotFound | VfsError::PathNotFound)) => match self.resolve_case(path) {
+                Some(r) => f(&r),
+                None => Err(e),
+            },
+            r => r,
+        }
+    }
+
+    /// Metadata of `path`, exact spelling only.
+    fn stat_exact(&self, path: &SharePath) -> Result<FileAttrs> {
+        let fd = open_beneath(&self.root, &path.to_fs_relative(), PATH_ONLY).map_err(|e| self.classify(path, e))?;
+        let stx = statx_fd(fd.as_fd())?;
+        let mut a = if self.root.proc_ok {
+            let p = proc_fd_path(fd.as_fd());
+            attrs_from(&stx, Some(&XattrAt::Follow(&p)))
+        } else {
+            attrs_from(&stx, None)
+        };
+        self.root.apply_ctime_override(&mut a);
+        Ok(a)
+    }
+
+    /// Whether the entry `path` exists with this exact spelling (a final symlink is not
+    /// followed).
+    fn lstat_exact(&self, path: &SharePath) -> Result<()> {
+        let (parent, name) = self.parent_and_name(path)?;
+        statx_at(parent.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW).map(|_| ())
+    }
+
+    /// Removes `path`, exact spelling only.
+    fn remove_exact(&self, path: &SharePath) -> Result<()> {
+        let (parent, name) = self.parent_and_name(path)?;
+        // Try as a file first (the common case); Linux says EISDIR for a directory.
+        match unlinkat(&parent, name, AtFlags::empty()) {
+            Ok(()) => Ok(()),
+            Err(Errno::ISDIR) => unlinkat(&parent, name, AtFlags::REMOVEDIR).map_err(|e| match e {
+                Errno::NOTEMPTY | Errno::EXIST => VfsError::NotEmpty,
+                e => map_errno(e),
+            }),
+            Err(e) => Err(map_errno(e)),
+        }
+    }
+
+    fn handle(&self, fd: OwnedFd, is_dir: bool, access: FdAccess, path: &SharePath, opts: OpenOptions) -> LocalHandle {
         LocalHandle {
             fd,
             is_dir,
             access,
             allow_read: opts.read,
             allow_write: opts.write,
+            sticky_ctime: std::sync::atomic::AtomicBool::new(false),
             path: path.clone(),
             root: Arc::clone(&self.root),
         }
     }
 
     /// Tries each `(flags, access)` in turn, moving on only when refused for permissions.
-    fn open_first(
-        &self,
-        rel: &str,
-        candidates: &[(OFlags, FdAccess)],
-    ) -> std::result::Result<(OwnedFd, FdAccess), Errno> {
+    fn open_first(&self, rel: &str, candidates: &[(OFlags, FdAccess)]) -> std::result::Result<(OwnedFd, FdAccess), Errno> {
         let mut last = Errno::ACCESS;
         for &(flags, access) in candidates {
             match open_beneath(&self.root, rel, flags) {
@@ -243,10 +360,7 @@ impl LocalBackend {
         let rel = path.to_fs_relative();
         // NONBLOCK so a FIFO in the share cannot hang us; it is refused right after.
         let data = OFlags::NONBLOCK | OFlags::NOCTTY;
-        let mut dir_cands = vec![(
-            OFlags::RDONLY | OFlags::DIRECTORY | data,
-            FdAccess::ReadOnly,
-        )];
+        let mut dir_cands = vec![(OFlags::RDONLY | OFlags::DIRECTORY | data, FdAccess::ReadOnly)];
         if !opts.read {
             dir_cands.push((OFlags::PATH | OFlags::DIRECTORY, FdAccess::PathOnly));
         }
@@ -306,14 +420,12 @@ impl LocalBackend {
         let (fd, is_dir, access) = if opts.directory {
             mkdirat(&parent, name, Mode::from_raw_mode(DIR_MODE)).map_err(at_parent_err)?;
             let flags = OFlags::RDONLY | OFlags::DIRECTORY;
-            let fd = openat2_retry(parent.as_fd(), name, flags, Mode::empty(), strict)
-                .map_err(at_parent_err)?;
+            let fd = openat2_retry(parent.as_fd(), name, flags, Mode::empty(), strict).map_err(at_parent_err)?;
             (fd, true, FdAccess::ReadOnly)
         } else {
             let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL;
             let mode = Mode::from_raw_mode(FILE_MODE);
-            let fd =
-                openat2_retry(parent.as_fd(), name, flags, mode, strict).map_err(at_parent_err)?;
+            let fd = openat2_retry(parent.as_fd(), name, flags, mode, strict).map_err(at_parent_err)?;
             (fd, false, FdAccess::ReadWrite)
         };
         Ok(self.handle(fd, is_dir, access, path, opts))
@@ -325,13 +437,7 @@ impl LocalBackend {
         if parent.is_root() {
             return Ok(DirFd::Root(self.root.fd.as_fd()));
         }
-        open_beneath(
-            &self.root,
-            &parent.to_fs_relative(),
-            PATH_ONLY | OFlags::DIRECTORY,
-        )
-        .map(DirFd::Sub)
-        .map_err(|e| match e {
+        open_beneath(&self.root, &parent.to_fs_relative(), PATH_ONLY | OFlags::DIRECTORY).map(DirFd::Sub).map_err(|e| match e {
             Errno::NOENT | Errno::NOTDIR | Errno::LOOP => VfsError::PathNotFound,
             e => map_errno(e),
         })
@@ -360,25 +466,13 @@ impl LocalBackend {
 }
 
 impl Backend for LocalBackend {
-    fn open(
-        &self,
-        path: &SharePath,
-        opts: OpenOptions,
-    ) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+    fn open(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
         let (h, outcome) = self.open_local(path, opts)?;
         Ok((Box::new(h), outcome))
     }
 
     fn stat(&self, path: &SharePath) -> Result<FileAttrs> {
-        let fd = open_beneath(&self.root, &path.to_fs_relative(), PATH_ONLY)
-            .map_err(|e| self.classify(path, e))?;
-        let stx = statx_fd(fd.as_fd())?;
-        if self.root.proc_ok {
-            let p = proc_fd_path(fd.as_fd());
-            Ok(attrs_from(&stx, Some(&XattrAt::Follow(&p))))
-        } else {
-            Ok(attrs_from(&stx, None))
-        }
+        self.with_case_fallback(path, |p| self.stat_exact(p))
     }
 
     fn remove(&self, path: &SharePath) -> Result<()> {
@@ -388,16 +482,7 @@ impl Backend for LocalBackend {
         if self.root.read_only {
             return Err(VfsError::ReadOnly);
         }
-        let (parent, name) = self.parent_and_name(path)?;
-        // Try as a file first (the common case); Linux says EISDIR for a directory.
-        match unlinkat(&parent, name, AtFlags::empty()) {
-            Ok(()) => Ok(()),
-            Err(Errno::ISDIR) => unlinkat(&parent, name, AtFlags::REMOVEDIR).map_err(|e| match e {
-                Errno::NOTEMPTY | Errno::EXIST => VfsError::NotEmpty,
-                e => map_errno(e),
-            }),
-            Err(e) => Err(map_errno(e)),
-        }
+        self.with_case_fallback(path, |p| self.remove_exact(p))
     }
 
     /// Renames without following a final symlink (the link itself moves). Replacing never
@@ -411,20 +496,68 @@ impl Backend for LocalBackend {
         if self.root.read_only {
             return Err(VfsError::ReadOnly);
         }
+        // The source by its on-disk spelling.
+        let from_res = match self.lstat_exact(from) {
+            Err(VfsError::NotFound | VfsError::PathNotFound) => self.resolve_case(from),
+            _ => None,
+        };
+        let from = from_res.as_ref().unwrap_or(from);
         let (fp, fname) = self.parent_and_name(from)?;
-        let (tp, tname) = self.parent_and_name(to)?;
         let src = statx_at(fp.as_fd(), fname, AtFlags::SYMLINK_NOFOLLOW)?;
         if from == to {
             return Ok(());
         }
-        let src_dir = file_type(&src) == FileType::Directory;
-        match statx_at(tp.as_fd(), tname, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(_) if !replace => return Err(VfsError::Exists),
-            Ok(dst) if src_dir || file_type(&dst) == FileType::Directory => {
-                return Err(VfsError::PermissionDenied)
+        // The target's parent by its on-disk spelling; the final name keeps the client's
+        // spelling, since that is the new name.
+        let to_res;
+        let (tp, to) = match self.open_parent(to) {
+            Ok(tp) => (tp, to),
+            Err(VfsError::PathNotFound) => {
+                let name = to.file_name().ok_or(VfsError::PermissionDenied)?;
+                let parent = to.parent().ok_or(VfsError::PermissionDenied)?;
+                to_res = self.resolve_case(&parent).ok_or(VfsError::PathNotFound)?.join(name)?;
+                (self.open_parent(&to_res)?, &to_res)
             }
-            Ok(_) | Err(VfsError::NotFound) => {}
             Err(e) => return Err(e),
+        };
+        let tname = to.file_name().ok_or(VfsError::PermissionDenied)?;
+        // The entry the new name collides with: the exact name, else a differently cased one.
+        let existing = match statx_at(tp.as_fd(), tname, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(dst) => Some((tname.to_owned(), dst)),
+            Err(VfsError::NotFound) => match case::find_in_dir(tp.as_fd(), tname) {
+                Some(n) => match statx_at(tp.as_fd(), &n, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(dst) => Some((n, dst)),
+                    Err(VfsError::NotFound) => None,
+                    Err(e) => return Err(e),
+                },
+                None => None,
+            },
+            Err(e) => return Err(e),
+        };
+        let src_dir = file_type(&src) == FileType::Directory;
+        // A differently cased entry to replace (renamed to the new spelling afterwards).
+        let mut replaced_spelling = None;
+        if let Some((name, dst)) = existing {
+            if name == fname && same_object(&src, &dst) && same_dir(&fp, &tp)? {
+                // Only the case of the source's own name changes: a plain rename to the new
+                // spelling, nothing is replaced.
+            } else if !replace {
+                return Err(VfsError::Exists);
+            } else if src_dir || file_type(&dst) == FileType::Directory {
+                return Err(VfsError::PermissionDenied);
+            } else if name != tname {
+                replaced_spelling = Some(name);
+            }
+        }
+        if let Some(old) = replaced_spelling {
+            // Replace the entry under its own spelling (atomically), then give it the new
+            // spelling. Should the second step fail, the file still moved, under the old
+            // spelling of the name, which a case-insensitive client sees as the same name.
+            renameat_with(&fp, fname, &tp, old.as_str(), RenameFlags::empty()).map_err(rename_err)?;
+            if let Err(e) = renameat_with(&tp, old.as_str(), &tp, tname, RenameFlags::NOREPLACE) {
+                tracing::debug!(error = %e, "keeping the replaced entry's spelling");
+            }
+            return Ok(());
         }
         let flags = if replace {
             RenameFlags::empty()
@@ -434,28 +567,16 @@ impl Backend for LocalBackend {
         };
         let r = match renameat_with(&fp, fname, &tp, tname, flags) {
             // Filesystems without RENAME_NOREPLACE; the check above must do.
-            Err(Errno::INVAL) if !replace => {
-                renameat_with(&fp, fname, &tp, tname, RenameFlags::empty())
-            }
+            Err(Errno::INVAL) if !replace => renameat_with(&fp, fname, &tp, tname, RenameFlags::empty()),
             r => r,
         };
-        r.map_err(|e| match e {
-            // Moving a directory into itself.
-            Errno::INVAL => VfsError::PermissionDenied,
-            // Here EXDEV means another mount inside the share, not an escape.
-            Errno::XDEV => VfsError::Io(e.into()),
-            e => map_errno(e),
-        })
+        r.map_err(rename_err)
     }
 
     fn statfs(&self) -> Result<FsStats> {
         let v = fstatvfs(&self.root.fd).map_err(map_errno)?;
         // Block counts are in fragment units; old filesystems report only f_bsize.
-        let unit = if v.f_frsize != 0 {
-            v.f_frsize
-        } else {
-            v.f_bsize
-        };
+        let unit = if v.f_frsize != 0 { v.f_frsize } else { v.f_bsize };
         Ok(FsStats {
             total_bytes: v.f_blocks.saturating_mul(unit),
             free_bytes: v.f_bfree.saturating_mul(unit),

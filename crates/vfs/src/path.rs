@@ -40,11 +40,15 @@ impl SharePath {
         }
         // `\\` is not the root with a trailing separator but an empty component.
         let inner = inner.strip_suffix('\\').unwrap_or(inner);
-        let components = inner
-            .split('\\')
-            .map(|c| validate_component(c).map(|()| c.to_owned()))
-            .collect::<Result<Vec<_>, _>>()?;
+        let components = inner.split('\\').map(|c| validate_component(c).map(|()| c.to_owned())).collect::<Result<Vec<_>, _>>()?;
         Ok(SharePath { components })
+    }
+
+    /// A path from components that are already valid (on-disk names found by a lookup that
+    /// only accepts names passing [`validate_component`]).
+    pub(crate) fn from_components(components: Vec<String>) -> SharePath {
+        debug_assert!(components.iter().all(|c| validate_component(c).is_ok()));
+        SharePath { components }
     }
 
     /// The validated components, outermost first.
@@ -60,9 +64,7 @@ impl SharePath {
     /// The containing directory; `None` for the root.
     pub fn parent(&self) -> Option<SharePath> {
         let (_, rest) = self.components.split_last()?;
-        Some(SharePath {
-            components: rest.to_vec(),
-        })
+        Some(SharePath { components: rest.to_vec() })
     }
 
     /// The last component; `None` for the root.
@@ -179,10 +181,7 @@ mod tests {
             huge.as_str(),
         ];
         for input in table {
-            assert!(
-                matches!(SharePath::from_smb(input), Err(VfsError::InvalidName)),
-                "input {input:?} should be invalid"
-            );
+            assert!(matches!(SharePath::from_smb(input), Err(VfsError::InvalidName)), "input {input:?} should be invalid");
         }
         // 255 bytes is still fine, even in multi-byte characters.
         assert!(SharePath::from_smb(&"x".repeat(255)).is_ok());

@@ -29,10 +29,7 @@ pub fn key_at(text: &str, offset: usize) -> Option<Place> {
     let doc = ImDocument::parse(text).ok()?;
     let root = doc.as_table();
     if let Some(key) = key_in(root, offset, false) {
-        return Some(Place {
-            owner: None,
-            key: Some(key),
-        });
+        return Some(Place { owner: None, key: Some(key) });
     }
     let mut header = None;
     for (name, item) in root.iter() {
@@ -47,16 +44,10 @@ pub fn key_at(text: &str, offset: usize) -> Option<Place> {
                 _ => name.to_string(),
             };
             if let Some(key) = key_in(t, offset, true) {
-                return Some(Place {
-                    owner: Some(owner),
-                    key: Some(key),
-                });
+                return Some(Place { owner: Some(owner), key: Some(key) });
             }
             if t.span().is_some_and(|r| r.contains(&offset)) {
-                header = Some(Place {
-                    owner: Some(owner),
-                    key: None,
-                });
+                header = Some(Place { owner: Some(owner), key: None });
             }
         }
     }

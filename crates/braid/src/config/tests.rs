@@ -52,10 +52,7 @@ fn error(text: &str, line: usize, needles: &[&str]) -> ConfigError {
     let e = parse(text, "braid.toml", d.path()).expect_err("config should be refused");
     let shown = e.to_string();
     assert_eq!(e.line, Some(line), "wrong line in {shown:?}");
-    assert!(
-        shown.starts_with(&format!("braid.toml:{line}: ")),
-        "{shown}"
-    );
+    assert!(shown.starts_with(&format!("braid.toml:{line}: ")), "{shown}");
     for n in needles {
         assert!(shown.contains(n), "{shown:?} should mention {n:?}");
     }
@@ -75,13 +72,7 @@ fn valid_example() {
     let d = dir();
     let loaded = parse(&example(), "braid.toml", d.path()).unwrap();
     let c = loaded.server;
-    assert_eq!(
-        c.listen,
-        vec![
-            "127.0.0.1:4455".parse::<SocketAddr>().unwrap(),
-            "[::1]:4455".parse().unwrap()
-        ]
-    );
+    assert_eq!(c.listen, vec!["127.0.0.1:4455".parse::<SocketAddr>().unwrap(), "[::1]:4455".parse().unwrap()]);
     assert_eq!(c.server_name, "FILES");
     assert_eq!(c.domain, "HOME");
     assert_eq!(c.max_io_size, 4 << 20);
@@ -93,10 +84,7 @@ fn valid_example() {
     assert_eq!(c.shares.len(), 2);
     let data = &c.shares[0];
     assert_eq!(data.name, "data");
-    assert_eq!(
-        data.path,
-        std::fs::canonicalize(d.path().join("data")).unwrap()
-    );
+    assert_eq!(data.path, std::fs::canonicalize(d.path().join("data")).unwrap());
     assert!(!data.read_only && !data.guest_ok);
     assert_eq!(data.users, vec!["alice".to_string()]);
     let public = &c.shares[1];
@@ -117,21 +105,13 @@ fn minimal_file_gets_defaults() {
 
 #[test]
 fn io_sizes() {
-    for (v, bytes) in [
-        ("\"1M\"", 1 << 20),
-        ("\"8M\"", 8 << 20),
-        ("\"2mib\"", 2 << 20),
-        ("\"2048K\"", 2 << 20),
-        ("1048576", 1 << 20),
-    ] {
+    for (v, bytes) in [("\"1M\"", 1 << 20), ("\"8M\"", 8 << 20), ("\"2mib\"", 2 << 20), ("\"2048K\"", 2 << 20), ("1048576", 1 << 20)] {
         let d = dir();
         let text = format!("[server]\nmax_io_size = {v}\n");
         let c = parse(&text, "braid.toml", d.path()).unwrap();
         assert_eq!(c.server.max_io_size, bytes, "{v}");
     }
-    for bad in [
-        "\"16M\"", "\"512K\"", "0", "-1", "\"1G\"", "\"lots\"", "1.5", "true",
-    ] {
+    for bad in ["\"16M\"", "\"512K\"", "0", "-1", "\"1G\"", "\"lots\"", "1.5", "true"] {
         let text = format!("[server]\n\nmax_io_size = {bad}\n");
         error(&text, 3, &["max_io_size"]);
     }
@@ -140,150 +120,70 @@ fn io_sizes() {
 #[test]
 fn unknown_keys() {
     error(&with_line(4, "name = \"x\""), 4, &["unknown field", "name"]);
-    error(
-        &with_line(22, "writable = true"),
-        22,
-        &["share \"data\"", "writable"],
-    );
+    error(&with_line(22, "writable = true"), 22, &["share \"data\"", "writable"]);
     error(&with_line(1, "[global]"), 1, &["global"]);
 }
 
 #[test]
 fn plaintext_password_is_refused() {
-    error(
-        &with_line(12, "password = \"secret\""),
-        12,
-        &["user \"alice\"", "password", "nt_hash"],
-    );
+    error(&with_line(12, "password = \"secret\""), 12, &["user \"alice\"", "password", "nt_hash"]);
 }
 
 #[test]
 fn bad_nt_hash() {
-    error(
-        &with_line(12, "nt_hash = \"1234\""),
-        12,
-        &["user \"alice\"", "nt_hash"],
-    );
-    error(
-        &with_line(16, &format!("nt_hash = \"{}\"", "zz".repeat(16))),
-        16,
-        &["user \"bob\"", "nt_hash"],
-    );
-    error(
-        &with_line(12, "nt_hash = 5"),
-        12,
-        &["nt_hash", "invalid type"],
-    );
+    error(&with_line(12, "nt_hash = \"1234\""), 12, &["user \"alice\"", "nt_hash"]);
+    error(&with_line(16, &format!("nt_hash = \"{}\"", "zz".repeat(16))), 16, &["user \"bob\"", "nt_hash"]);
+    error(&with_line(12, "nt_hash = 5"), 12, &["nt_hash", "invalid type"]);
 }
 
 #[test]
 fn duplicate_user() {
-    error(
-        &with_line(15, "name = \"ALICE\""),
-        15,
-        &["user \"ALICE\"", "duplicate"],
-    );
+    error(&with_line(15, "name = \"ALICE\""), 15, &["user \"ALICE\"", "duplicate"]);
 }
 
 #[test]
 fn missing_and_bad_share_paths() {
-    error(
-        &with_line(20, "path = \"/nope/not/here\""),
-        20,
-        &["share \"data\"", "path \"/nope/not/here\" does not exist"],
-    );
-    error(
-        &with_line(20, "path = \"afile\""),
-        20,
-        &["share \"data\"", "not a directory"],
-    );
+    error(&with_line(20, "path = \"/nope/not/here\""), 20, &["share \"data\"", "path \"/nope/not/here\" does not exist"]);
+    error(&with_line(20, "path = \"afile\""), 20, &["share \"data\"", "not a directory"]);
 }
 
 #[test]
 fn duplicate_and_reserved_share_names() {
-    error(
-        &with_line(24, "name = \"DATA\""),
-        24,
-        &["share \"DATA\"", "duplicate"],
-    );
-    error(
-        &with_line(24, "name = \"ipc$\""),
-        24,
-        &["share \"ipc$\"", "reserved"],
-    );
+    error(&with_line(24, "name = \"DATA\""), 24, &["share \"DATA\"", "duplicate"]);
+    error(&with_line(24, "name = \"ipc$\""), 24, &["share \"ipc$\"", "reserved"]);
 }
 
 #[test]
 fn invalid_share_names() {
-    error(
-        &with_line(19, "name = \"a/b\""),
-        19,
-        &["share \"a/b\"", "name", "'/'"],
-    );
-    error(
-        &with_line(19, "name = \"tab\\there\""),
-        19,
-        &["name", "'\\t'"],
-    );
+    error(&with_line(19, "name = \"a/b\""), 19, &["share \"a/b\"", "name", "'/'"]);
+    error(&with_line(19, "name = \"tab\\there\""), 19, &["name", "'\\t'"]);
     let long = format!("name = \"{}\"", "x".repeat(81));
     error(&with_line(19, &long), 19, &["name", "81 characters"]);
 }
 
 #[test]
 fn unknown_user_in_share() {
-    error(
-        &with_line(21, "users = [\"alice\",\n  \"carol\"]"),
-        22,
-        &["share \"data\"", "users", "unknown user \"carol\""],
-    );
+    error(&with_line(21, "users = [\"alice\",\n  \"carol\"]"), 22, &["share \"data\"", "users", "unknown user \"carol\""]);
 }
 
 #[test]
 fn bad_listen_addresses() {
-    error(
-        &with_line(3, "listen = [\"localhost:445\"]"),
-        3,
-        &["server.listen", "localhost:445"],
-    );
-    error(
-        &with_line(3, "listen = [\"1.2.3.4\"]"),
-        3,
-        &["server.listen"],
-    );
-    error(
-        &with_line(3, "listen = []"),
-        3,
-        &["server.listen", "at least one"],
-    );
-    error(
-        &with_line(3, "listen = \"1.2.3.4:445\""),
-        3,
-        &["listen", "invalid type"],
-    );
+    error(&with_line(3, "listen = [\"localhost:445\"]"), 3, &["server.listen", "localhost:445"]);
+    error(&with_line(3, "listen = [\"1.2.3.4\"]"), 3, &["server.listen"]);
+    error(&with_line(3, "listen = []"), 3, &["server.listen", "at least one"]);
+    error(&with_line(3, "listen = \"1.2.3.4:445\""), 3, &["listen", "invalid type"]);
 }
 
 #[test]
 fn other_server_values() {
-    error(
-        &with_line(4, "server_name = \"has space\""),
-        4,
-        &["server.server_name"],
-    );
-    error(
-        &with_line(7, "max_connections = 0"),
-        7,
-        &["server.max_connections"],
-    );
+    error(&with_line(4, "server_name = \"has space\""), 4, &["server.server_name"]);
+    error(&with_line(7, "max_connections = 0"), 7, &["server.max_connections"]);
     error(&with_line(8, "log = \"[[[\""), 8, &["server.log"]);
 }
 
 #[test]
 fn missing_required_keys() {
-    error(
-        &with_line(20, ""),
-        18,
-        &["share \"data\"", "missing field `path`"],
-    );
+    error(&with_line(20, ""), 18, &["share \"data\"", "missing field `path`"]);
     error(&with_line(12, ""), 10, &["user \"alice\"", "nt_hash"]);
     error(&with_line(11, ""), 10, &["user", "missing field `name`"]);
 }

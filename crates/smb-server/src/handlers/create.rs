@@ -14,6 +14,14 @@ use crate::open::{DirCursor, Open, OpenKind};
 use crate::pipeline::{Ctx, HResult};
 use crate::tree::TreeKind;
 
+/// FILE_CREATE_TREE_CONNECTION (MS-SMB2 2.2.13).
+const CREATE_TREE_CONNECTION: u32 = 0x0000_0080;
+/// FILE_RESERVE_OPFILTER (MS-SMB2 2.2.13).
+const RESERVE_OPFILTER: u32 = 0x0010_0000;
+/// FileAttributes a CREATE may carry (MS-SMB2 2.2.13, MS-FSCC 2.6): everything else, such as
+/// DEVICE, VOLUME, INTEGRITY_STREAM and the high bits, is invalid.
+const VALID_CREATE_ATTRIBUTES: u32 = 0x0000_7FB7;
+
 /// Maps GENERIC_* and MAXIMUM_ALLOWED to specific rights (MS-SMB2 3.3.5.9, MS-DTYP 2.4.3).
 fn map_generic(mut a: u32, maximal: u32) -> u32 {
     if a & access::GENERIC_READ != 0 {
@@ -42,12 +50,24 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if req.impersonation_level > 3 {
         return Err(NtStatus::BAD_IMPERSONATION_LEVEL);
     }
+    // MS-SMB2 3.3.5.9: reserved access bits are an access failure, checked before the other
+    // fields.
+    if req.desired_access & 0x0CE0_FE00 != 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    // Create context names are at least four bytes (MS-SMB2 2.2.13.2).
+    if req.contexts.iter().any(|c| c.name.len() < 4) {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
     if req.create_disposition > disposition::OVERWRITE_IF
         || req.create_options & options::RESERVED_MASK != 0
         || (req.create_options & options::DIRECTORY_FILE != 0 && req.create_options & options::NON_DIRECTORY_FILE != 0)
-        || req.desired_access & 0x0CE0_FE00 != 0
-        || req.file_attributes & !0x0003_7FB7 != 0
+        || req.file_attributes & !VALID_CREATE_ATTRIBUTES != 0
     {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    // A temporary directory makes no sense (MS-FSA 2.1.5.1.2.1).
+    if req.create_options & options::DIRECTORY_FILE != 0 && req.file_attributes & smb_fscc::FILE_ATTRIBUTE_TEMPORARY != 0 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     if session.open_count() >= cx.conn.server.config.max_opens_per_session {
@@ -64,8 +84,24 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         TreeKind::Ipc => return open_pipe(cx, &req, granted, out),
         TreeKind::Disk(s) => s.clone(),
     };
-    if req.create_options & options::OPEN_BY_FILE_ID != 0 {
+    // Tree connections in CREATE, open by id and filter oplocks are not offered (as Windows
+    // answers over SMB2).
+    if req.create_options & (options::OPEN_BY_FILE_ID | CREATE_TREE_CONNECTION | RESERVE_OPFILTER) != 0 {
         return Err(NtStatus::NOT_SUPPORTED);
+    }
+    // A descriptor for the new file: validated before anything is created.
+    let sec_desc = match req.context(b"SecD") {
+        Some(d) => Some(smb_fscc::SecurityDescriptor::parse(d).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?),
+        None => None,
+    };
+    // EAs for a new or overwritten file: validated before anything is created.
+    let eas = match req.context(b"ExtA") {
+        Some(d) => Some(super::set_info::check_eas(smb_fscc::parse_full_ea_list(d).map_err(|_| NtStatus::INVALID_PARAMETER)?)?),
+        None => None,
+    };
+    // Previous versions (snapshots) are not kept: no such version of the file exists.
+    if req.context(b"TWrp").is_some() {
+        return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
     }
     // MS-SMB2 3.3.5.9: a name may not start with a separator.
     if req.name.starts_with('\\') {
@@ -115,6 +151,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     .map_err(|s| if s == NtStatus::ACCESS_DENIED && cx.tree.as_ref().is_some_and(|t| t.read_only) { NtStatus::ACCESS_DENIED } else { s })?;
     let is_dir = attrs.is_dir;
     let created = outcome == OpenOutcome::Created;
+    // Names are case-insensitive: remember the on-disk spelling, which later renames, name
+    // queries and path comparisons between opens rely on.
+    let path = handle.opened_path().unwrap_or(path);
     // A read-only file can be opened for reading only, and cannot be deleted.
     if !created && attrs.dos_attributes & braid_vfs::dos::READONLY != 0 && !is_dir {
         if granted & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) != 0 || truncate {
@@ -146,8 +185,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         let set = req.file_attributes;
         let r = blocking(move || {
             h.set_len(0)?;
-            if set & 0x27 != 0 {
-                h.set_dos_attributes(set & 0x27)?;
+            if set & smb_fscc::SETTABLE_ATTRIBUTES != 0 {
+                h.set_dos_attributes(set & smb_fscc::SETTABLE_ATTRIBUTES)?;
             }
             h.attrs()
         })
@@ -160,9 +199,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             }
         }
         create_action = if req.create_disposition == disposition::SUPERSEDE { action::SUPERSEDED } else { action::OVERWRITTEN };
-    } else if created && req.file_attributes & 0x27 != 0 {
+    } else if created && req.file_attributes & smb_fscc::SETTABLE_ATTRIBUTES != 0 {
         let h = handle.clone();
-        let set = req.file_attributes & 0x27;
+        let set = req.file_attributes & smb_fscc::SETTABLE_ATTRIBUTES;
         if let Ok(a) = blocking(move || {
             h.set_dos_attributes(set)?;
             h.attrs()
@@ -172,11 +211,39 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             attrs = a;
         }
     }
-    if created {
+    // The SecD descriptor applies to a new file only (MS-SMB2 2.2.13.2); sections it does not
+    // carry keep the defaults. A SACL would need ACCESS_SYSTEM_SECURITY, never granted, so
+    // it is not stored. Failing to store is logged, not fatal: the file exists by now.
+    if let Some(sd) = sec_desc.filter(|_| created) {
+        let sections = sd.present_sections() & !smb_fscc::SACL_SECURITY_INFORMATION;
+        if sections != 0 {
+            let h = handle.clone();
+            if let Err(st) = blocking(move || super::query_info::store_sd(h.as_ref(), &sd, sections)).await {
+                tracing::debug!(status = ?st, "storing the create-time security descriptor failed");
+            }
+        }
+    }
+    if let Some(eas) = eas.filter(|_| created || truncate) {
+        let h = handle.clone();
+        if let Err(st) = blocking(move || super::set_info::apply_eas(h.as_ref(), &eas)).await {
+            files.release(key, volatile);
+            return Err(super::set_info::ea_status(st));
+        }
+    }
+    // The allocation size applies to a new or overwritten file (MS-SMB2 2.2.13.2.4); report
+    // the space actually reserved.
+    if (created || truncate) && !is_dir {
         if let Some(alloc) = req.context(b"AlSi").and_then(|d| d.get(..8)) {
             let size = u64::from_le_bytes(alloc.try_into().unwrap_or([0; 8]));
             let h = handle.clone();
-            let _ = blocking(move || h.allocate(size)).await;
+            if let Ok(a) = blocking(move || {
+                h.allocate(size)?;
+                h.attrs()
+            })
+            .await
+            {
+                attrs = a;
+            }
         }
     }
     let id = FileId { persistent: volatile, volatile };

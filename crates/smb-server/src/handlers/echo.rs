@@ -15,11 +15,7 @@ pub fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
 /// Wakes the pending request the CANCEL names, by async id or by message id.
 pub fn cancel(cx: &mut Ctx<'_>) -> HResult {
     let pending = lock(&cx.conn.pending);
-    let target = if cx.hdr.is_async() {
-        pending.values().find(|p| p.async_id == cx.hdr.async_id)
-    } else {
-        pending.get(&cx.hdr.message_id.0)
-    };
+    let target = if cx.hdr.is_async() { pending.values().find(|p| p.async_id == cx.hdr.async_id) } else { pending.get(&cx.hdr.message_id.0) };
     if let Some(p) = target {
         p.cancel.notify_one();
     }

@@ -58,12 +58,57 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             encode_response(out, req.ctl_code, open.id, &[]);
             Ok(NtStatus::SUCCESS)
         }
-        (OpenKind::File { .. }, fsctl::SRV_ENUMERATE_SNAPSHOTS) => Err(NtStatus::INVALID_DEVICE_REQUEST),
-        (OpenKind::File { .. }, fsctl::SRV_REQUEST_RESUME_KEY | fsctl::SRV_COPYCHUNK | fsctl::SRV_COPYCHUNK_WRITE) => {
-            Err(NtStatus::NOT_SUPPORTED)
+        (OpenKind::File { node, .. }, fsctl::LMR_REQUEST_RESILIENCY) => {
+            request_resiliency(cx, &req, node, open.id.volatile)?;
+            encode_response(out, req.ctl_code, open.id, &[]);
+            Ok(NtStatus::SUCCESS)
         }
+        (OpenKind::File { .. }, fsctl::CREATE_OR_GET_OBJECT_ID) => {
+            if max_out < 64 {
+                return Err(NtStatus::BUFFER_TOO_SMALL);
+            }
+            let h = open.handle().cloned().ok_or(NtStatus::INVALID_HANDLE)?;
+            let attrs = super::blocking(move || h.attrs()).await?;
+            let share = open.tree.share().map_or(0, |s| s.index as u64);
+            encode_response(out, req.ctl_code, open.id, &object_id(share, attrs.file_id));
+            Ok(NtStatus::SUCCESS)
+        }
+        (OpenKind::File { .. }, fsctl::SRV_ENUMERATE_SNAPSHOTS) => Err(NtStatus::INVALID_DEVICE_REQUEST),
+        (OpenKind::File { .. }, fsctl::SRV_REQUEST_RESUME_KEY | fsctl::SRV_COPYCHUNK | fsctl::SRV_COPYCHUNK_WRITE) => Err(NtStatus::NOT_SUPPORTED),
         _ => Err(NtStatus::INVALID_DEVICE_REQUEST),
     }
+}
+
+/// Longest resiliency timeout a client may ask for, in milliseconds (Windows uses 5 minutes).
+const MAX_RESILIENCY_TIMEOUT_MS: u32 = 300_000;
+
+/// FSCTL_LMR_REQUEST_RESILIENCY (MS-SMB2 3.3.5.15.9). The open becomes resilient, which
+/// here means its LOCK requests get lock sequence replay detection; the handle itself is
+/// not kept across a disconnect.
+fn request_resiliency(cx: &Ctx<'_>, req: &IoctlRequest<'_>, node: &crate::locks::FileNode, open: u64) -> Result<(), NtStatus> {
+    if cx.conn.dialect() < dialect::SMB210 {
+        return Err(NtStatus::INVALID_DEVICE_REQUEST);
+    }
+    let mut r = Reader::new(req.input, 0);
+    let timeout = r.u32().map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    r.u32().map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    if timeout > MAX_RESILIENCY_TIMEOUT_MS {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    node.enable_lock_sequences(open);
+    Ok(())
+}
+
+/// FILE_OBJECTID_BUFFER (MS-FSCC 2.1.3) for FSCTL_CREATE_OR_GET_OBJECT_ID. There is no
+/// object id store, so the id is derived from the share and the file id: stable for the
+/// life of the file and distinct between files.
+fn object_id(share: u64, file_id: u64) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    b[..8].copy_from_slice(&file_id.to_le_bytes());
+    b[8..16].copy_from_slice(&share.to_le_bytes());
+    // BirthObjectId equals ObjectId; BirthVolumeId and DomainId stay zero.
+    b.copy_within(0..16, 32);
+    b
 }
 
 /// FSCTL_VALIDATE_NEGOTIATE_INFO (MS-SMB2 3.3.5.15.12): any mismatch with what NEGOTIATE
@@ -83,9 +128,7 @@ fn validate_negotiate(cx: &mut Ctx<'_>, req: &IoctlRequest<'_>, out: &mut Vec<u8
         let mode = r.u16()?;
         let count = r.u16()?;
         let dialects: Vec<u16> = (0..count).map(|_| r.u16()).collect::<Result<_, _>>()?;
-        let best = [dialect::SMB311, dialect::SMB302, dialect::SMB300, dialect::SMB210, dialect::SMB202]
-            .into_iter()
-            .find(|d| dialects.contains(d));
+        let best = [dialect::SMB311, dialect::SMB302, dialect::SMB300, dialect::SMB210, dialect::SMB202].into_iter().find(|d| dialects.contains(d));
         Ok(caps == neg.client_capabilities && guid == neg.client_guid && mode == neg.client_security_mode && best == Some(neg.dialect))
     })()
     .unwrap_or(false);

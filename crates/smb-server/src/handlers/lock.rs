@@ -1,15 +1,17 @@
-//! LOCK (MS-SMB2 3.3.5.14): shared/exclusive byte ranges, unlock, fail-immediately, and
-//! blocking locks answered STATUS_PENDING then completed (or cancelled).
+//! LOCK (MS-SMB2 3.3.5.14): shared/exclusive byte ranges, unlock, fail-immediately,
+//! blocking locks answered STATUS_PENDING then completed (or cancelled), and lock sequence
+//! replay detection for resilient opens.
 
 use std::sync::Arc;
 
 use smb_wire::msg::lock::{flags, LockRequest};
 use smb_wire::msg::simple::encode_empty;
-use smb_wire::NtStatus;
+use smb_wire::{dialect, NtStatus};
 
 use super::find_open;
 use crate::connection::PendingOp;
 use crate::locks::{ByteLock, FileNode};
+use crate::open::Open;
 use crate::pipeline::{go_async, Ctx, HResult};
 use crate::server::lock;
 
@@ -21,6 +23,25 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let owner = open.id.volatile;
+    // LockSequence is reserved in 2.0.2; later dialects check it on opens that asked for
+    // it (3.3.5.14): a replay of the last successful request of a bucket changes nothing.
+    let sequenced = cx.conn.dialect() >= dialect::SMB210;
+    if sequenced && node.lock_sequence_replayed(owner, req.lock_sequence) {
+        encode_empty(out);
+        return Ok(NtStatus::SUCCESS);
+    }
+    let result = apply(cx, &open, &node, &req, out).await;
+    if result.is_ok() && sequenced {
+        node.lock_sequence_done(owner, req.lock_sequence);
+    }
+    result?;
+    encode_empty(out);
+    Ok(NtStatus::SUCCESS)
+}
+
+/// Carries out the unlocks or the locks of one request, all or nothing.
+async fn apply(cx: &mut Ctx<'_>, open: &Arc<Open>, node: &Arc<FileNode>, req: &LockRequest, out: &mut Vec<u8>) -> Result<(), NtStatus> {
+    let owner = open.id.volatile;
     if req.locks[0].flags & flags::UNLOCK != 0 {
         for l in &req.locks {
             if l.flags != flags::UNLOCK {
@@ -28,8 +49,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             }
             node.unlock(owner, l.offset, l.length)?;
         }
-        encode_empty(out);
-        return Ok(NtStatus::SUCCESS);
+        return Ok(());
     }
     for l in &req.locks {
         let kind = l.flags & !flags::FAIL_IMMEDIATELY;
@@ -43,7 +63,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let mut taken: Vec<ByteLock> = Vec::new();
     for l in &req.locks {
         let bl = ByteLock { open: owner, offset: l.offset, length: l.length, exclusive: l.flags & flags::EXCLUSIVE_LOCK != 0 };
-        let r = if l.flags & flags::FAIL_IMMEDIATELY != 0 { node.try_lock(bl) } else { wait_for_lock(cx, &node, bl).await };
+        let r = if l.flags & flags::FAIL_IMMEDIATELY != 0 { node.try_lock(bl) } else { wait_for_lock(cx, open, node, bl, out).await };
         if let Err(st) = r {
             // All or nothing: undo what this request already took.
             for t in taken.iter().rev() {
@@ -53,33 +73,43 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         }
         taken.push(bl);
     }
-    // A blocked lock may complete after its handle was closed; do not leave it behind.
-    if cx.session.as_ref().and_then(|s| s.open(owner)).is_none() {
+    // A blocked lock may be granted just as its handle is closed; do not leave it behind.
+    if !still_open(cx, open) {
         for t in &taken {
             let _ = node.unlock(owner, t.offset, t.length);
         }
-        return Err(NtStatus::FILE_CLOSED);
+        return Err(NtStatus::RANGE_NOT_LOCKED);
     }
-    encode_empty(out);
-    Ok(NtStatus::SUCCESS)
+    Ok(())
+}
+
+/// Whether `open` is still in its session (CLOSE, TREE_DISCONNECT and LOGOFF remove it
+/// before releasing its locks).
+fn still_open(cx: &Ctx<'_>, open: &Arc<Open>) -> bool {
+    cx.session.as_ref().and_then(|s| s.open(open.id.volatile)).is_some_and(|o| Arc::ptr_eq(&o, open))
 }
 
 /// Takes a lock, going async and waiting for releases when it conflicts. Returns
-/// STATUS_CANCELLED when the client cancels or the connection goes away.
-async fn wait_for_lock(cx: &mut Ctx<'_>, node: &Arc<FileNode>, bl: ByteLock) -> Result<(), NtStatus> {
+/// STATUS_CANCELLED when the client cancels or the connection goes away, and
+/// STATUS_RANGE_NOT_LOCKED when the handle is closed meanwhile (as Windows does).
+async fn wait_for_lock(cx: &mut Ctx<'_>, open: &Arc<Open>, node: &Arc<FileNode>, bl: ByteLock, out: &mut Vec<u8>) -> Result<(), NtStatus> {
     let mut registered: Option<u64> = None;
     let cancel = Arc::new(tokio::sync::Notify::new());
     let result = loop {
+        // Subscribe before looking, so a release between the checks and the wait is seen.
         let released = node.unlocked.notified();
         tokio::pin!(released);
         released.as_mut().enable();
+        if !still_open(cx, open) {
+            break Err(NtStatus::RANGE_NOT_LOCKED);
+        }
         match node.try_lock(bl) {
             Ok(()) => break Ok(()),
             Err(st) if st != NtStatus::LOCK_NOT_GRANTED => break Err(st),
             Err(_) => {}
         }
         if registered.is_none() {
-            let async_id = go_async(cx).await;
+            let async_id = go_async(cx, out).await;
             let mid = cx.hdr.message_id.0;
             lock(&cx.conn.pending).insert(mid, PendingOp { async_id, cancel: cancel.clone() });
             registered = Some(mid);

@@ -48,9 +48,7 @@ pub async fn dispatch(cx: &mut Ctx<'_>, cmd: Command, out: &mut Vec<u8>) -> HRes
 
 /// Payload size a request moves, for the credit-charge check (MS-SMB2 3.3.5.2.5).
 pub fn payload_size(cmd: Command, msg: &[u8]) -> u32 {
-    let at = |off: usize| -> u32 {
-        msg.get(HEADER_LEN + off..HEADER_LEN + off + 4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
+    let at = |off: usize| -> u32 { msg.get(HEADER_LEN + off..HEADER_LEN + off + 4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])) };
     match cmd {
         Command::Read | Command::Write => at(4),
         Command::QueryDirectory => at(28),
@@ -83,9 +81,7 @@ pub fn find_open(cx: &mut Ctx<'_>, id: smb_wire::FileId) -> Result<std::sync::Ar
 }
 
 /// Runs blocking storage work on the blocking pool, mapping storage errors to NTSTATUS.
-pub async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> braid_vfs::Result<T> + Send + 'static,
-) -> Result<T, NtStatus> {
+pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> braid_vfs::Result<T> + Send + 'static) -> Result<T, NtStatus> {
     match tokio::task::spawn_blocking(f).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => {
@@ -98,9 +94,10 @@ pub async fn blocking<T: Send + 'static>(
 
 /// Builds the MS-FSCC view of an open file's metadata.
 pub fn file_info(a: &braid_vfs::FileAttrs, open: &crate::open::Open) -> smb_fscc::FileInfo {
-    use std::sync::atomic::Ordering;
     use smb_fscc::system_time_to_filetime as ft;
+    use std::sync::atomic::Ordering;
     let path = crate::server::lock(&open.path).to_smb_string();
+    let delete_pending = open.node().is_some_and(|n| n.delete_pending.load(Ordering::Acquire)) || open.delete_on_close.load(Ordering::Acquire);
     smb_fscc::FileInfo {
         creation_time: ft(a.created),
         last_access_time: ft(a.accessed),
@@ -110,9 +107,9 @@ pub fn file_info(a: &braid_vfs::FileAttrs, open: &crate::open::Open) -> smb_fscc
         end_of_file: if a.is_dir { 0 } else { a.size },
         allocation_size: if a.is_dir { 0 } else { a.alloc_size },
         file_id: a.file_id,
-        number_of_links: a.nlink,
-        delete_pending: open.node().is_some_and(|n| n.delete_pending.load(Ordering::Acquire))
-            || open.delete_on_close.load(Ordering::Acquire),
+        // A link about to be deleted no longer counts (as Windows reports it).
+        number_of_links: if delete_pending { a.nlink.saturating_sub(1) } else { a.nlink },
+        delete_pending,
         is_directory: a.is_dir,
         ea_size: 0,
         access_mask: open.access,

@@ -5,8 +5,7 @@ use std::sync::Arc;
 use smb_crypto::{Cipher, SigningAlgorithm};
 use smb_wire::header::flags;
 use smb_wire::msg::negotiate::{
-    cap, ctx, id_list_context_data, preauth_context_data, NegotiateContext, NegotiateRequest, NegotiateResponse,
-    HASH_SHA512, SIGNING_ENABLED,
+    cap, ctx, id_list_context_data, preauth_context_data, NegotiateContext, NegotiateRequest, NegotiateResponse, HASH_SHA512, SIGNING_ENABLED,
 };
 use smb_wire::smb1::{parse_negotiate, Smb1Negotiate};
 use smb_wire::{dialect, Command, Header, MessageId, NtStatus, SessionId, TreeId};

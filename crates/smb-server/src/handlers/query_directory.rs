@@ -27,7 +27,11 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     })?;
     let mut cur = open.dir.lock().await;
     let restart = req.flags & (flags::RESTART_SCANS | flags::REOPEN) != 0;
+    // Entries of a listing taken by an earlier request may have been removed since; those
+    // are checked before being returned (a fresh listing needs no check).
+    let mut verify = true;
     if restart || cur.entries.is_none() {
+        verify = false;
         let h = handle.clone();
         let mut entries = blocking(move || {
             let me = h.attrs()?;
@@ -47,27 +51,19 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         cur.pattern = Some(p);
     }
     let pattern = cur.pattern.clone().unwrap_or_else(|| "*".into());
-    let exact = !has_wildcards(&pattern);
     let single = req.flags & flags::RETURN_SINGLE_ENTRY != 0;
-    let mut pos = cur.pos;
-    let entries = cur.entries.as_ref().map_or(&[][..], |v| &v[..]);
-    while pos < entries.len() {
-        let e = &entries[pos];
-        let matches = if exact { e.name.eq_ignore_ascii_case(&pattern) || e.name == pattern } else { wildcard_match(&pattern, &e.name) };
-        if matches {
-            let info = entry_info(e);
-            if !w.push(&e.name, &info) {
-                break;
-            }
-            if single {
-                pos += 1;
-                break;
-            }
-        }
-        pos += 1;
-    }
+    let entries = cur.entries.take().unwrap_or_default();
+    let start = cur.pos;
+    let r = tokio::task::spawn_blocking(move || {
+        let pos = fill(&handle, &entries, start, &pattern, single, verify, &mut w);
+        (entries, w, pos)
+    })
+    .await;
+    let Ok((entries, w, pos)) = r else { return Err(NtStatus::INTERNAL_ERROR) };
+    let entries_len = entries.len();
+    cur.entries = Some(entries);
     let done_without_output = w.is_empty();
-    let had_more = pos < entries.len();
+    let had_more = pos < entries_len;
     cur.pos = pos;
     if done_without_output {
         if had_more {
@@ -81,6 +77,39 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let data = w.finish();
     encode_output_response(out, &data);
     Ok(NtStatus::SUCCESS)
+}
+
+/// Adds the entries matching `pattern` from `start` on to `w` until it is full (or after one
+/// with `single`); returns the position to resume from. With `verify`, entries removed since
+/// the listing was taken are skipped.
+fn fill(
+    handle: &std::sync::Arc<dyn braid_vfs::FileHandle>,
+    entries: &[DirEntry],
+    start: usize,
+    pattern: &str,
+    single: bool,
+    verify: bool,
+    w: &mut DirWriter,
+) -> usize {
+    let exact = !has_wildcards(pattern);
+    let mut pos = start;
+    while pos < entries.len() {
+        let e = &entries[pos];
+        let matches = if exact { e.name.eq_ignore_ascii_case(pattern) || e.name == pattern } else { wildcard_match(pattern, &e.name) };
+        let gone = || verify && e.name != "." && e.name != ".." && matches!(handle.has_child(&e.name), Ok(false));
+        if matches && !gone() {
+            let info = entry_info(e);
+            if !w.push(&e.name, &info) {
+                break;
+            }
+            if single {
+                pos += 1;
+                break;
+            }
+        }
+        pos += 1;
+    }
+    pos
 }
 
 fn entry_info(e: &DirEntry) -> smb_fscc::FileInfo {

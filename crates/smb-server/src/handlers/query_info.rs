@@ -1,6 +1,7 @@
 //! QUERY_INFO (MS-SMB2 3.3.5.20): file, filesystem and security information.
 
-use smb_fscc::{encode_file_info, encode_fs_info, encode_security_descriptor, FsInfo, FsccError, Sid};
+use braid_vfs::FileHandle;
+use smb_fscc::{encode_file_info, encode_fs_info, FsInfo, FsccError, FullEa, SecurityDescriptor, Sid};
 use smb_wire::msg::create::access;
 use smb_wire::msg::error::encode_error_with_data;
 use smb_wire::msg::query_info::{encode_response, info_type, QueryInfoRequest};
@@ -11,8 +12,8 @@ use crate::open::OpenKind;
 use crate::pipeline::{Ctx, HResult};
 
 /// FILE_CASE_SENSITIVE_SEARCH | FILE_CASE_PRESERVED_NAMES | FILE_UNICODE_ON_DISK |
-/// FILE_SUPPORTS_SPARSE_FILES (MS-FSCC 2.5.1).
-const FS_ATTRIBUTES: u32 = 0x0000_0001 | 0x0000_0002 | 0x0000_0004 | 0x0000_0040;
+/// FILE_SUPPORTS_SPARSE_FILES | FILE_SUPPORTS_EXTENDED_ATTRIBUTES (MS-FSCC 2.5.1).
+const FS_ATTRIBUTES: u32 = 0x0000_0001 | 0x0000_0002 | 0x0000_0004 | 0x0000_0040 | 0x0080_0000;
 
 fn fscc_status(e: FsccError) -> NtStatus {
     match e {
@@ -25,6 +26,89 @@ fn fscc_status(e: FsccError) -> NtStatus {
     }
 }
 
+/// OWNER, GROUP, DACL and SACL_SECURITY_INFORMATION: the sections a stored descriptor has.
+pub(crate) const ALL_SECTIONS: u32 = 0xF;
+
+/// The descriptor of files without a stored one: owned by BUILTIN\Administrators, group
+/// BUILTIN\Users, Everyone full control.
+pub(crate) fn synthetic_sd() -> SecurityDescriptor {
+    let owner: Sid = "S-1-5-32-544".parse().unwrap_or_else(|_| Sid::everyone());
+    let group: Sid = "S-1-5-32-545".parse().unwrap_or_else(|_| Sid::everyone());
+    SecurityDescriptor::synthetic(owner, group)
+}
+
+/// The descriptor of an open file: the stored one, else the synthetic one. A stored value
+/// that no longer parses (written by something else) is treated as absent.
+pub(crate) fn load_sd(h: &dyn FileHandle) -> braid_vfs::Result<SecurityDescriptor> {
+    Ok(h.security_descriptor()?.and_then(|b| SecurityDescriptor::parse(&b).ok()).unwrap_or_else(synthetic_sd))
+}
+
+/// Replaces the `sections` of the file's descriptor by those of `new` and stores the result,
+/// so that setting only the DACL keeps the owner and group.
+///
+/// Descriptors are stored and reported but not enforced: access checks use the share's
+/// permissions (and the server's POSIX identity) only, never these ACLs.
+pub(crate) fn store_sd(h: &dyn FileHandle, new: &SecurityDescriptor, sections: u32) -> braid_vfs::Result<()> {
+    let mut sd = load_sd(h)?;
+    sd.merge(new, sections);
+    let mut bytes = Vec::new();
+    sd.encode(ALL_SECTIONS, &mut bytes);
+    h.set_security_descriptor(&bytes)
+}
+
+/// A file's EAs in wire form.
+fn ea_list(eas: Vec<(String, Vec<u8>)>) -> Vec<FullEa> {
+    eas.into_iter().map(|(name, value)| FullEa { flags: 0, name, value }).collect()
+}
+
+/// QUERY_INFO FileFullEaInformation (MS-SMB2 3.3.5.20.1, MS-FSA 2.1.5.11.9): all EAs, or
+/// those named in the input's FILE_GET_EA_INFORMATION list (a missing one comes back with
+/// an empty value), as many whole entries as fit. Every query starts from the first EA:
+/// no per-open EA index is kept.
+async fn query_eas(open: &crate::open::Open, req: &QueryInfoRequest<'_>, limit: usize, out: &mut Vec<u8>) -> HResult {
+    if !open.has(access::FILE_READ_EA) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let OpenKind::File { handle, .. } = &open.kind else { return Err(NtStatus::NO_EAS_ON_FILE) };
+    let wanted = if req.input.is_empty() { None } else { Some(smb_fscc::parse_get_ea_list(req.input).map_err(|_| NtStatus::INVALID_PARAMETER)?) };
+    let h = handle.clone();
+    let eas = ea_list(blocking(move || h.extended_attributes()).await?);
+    let list = match wanted {
+        None => eas,
+        Some(names) => names
+            .into_iter()
+            .map(|n| {
+                let upper = n.to_ascii_uppercase();
+                eas.iter().find(|e| e.name == upper).cloned().unwrap_or(FullEa { flags: 0, name: upper, value: Vec::new() })
+            })
+            .collect(),
+    };
+    if list.is_empty() {
+        return Err(NtStatus::NO_EAS_ON_FILE);
+    }
+    let mut data = Vec::new();
+    let n = smb_fscc::encode_full_ea_list(&list, limit, &mut data);
+    if n == 0 {
+        encode_error_with_data(out, &smb_fscc::full_ea_list_size(&list[..1]).to_le_bytes());
+        return Ok(NtStatus::BUFFER_TOO_SMALL);
+    }
+    encode_response(out, &data);
+    Ok(if n < list.len() { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS })
+}
+
+/// The access a file information class needs (MS-FSA 2.1.5.11): the attribute-bearing
+/// classes need FILE_READ_ATTRIBUTES, the others none beyond having the open.
+fn required_access(class: u8) -> u32 {
+    use smb_fscc::class::*;
+    match class {
+        FILE_BASIC_INFORMATION | FILE_ALL_INFORMATION | FILE_NETWORK_OPEN_INFORMATION | FILE_ATTRIBUTE_TAG_INFORMATION => {
+            access::FILE_READ_ATTRIBUTES
+        }
+        FILE_FULL_EA_INFORMATION => access::FILE_READ_EA,
+        _ => 0,
+    }
+}
+
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let frame = cx.frame.clone();
     let req = QueryInfoRequest::decode(&frame[cx.range.clone()]).map_err(super::bad("QUERY_INFO"))?;
@@ -32,20 +116,43 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let limit = req.output_buffer_length as usize;
     let mut data = Vec::new();
     match req.info_type {
+        info_type::FILE if req.info_class == smb_fscc::class::FILE_FULL_EA_INFORMATION => {
+            return query_eas(&open, &req, limit, out).await;
+        }
         info_type::FILE => {
             let min = smb_fscc::file_info_min_size(req.info_class);
             if min.is_none() {
                 return Err(NtStatus::INVALID_INFO_CLASS);
             }
-            if req.info_class != smb_fscc::class::FILE_ACCESS_INFORMATION && !open.has(access::FILE_READ_ATTRIBUTES) && req.info_class != smb_fscc::class::FILE_NAME_INFORMATION {
+            if req.info_class == smb_fscc::class::FILE_NORMALIZED_NAME_INFORMATION && cx.conn.dialect() < smb_wire::dialect::SMB311 {
+                // MS-SMB2 3.3.5.20.1: only offered from SMB 3.1.1 on.
+                return Err(NtStatus::NOT_SUPPORTED);
+            }
+            let needed = required_access(req.info_class);
+            if needed != 0 && !open.has(needed) {
                 return Err(NtStatus::ACCESS_DENIED);
             }
             let info = match &open.kind {
-                OpenKind::Pipe(_) => smb_fscc::FileInfo { attributes: smb_fscc::FILE_ATTRIBUTE_NORMAL, number_of_links: 1, access_mask: open.access, ..Default::default() },
+                OpenKind::Pipe(_) => smb_fscc::FileInfo {
+                    attributes: smb_fscc::FILE_ATTRIBUTE_NORMAL,
+                    number_of_links: 1,
+                    access_mask: open.access,
+                    ..Default::default()
+                },
                 OpenKind::File { handle, .. } => {
                     let h = handle.clone();
-                    let a = blocking(move || h.attrs()).await?;
-                    file_info(&a, &open)
+                    // EaSize only where it is the point of the class: directory listings and
+                    // FileAllInformation report 0 (computing it per listed entry would cost a
+                    // listxattr each), and those two must agree with each other.
+                    let with_eas = req.info_class == smb_fscc::class::FILE_EA_INFORMATION;
+                    let (a, ea_size) = blocking(move || {
+                        let ea_size = if with_eas { smb_fscc::full_ea_list_size(&ea_list(h.extended_attributes()?)) } else { 0 };
+                        Ok((h.attrs()?, ea_size))
+                    })
+                    .await?;
+                    let mut info = file_info(&a, &open);
+                    info.ea_size = ea_size;
+                    info
                 }
             };
             encode_file_info(req.info_class, &info, &mut data).map_err(fscc_status)?;
@@ -87,11 +194,16 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             if !open.has(access::READ_CONTROL) {
                 return Err(NtStatus::ACCESS_DENIED);
             }
-            // A fixed descriptor: owned by the local administrator account, Everyone full
-            // control. Real ACLs are future work.
-            let owner: Sid = "S-1-5-32-544".parse().unwrap_or_else(|_| Sid::everyone());
-            let group: Sid = "S-1-5-32-545".parse().unwrap_or_else(|_| Sid::everyone());
-            encode_security_descriptor(req.additional_information, &owner, &group, &mut data);
+            // The stored descriptor (or the synthetic one), restricted to the requested
+            // sections.
+            let sd = match &open.kind {
+                OpenKind::Pipe(_) => synthetic_sd(),
+                OpenKind::File { handle, .. } => {
+                    let h = handle.clone();
+                    blocking(move || load_sd(h.as_ref())).await?
+                }
+            };
+            sd.encode(req.additional_information, &mut data);
             if data.len() > limit {
                 encode_error_with_data(out, &u32::try_from(data.len()).unwrap_or(0).to_le_bytes());
                 return Ok(NtStatus::BUFFER_TOO_SMALL);

@@ -60,5 +60,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         return Err(NtStatus::END_OF_FILE);
     }
     out[prefix_at + 4..prefix_at + 8].copy_from_slice(&u32::try_from(n).unwrap_or(0).to_le_bytes());
+    // FilePositionInformation follows the last synchronous transfer on the open.
+    open.position.store(req.offset.saturating_add(n as u64), std::sync::atomic::Ordering::Relaxed);
     Ok(NtStatus::SUCCESS)
 }

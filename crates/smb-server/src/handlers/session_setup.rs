@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use smb_auth::{AuthError, AuthStep, Identity, NtlmServer};
-use smb_crypto::{SessionKeys, SigningAlgorithm, Signer};
+use smb_crypto::{Sealer, SessionKeys, Signer, SigningAlgorithm};
 use smb_wire::msg::negotiate::SIGNING_REQUIRED;
 use smb_wire::msg::session_setup::{encode_response, SessionSetupRequest, FLAG_BINDING, SESSION_FLAG_IS_GUEST, SESSION_FLAG_IS_NULL};
 use smb_wire::{dialect, NtStatus};
@@ -44,7 +44,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             }
             let id = server.new_session_id();
             let pending = Pending { ntlm: new_ntlm(cx), preauth: lock(&conn.preauth).clone() };
-            let s = Arc::new(Session::new(id, dialect, conn.id, pending));
+            let s = Arc::new(Session::new(id, conn.id, pending));
             server.sessions.insert(id, s.clone());
             lock(&conn.sessions).push(id);
             s
@@ -131,18 +131,28 @@ fn finish(
             return Err(NtStatus::USER_SESSION_DELETED);
         }
     } else {
-        let signer = keyed.then(|| {
-            let keys = SessionKeys::derive(dialect, &session_key, (dialect == dialect::SMB311).then_some(preauth), neg.and_then(|n| n.cipher));
+        let cipher = neg.and_then(|n| n.cipher).filter(|_| dialect::is_smb3(dialect));
+        let keys = keyed.then(|| SessionKeys::derive(dialect, &session_key, (dialect == dialect::SMB311).then_some(preauth), cipher));
+        let signer = keys.as_ref().map(|k| {
             let algo = match dialect {
                 d if d >= dialect::SMB311 => neg.map_or(SigningAlgorithm::AesCmac, |n| n.signing_algorithm),
                 d if d >= dialect::SMB300 => SigningAlgorithm::AesCmac,
                 _ => SigningAlgorithm::HmacSha256,
             };
-            Signer::new(algo, &keys.signing)
+            Signer::new(algo, &k.signing)
         });
-        let client_requires = u16::from(client_security_mode) & SIGNING_REQUIRED != 0
-            || neg.is_some_and(|n| n.client_security_mode & SIGNING_REQUIRED != 0);
-        let _ = session.security.set(SessionSecurity { user: user.clone(), signer, signing_required: client_requires, session_key });
+        // Guest and anonymous sessions have no key, so they can neither sign nor encrypt.
+        let sealers = match (&keys, cipher) {
+            (Some(k), Some(c)) => match (Sealer::new(c, &k.encrypt_s2c), Sealer::new(c, &k.decrypt_c2s)) {
+                (Ok(e), Ok(d)) => Some((e, d)),
+                _ => None,
+            },
+            _ => None,
+        };
+        let (encryptor, decryptor) = sealers.map_or((None, None), |(e, d)| (Some(e), Some(d)));
+        let client_requires =
+            u16::from(client_security_mode) & SIGNING_REQUIRED != 0 || neg.is_some_and(|n| n.client_security_mode & SIGNING_REQUIRED != 0);
+        let _ = session.security.set(SessionSecurity { user: user.clone(), signer, signing_required: client_requires, encryptor, decryptor });
     }
     conn.server.clear_failures(conn.peer.ip());
     let flags = match user {

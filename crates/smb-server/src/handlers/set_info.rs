@@ -1,12 +1,12 @@
 //! SET_INFO (MS-SMB2 3.3.5.21): times and attributes, end of file, allocation, delete
-//! disposition, rename, position and mode. Security descriptors are accepted and ignored.
+//! disposition, rename, position and mode; security descriptors (stored, not enforced).
 
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use braid_vfs::{SetTimes, SharePath};
 use smb_fscc::{filetime_to_system_time, parse_set_info, FsccError, SetInfo};
-use smb_wire::msg::create::access;
+use smb_wire::msg::create::{access, share as share_mode};
 use smb_wire::msg::query_info::info_type;
 use smb_wire::msg::set_info::SetInfoRequest;
 use smb_wire::msg::simple::encode_set_info_response;
@@ -42,9 +42,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     match req.info_type {
         info_type::FILE => {}
         info_type::SECURITY => {
-            if !open.has(access::WRITE_DAC | access::WRITE_OWNER) {
-                return Err(NtStatus::ACCESS_DENIED);
-            }
+            set_security(&open, req.additional_information, req.buffer).await?;
             encode_set_info_response(out);
             return Ok(NtStatus::SUCCESS);
         }
@@ -63,6 +61,10 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             if attributes & smb_fscc::FILE_ATTRIBUTE_DIRECTORY != 0 && !is_dir {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
+            // MS-FSA 2.1.5.14.2: a directory cannot be temporary.
+            if attributes & smb_fscc::FILE_ATTRIBUTE_TEMPORARY != 0 && *is_dir {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
             let times = SetTimes {
                 created: time_field(creation_time),
                 accessed: time_field(last_access_time),
@@ -70,11 +72,13 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
                 changed: time_field(change_time),
             };
             blocking(move || {
+                // Attributes first: storing them moves the kernel change time, which an
+                // explicit ChangeTime in the same request must win over.
+                if attributes != 0 {
+                    h.set_dos_attributes(attributes & smb_fscc::SETTABLE_ATTRIBUTES)?;
+                }
                 if times != SetTimes::default() {
                     h.set_times(times)?;
-                }
-                if attributes != 0 {
-                    h.set_dos_attributes(attributes & 0x27)?;
                 }
                 Ok(())
             })
@@ -118,10 +122,83 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             need(access::FILE_WRITE_DATA)?;
         }
         SetInfo::Link { .. } => return Err(NtStatus::NOT_SUPPORTED),
-        SetInfo::FullEa => return Err(NtStatus::EAS_NOT_SUPPORTED),
+        SetInfo::FullEa { eas } => {
+            need(access::FILE_WRITE_EA)?;
+            writable()?;
+            let eas = check_eas(eas)?;
+            blocking(move || apply_eas(h.as_ref(), &eas)).await.map_err(ea_status)?;
+        }
     }
     encode_set_info_response(out);
     Ok(NtStatus::SUCCESS)
+}
+
+/// Validates the names of EAs to set (STATUS_INVALID_EA_NAME) and upper-cases them: EA
+/// names are case-insensitive and Windows reports them in upper case.
+pub(crate) fn check_eas(mut eas: Vec<smb_fscc::FullEa>) -> Result<Vec<smb_fscc::FullEa>, NtStatus> {
+    for ea in &mut eas {
+        if !smb_fscc::valid_ea_name(&ea.name) {
+            return Err(NtStatus::INVALID_EA_NAME);
+        }
+        ea.name.make_ascii_uppercase();
+    }
+    Ok(eas)
+}
+
+/// Stores EAs already passed through [`check_eas`]; an empty value deletes one.
+pub(crate) fn apply_eas(h: &dyn braid_vfs::FileHandle, eas: &[smb_fscc::FullEa]) -> braid_vfs::Result<()> {
+    eas.iter().try_for_each(|ea| h.set_extended_attribute(&ea.name, &ea.value))
+}
+
+/// The VFS refuses EAs beyond its bounds as "too large", which the generic mapping would
+/// report as a full disk.
+pub(crate) fn ea_status(s: NtStatus) -> NtStatus {
+    if s == NtStatus::DISK_FULL {
+        NtStatus::EA_TOO_LARGE
+    } else {
+        s
+    }
+}
+
+/// SET_INFO SECURITY (MS-SMB2 3.3.5.21.3, MS-FSA 2.1.5.16): each section needs its own
+/// right, and only the selected sections of the stored descriptor change.
+async fn set_security(open: &Open, sections: u32, buffer: &[u8]) -> Result<(), NtStatus> {
+    use smb_fscc::{
+        DACL_SECURITY_INFORMATION as DACL, GROUP_SECURITY_INFORMATION as GROUP, OWNER_SECURITY_INFORMATION as OWNER,
+        SACL_SECURITY_INFORMATION as SACL,
+    };
+    if sections & (OWNER | GROUP) != 0 && !open.has(access::WRITE_OWNER) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if sections & DACL != 0 && !open.has(access::WRITE_DAC) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    // ACCESS_SYSTEM_SECURITY is never granted (CREATE refuses it), so no SACL is ever set.
+    if sections & SACL != 0 && !open.has(access::ACCESS_SYSTEM_SECURITY) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if sections & (OWNER | GROUP | DACL) == 0 && !open.has(access::WRITE_DAC | access::WRITE_OWNER) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let OpenKind::File { handle, .. } = &open.kind else { return Err(NtStatus::INVALID_PARAMETER) };
+    if open.tree.read_only {
+        return Err(NtStatus::MEDIA_WRITE_PROTECTED);
+    }
+    let new = smb_fscc::SecurityDescriptor::parse(buffer).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?;
+    // A selected owner or group the descriptor does not carry leaves the stored one alone
+    // rather than erasing it. Other bits (label, attribute, scope) are not stored.
+    let mut sections = sections & (OWNER | GROUP | DACL);
+    if new.owner.is_none() {
+        sections &= !OWNER;
+    }
+    if new.group.is_none() {
+        sections &= !GROUP;
+    }
+    if sections == 0 {
+        return Ok(());
+    }
+    let h = handle.clone();
+    blocking(move || super::query_info::store_sd(h.as_ref(), &new, sections)).await
 }
 
 async fn set_delete(
@@ -181,11 +258,39 @@ async fn rename(cx: &Ctx<'_>, open: &Open, replace: bool, root_directory: u64, n
         return Ok(());
     }
     let backend = share.backend.clone();
+    let server = &cx.conn.server;
+    // A directory with open files beneath it cannot move (MS-FSA 2.1.5.14.11).
+    if open.is_dir() {
+        let busy = server.sessions.values().iter().flat_map(|s| s.opens()).any(|o| {
+            o.id != open.id && o.tree.share().is_some_and(|s| s.index == share.index) && {
+                let p = lock(&o.path);
+                p.components().len() > from.components().len() && p.components().starts_with(from.components())
+            }
+        });
+        if busy {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+    }
+    // Renaming opens the target's parent directory for adding an entry, sharing read and
+    // write only; that open must pass the share modes of the directory's other opens.
+    if let Some(parent) = to.parent() {
+        let (b, p) = (backend.clone(), parent);
+        if let Ok(a) = blocking(move || b.stat(&p)).await {
+            if let Some(node) = server.files.existing((share.index, a.file_id)) {
+                let add = if open.is_dir() { access::FILE_APPEND_DATA } else { access::FILE_WRITE_DATA };
+                let probe = server.new_file_id();
+                node.claim(probe, add | access::SYNCHRONIZE, share_mode::READ | share_mode::WRITE)?;
+                node.release(probe);
+            }
+        }
+    }
     // A target that someone has open cannot be replaced (Windows answers ACCESS_DENIED).
     if replace {
         let (b, t) = (backend.clone(), to.clone());
         if let Ok(a) = blocking(move || b.stat(&t)).await {
-            if cx.conn.server.files.existing((share.index, a.file_id)).is_some() {
+            // Not when the "target" is this very file under another case of its name.
+            let own = matches!(&open.kind, OpenKind::File { key, .. } if key.1 == a.file_id);
+            if !own && server.files.existing((share.index, a.file_id)).is_some() {
                 return Err(NtStatus::ACCESS_DENIED);
             }
         }

@@ -55,11 +55,13 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     drop(frame);
     let frame = cx.frame.clone();
-    let n = super::blocking(move || {
+    let (n, off) = super::blocking(move || {
         let off = if append { handle.attrs()?.size } else { offset };
-        handle.write_at(&frame[data_range], off)
+        Ok((handle.write_at(&frame[data_range], off)?, off))
     })
     .await?;
+    // FilePositionInformation follows the last synchronous transfer on the open.
+    open.position.store(off.saturating_add(n as u64), std::sync::atomic::Ordering::Relaxed);
     encode_response(out, u32::try_from(n).unwrap_or(0));
     Ok(NtStatus::SUCCESS)
 }

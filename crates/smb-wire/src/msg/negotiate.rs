@@ -36,12 +36,22 @@ pub const HASH_SHA512: u16 = 0x0001;
 /// A negotiate context as sent by the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NegotiateContext {
-    PreauthIntegrity { hash_algorithms: Vec<u16>, salt: Vec<u8> },
-    Encryption { ciphers: Vec<u16> },
-    Signing { algorithms: Vec<u16> },
+    PreauthIntegrity {
+        hash_algorithms: Vec<u16>,
+        salt: Vec<u8>,
+    },
+    Encryption {
+        ciphers: Vec<u16>,
+    },
+    Signing {
+        algorithms: Vec<u16>,
+    },
     NetName(String),
     /// Anything else: type and raw data (ignored, as MS-SMB2 3.3.5.4 says).
-    Other { context_type: u16, data: Vec<u8> },
+    Other {
+        context_type: u16,
+        data: Vec<u8>,
+    },
 }
 
 /// MS-SMB2 2.2.3 NEGOTIATE Request.

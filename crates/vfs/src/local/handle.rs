@@ -3,16 +3,13 @@
 use super::errno::map_errno;
 use super::listing;
 use super::meta::{
-    attrs_from, encode_btime, proc_fd_path, set_xattr, statx_fd, to_timespec, XattrAt, BTIME_XATTR,
-    DOS_ATTR_XATTR, STORED_DOS,
+    attrs_from, encode_btime, get_xattr_vec, list_xattrs, proc_fd_path, remove_xattr, set_xattr, statx_fd, to_timespec, XattrAt, BTIME_XATTR,
+    DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR, STORED_DOS,
 };
 use super::Root;
 use crate::{DirEntry, FileAttrs, FileHandle, Result, SetTimes, SharePath, VfsError};
 use rustix::fd::{AsFd, OwnedFd};
-use rustix::fs::{
-    fallocate, fsync, ftruncate, futimens, utimensat, AtFlags, FallocateFlags, Timespec,
-    Timestamps, UTIME_OMIT,
-};
+use rustix::fs::{fallocate, fsync, ftruncate, futimens, utimensat, AtFlags, FallocateFlags, Timespec, Timestamps, UTIME_OMIT};
 use rustix::io::{pread, pwrite, Errno};
 use std::fmt;
 use std::sync::Arc;
@@ -43,6 +40,9 @@ pub struct LocalHandle {
     /// of an ancestor, which only affects such symlink entries).
     pub(crate) path: SharePath,
     pub(crate) root: Arc<Root>,
+    /// Set once a change time was set through this handle: like Windows (MS-FSA
+    /// 2.1.5.14.2, Open.UserSetChangeTime), later changes through it keep that time.
+    pub(crate) sticky_ctime: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for LocalHandle {
@@ -78,6 +78,61 @@ impl LocalHandle {
         }
         if self.access != FdAccess::ReadWrite {
             return Err(VfsError::PermissionDenied);
+        }
+        Ok(())
+    }
+
+    /// Runs a change through this handle, keeping a client-set change time in force when
+    /// this handle set it (see `sticky_ctime`).
+    fn keeping_ctime<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        use std::sync::atomic::Ordering;
+        if !self.sticky_ctime.load(Ordering::Relaxed) {
+            return f();
+        }
+        let kernel_ctime = || -> Result<(u64, std::time::SystemTime)> {
+            let stx = statx_fd(self.fd.as_fd())?;
+            let a = attrs_from(&stx, None);
+            Ok((a.file_id, a.changed))
+        };
+        let before = kernel_ctime()?;
+        let current = self.root.ctime_override_current(before.0, before.1);
+        let r = f()?;
+        if current {
+            let after = kernel_ctime()?;
+            self.root.retarget_ctime_override(after.0, after.1);
+        }
+        Ok(r)
+    }
+
+    /// Changes the times that are `Some` (see [`FileHandle::set_times`]).
+    fn apply_times(&self, times: SetTimes) -> Result<()> {
+        if self.root.read_only {
+            return Err(VfsError::ReadOnly);
+        }
+        if let Some(created) = times.created {
+            self.with_xattr_at(|at| match at {
+                Some(at) => set_xattr(at, BTIME_XATTR, &encode_btime(created)),
+                None => Ok(()),
+            })?;
+        }
+        if times.accessed.is_some() || times.modified.is_some() {
+            let ts = |t: Option<_>| t.map(to_timespec).unwrap_or(Timespec { tv_sec: 0, tv_nsec: UTIME_OMIT });
+            let stamps = Timestamps { last_access: ts(times.accessed), last_modification: ts(times.modified) };
+            let r = if self.access == FdAccess::PathOnly {
+                // futimens refuses O_PATH fds; the empty-path form does not.
+                utimensat(&self.fd, "", &stamps, AtFlags::EMPTY_PATH)
+            } else {
+                futimens(&self.fd, &stamps)
+            };
+            r.map_err(map_errno)?;
+        }
+        if let Some(changed) = times.changed {
+            // Linux cannot set ctime: remember the wish until the file next changes
+            // through another handle.
+            let stx = statx_fd(self.fd.as_fd())?;
+            let now = attrs_from(&stx, None);
+            self.root.set_ctime_override(now.file_id, changed, now.changed);
+            self.sticky_ctime.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         Ok(())
     }
@@ -123,52 +178,60 @@ impl FileHandle for LocalHandle {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize> {
-        self.check_data_change()?;
-        if !self.allow_write {
-            return Err(VfsError::PermissionDenied);
-        }
-        match offset.checked_add(buf.len() as u64) {
-            Some(end) if end <= MAX_OFFSET => {}
-            _ => return Err(VfsError::TooLarge),
-        }
-        let mut done = 0;
-        while done < buf.len() {
-            match pwrite(&self.fd, &buf[done..], offset + done as u64) {
-                Ok(0) => return Err(VfsError::Io(std::io::ErrorKind::WriteZero.into())),
-                Ok(n) => done += n,
-                Err(Errno::INTR) => continue,
-                Err(e) => return Err(map_errno(e)),
+        self.keeping_ctime(|| {
+            self.check_data_change()?;
+            if !self.allow_write {
+                return Err(VfsError::PermissionDenied);
             }
-        }
-        Ok(done)
+            match offset.checked_add(buf.len() as u64) {
+                Some(end) if end <= MAX_OFFSET => {}
+                _ => return Err(VfsError::TooLarge),
+            }
+            let mut done = 0;
+            while done < buf.len() {
+                match pwrite(&self.fd, &buf[done..], offset + done as u64) {
+                    Ok(0) => return Err(VfsError::Io(std::io::ErrorKind::WriteZero.into())),
+                    Ok(n) => done += n,
+                    Err(Errno::INTR) => continue,
+                    Err(e) => return Err(map_errno(e)),
+                }
+            }
+            Ok(done)
+        })
     }
 
     fn attrs(&self) -> Result<FileAttrs> {
         let stx = statx_fd(self.fd.as_fd())?;
-        Ok(self.with_xattr_at(|at| attrs_from(&stx, at)))
+        let mut a = self.with_xattr_at(|at| attrs_from(&stx, at));
+        self.root.apply_ctime_override(&mut a);
+        Ok(a)
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
-        self.check_data_change()?;
-        if len > MAX_OFFSET {
-            return Err(VfsError::TooLarge);
-        }
-        ftruncate(&self.fd, len).map_err(map_errno)
+        self.keeping_ctime(|| {
+            self.check_data_change()?;
+            if len > MAX_OFFSET {
+                return Err(VfsError::TooLarge);
+            }
+            ftruncate(&self.fd, len).map_err(map_errno)
+        })
     }
 
     fn allocate(&self, len: u64) -> Result<()> {
-        self.check_data_change()?;
-        if len == 0 {
-            return Ok(());
-        }
-        if len > MAX_OFFSET {
-            return Err(VfsError::TooLarge);
-        }
-        // KEEP_SIZE: reserving space must not move the end of file.
-        match fallocate(&self.fd, FallocateFlags::KEEP_SIZE, 0, len) {
-            Ok(()) | Err(Errno::NOTSUP) => Ok(()),
-            Err(e) => Err(map_errno(e)),
-        }
+        self.keeping_ctime(|| {
+            self.check_data_change()?;
+            if len == 0 {
+                return Ok(());
+            }
+            if len > MAX_OFFSET {
+                return Err(VfsError::TooLarge);
+            }
+            // KEEP_SIZE: reserving space must not move the end of file.
+            match fallocate(&self.fd, FallocateFlags::KEEP_SIZE, 0, len) {
+                Ok(()) | Err(Errno::NOTSUP) => Ok(()),
+                Err(e) => Err(map_errno(e)),
+            }
+        })
     }
 
     fn sync(&self) -> Result<()> {
@@ -180,46 +243,23 @@ impl FileHandle for LocalHandle {
     }
 
     fn set_times(&self, times: SetTimes) -> Result<()> {
-        if self.root.read_only {
-            return Err(VfsError::ReadOnly);
+        if times.changed.is_none() {
+            self.keeping_ctime(|| self.apply_times(times))
+        } else {
+            self.apply_times(times)
         }
-        if let Some(created) = times.created {
-            self.with_xattr_at(|at| match at {
-                Some(at) => set_xattr(at, BTIME_XATTR, &encode_btime(created)),
-                None => Ok(()),
-            })?;
-        }
-        if times.accessed.is_some() || times.modified.is_some() {
-            let ts = |t: Option<_>| {
-                t.map(to_timespec).unwrap_or(Timespec {
-                    tv_sec: 0,
-                    tv_nsec: UTIME_OMIT,
-                })
-            };
-            let stamps = Timestamps {
-                last_access: ts(times.accessed),
-                last_modification: ts(times.modified),
-            };
-            let r = if self.access == FdAccess::PathOnly {
-                // futimens refuses O_PATH fds; the empty-path form does not.
-                utimensat(&self.fd, "", &stamps, AtFlags::EMPTY_PATH)
-            } else {
-                futimens(&self.fd, &stamps)
-            };
-            r.map_err(map_errno)?;
-        }
-        // The change time cannot be set on Linux; it is ignored.
-        Ok(())
     }
 
     fn set_dos_attributes(&self, attrs: u32) -> Result<()> {
-        if self.root.read_only {
-            return Err(VfsError::ReadOnly);
-        }
-        let value = (attrs & STORED_DOS).to_le_bytes();
-        self.with_xattr_at(|at| match at {
-            Some(at) => set_xattr(at, DOS_ATTR_XATTR, &value),
-            None => Ok(()),
+        self.keeping_ctime(|| {
+            if self.root.read_only {
+                return Err(VfsError::ReadOnly);
+            }
+            let value = (attrs & STORED_DOS).to_le_bytes();
+            self.with_xattr_at(|at| match at {
+                Some(at) => set_xattr(at, DOS_ATTR_XATTR, &value),
+                None => Ok(()),
+            })
         })
     }
 
@@ -231,5 +271,83 @@ impl FileHandle for LocalHandle {
             return Err(VfsError::PermissionDenied);
         }
         listing::list(self)
+    }
+
+    fn has_child(&self, name: &str) -> Result<bool> {
+        if !self.is_dir {
+            return Err(VfsError::NotADirectory);
+        }
+        listing::has_child(self, name)
+    }
+
+    fn opened_path(&self) -> Option<SharePath> {
+        Some(self.path.clone())
+    }
+
+    fn security_descriptor(&self) -> Result<Option<Vec<u8>>> {
+        self.with_xattr_at(|at| match at {
+            Some(at) => get_xattr_vec(at, SECURITY_XATTR, crate::MAX_SECURITY_DESCRIPTOR_LEN),
+            None => Ok(None),
+        })
+    }
+
+    fn extended_attributes(&self) -> Result<Vec<(String, Vec<u8>)>> {
+        self.with_xattr_at(|at| {
+            let Some(at) = at else { return Ok(Vec::new()) };
+            let mut names = list_xattrs(at, EA_XATTR_PREFIX)?;
+            names.sort_unstable();
+            names.truncate(crate::MAX_EAS);
+            let mut out = Vec::with_capacity(names.len());
+            for name in names {
+                let key = format!("{EA_XATTR_PREFIX}{name}");
+                // Removed meanwhile, or larger than we ever store: skip it.
+                if let Some(v) = get_xattr_vec(at, &key, crate::MAX_EA_VALUE_LEN)? {
+                    out.push((name, v));
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn set_extended_attribute(&self, name: &str, value: &[u8]) -> Result<()> {
+        if self.root.read_only {
+            return Err(VfsError::ReadOnly);
+        }
+        if name.is_empty() || name.len() > 255 || name.contains('\0') {
+            return Err(VfsError::InvalidName);
+        }
+        if value.len() > crate::MAX_EA_VALUE_LEN {
+            return Err(VfsError::TooLarge);
+        }
+        let key = format!("{EA_XATTR_PREFIX}{name}");
+        self.keeping_ctime(|| {
+            self.with_xattr_at(|at| {
+                let Some(at) = at else { return Ok(()) };
+                if value.is_empty() {
+                    return remove_xattr(at, &key);
+                }
+                // Bound the number per file; replacing an existing one is always fine.
+                let names = list_xattrs(at, EA_XATTR_PREFIX)?;
+                if names.len() >= crate::MAX_EAS && !names.iter().any(|n| n == name) {
+                    return Err(VfsError::TooLarge);
+                }
+                set_xattr(at, &key, value)
+            })
+        })
+    }
+
+    fn set_security_descriptor(&self, sd: &[u8]) -> Result<()> {
+        if self.root.read_only {
+            return Err(VfsError::ReadOnly);
+        }
+        if sd.len() > crate::MAX_SECURITY_DESCRIPTOR_LEN {
+            return Err(VfsError::TooLarge);
+        }
+        self.keeping_ctime(|| {
+            self.with_xattr_at(|at| match at {
+                Some(at) => set_xattr(at, SECURITY_XATTR, sd),
+                None => Ok(()),
+            })
+        })
     }
 }

@@ -35,10 +35,10 @@ pub(crate) fn list(h: &LocalHandle) -> Result<Vec<DirEntry>> {
             continue;
         }
         match entry_attrs(h, dir_proc.as_deref(), name) {
-            Ok(Some(attrs)) => out.push(DirEntry {
-                name: name.to_owned(),
-                attrs,
-            }),
+            Ok(Some(mut attrs)) => {
+                h.root.apply_ctime_override(&mut attrs);
+                out.push(DirEntry { name: name.to_owned(), attrs })
+            }
             Ok(None) => {}
             // Vanished or unreadable entries are skipped, not fatal to the whole listing.
             Err(e) => tracing::debug!(name, error = %e, "skipping directory entry"),
@@ -46,6 +46,19 @@ pub(crate) fn list(h: &LocalHandle) -> Result<Vec<DirEntry>> {
     }
     out.sort_unstable_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     Ok(out)
+}
+
+/// Whether `name` still exists in the directory `h` (a cheap check for enumerations that
+/// continue from an older snapshot).
+pub(crate) fn has_child(h: &LocalHandle, name: &str) -> Result<bool> {
+    if validate_component(name).is_err() {
+        return Ok(false);
+    }
+    match statx_at(h.fd.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(_) => Ok(true),
+        Err(crate::VfsError::NotFound) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Attributes of one entry, or `None` if it must not be listed.

@@ -4,8 +4,8 @@ use super::errno::map_errno;
 use crate::{dos, FileAttrs, Result};
 use rustix::fd::{AsRawFd, BorrowedFd};
 use rustix::fs::{
-    fgetxattr, fsetxattr, getxattr, lgetxattr, setxattr, statx, AtFlags, FileType, Statx,
-    StatxFlags, StatxTimestamp, Timespec, XattrFlags,
+    fgetxattr, flistxattr, fremovexattr, fsetxattr, getxattr, lgetxattr, listxattr, llistxattr, removexattr, setxattr, statx, AtFlags, FileType,
+    Statx, StatxFlags, StatxTimestamp, Timespec, XattrFlags,
 };
 use rustix::io::Errno;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -16,8 +16,16 @@ pub const DOS_ATTR_XATTR: &str = "user.braid.dosattrib";
 /// Linux cannot set a file's birth time.
 pub const BTIME_XATTR: &str = "user.braid.btime";
 
+/// Xattr holding a stored security descriptor (self-relative, opaque to the VFS).
+pub const SECURITY_XATTR: &str = "user.braid.ntacl";
+
+/// Prefix of the xattrs holding extended attributes (EAs) set by clients: the EA name
+/// follows it.
+pub const EA_XATTR_PREFIX: &str = "user.braid.ea.";
+
 /// The DOS attributes kept in [`DOS_ATTR_XATTR`]; everything else is derived or ignored.
-pub(crate) const STORED_DOS: u32 = dos::READONLY | dos::HIDDEN | dos::SYSTEM | dos::ARCHIVE;
+pub(crate) const STORED_DOS: u32 =
+    dos::READONLY | dos::HIDDEN | dos::SYSTEM | dos::ARCHIVE | dos::TEMPORARY | dos::OFFLINE | dos::NOT_CONTENT_INDEXED;
 
 const STATX_MASK: StatxFlags = StatxFlags::BASIC_STATS.union(StatxFlags::BTIME);
 
@@ -67,6 +75,88 @@ pub(crate) fn set_xattr(at: &XattrAt<'_>, name: &str, value: &[u8]) -> Result<()
     }
 }
 
+/// Reads an xattr of any length up to `max` bytes; `None` when absent, unsupported, or
+/// larger than `max` (not written by us).
+pub(crate) fn get_xattr_vec(at: &XattrAt<'_>, name: &str, max: usize) -> Result<Option<Vec<u8>>> {
+    let call = |buf: &mut [u8]| match at {
+        XattrAt::Fd(fd) => fgetxattr(fd, name, buf),
+        XattrAt::Follow(p) => getxattr(*p, name, buf),
+        XattrAt::NoFollow(p) => lgetxattr(*p, name, buf),
+    };
+    // The value may grow between asking its size and reading it; retry a few times.
+    for _ in 0..3 {
+        let size = match call(&mut []) {
+            Ok(n) => n,
+            Err(Errno::NODATA | Errno::NOTSUP) => return Ok(None),
+            Err(e) => return Err(map_errno(e)),
+        };
+        if size > max {
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; size];
+        match call(&mut buf) {
+            Ok(n) => {
+                buf.truncate(n);
+                return Ok(Some(buf));
+            }
+            Err(Errno::RANGE) => continue,
+            Err(Errno::NODATA | Errno::NOTSUP) => return Ok(None),
+            Err(e) => return Err(map_errno(e)),
+        }
+    }
+    Ok(None)
+}
+
+/// Names of all xattrs at `at` that start with `prefix`, with the prefix stripped; names
+/// that are not UTF-8 are skipped. Empty on filesystems without xattrs.
+pub(crate) fn list_xattrs(at: &XattrAt<'_>, prefix: &str) -> Result<Vec<String>> {
+    let call = |buf: &mut [u8]| match at {
+        XattrAt::Fd(fd) => flistxattr(fd, buf),
+        XattrAt::Follow(p) => listxattr(*p, buf),
+        XattrAt::NoFollow(p) => llistxattr(*p, buf),
+    };
+    // The kernel never returns lists over 64 KiB (XATTR_LIST_MAX).
+    const MAX_LIST: usize = 64 * 1024;
+    let mut raw = Vec::new();
+    for _ in 0..3 {
+        let size = match call(&mut []) {
+            Ok(n) => n.min(MAX_LIST),
+            Err(Errno::NOTSUP) => return Ok(Vec::new()),
+            Err(e) => return Err(map_errno(e)),
+        };
+        let mut buf = vec![0u8; size];
+        match call(&mut buf) {
+            Ok(n) => {
+                buf.truncate(n);
+                raw = buf;
+                break;
+            }
+            // Grew in between: ask again.
+            Err(Errno::RANGE) => continue,
+            Err(e) => return Err(map_errno(e)),
+        }
+    }
+    Ok(raw
+        .split(|&b| b == 0)
+        .filter_map(|n| std::str::from_utf8(n).ok()?.strip_prefix(prefix))
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// Removes an xattr; absent ones and filesystems without user xattrs are fine.
+pub(crate) fn remove_xattr(at: &XattrAt<'_>, name: &str) -> Result<()> {
+    let r = match at {
+        XattrAt::Fd(fd) => fremovexattr(fd, name),
+        XattrAt::Follow(p) => removexattr(*p, name),
+        XattrAt::NoFollow(_) => return Ok(()),
+    };
+    match r {
+        Ok(()) | Err(Errno::NODATA | Errno::NOTSUP) => Ok(()),
+        Err(e) => Err(map_errno(e)),
+    }
+}
+
 /// statx of `name` relative to `dirfd` (`""` with `AT_EMPTY_PATH` for the fd itself).
 pub(crate) fn statx_at(dirfd: BorrowedFd<'_>, name: &str, flags: AtFlags) -> Result<Statx> {
     statx(dirfd, name, flags, STATX_MASK).map_err(map_errno)
@@ -85,12 +175,8 @@ pub(crate) fn file_type(stx: &Statx) -> FileType {
 /// Builds [`FileAttrs`] from statx plus the xattrs found at `at` (if any).
 pub(crate) fn attrs_from(stx: &Statx, at: Option<&XattrAt<'_>>) -> FileAttrs {
     let is_dir = file_type(stx) == FileType::Directory;
-    let stored_dos = at
-        .and_then(|a| get_xattr::<4>(a, DOS_ATTR_XATTR))
-        .map(u32::from_le_bytes);
-    let btime_override = at
-        .and_then(|a| get_xattr::<8>(a, BTIME_XATTR))
-        .map(u64::from_le_bytes);
+    let stored_dos = at.and_then(|a| get_xattr::<4>(a, DOS_ATTR_XATTR)).map(u32::from_le_bytes);
+    let btime_override = at.and_then(|a| get_xattr::<8>(a, BTIME_XATTR)).map(u64::from_le_bytes);
 
     let mut dos_attributes = if is_dir { dos::DIRECTORY } else { 0 };
     match stored_dos {
@@ -139,10 +225,7 @@ fn from_statx_ts(ts: &StatxTimestamp) -> SystemTime {
 /// Converts a `SystemTime` to a kernel timespec (negative seconds before 1970).
 pub(crate) fn to_timespec(t: SystemTime) -> Timespec {
     match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => Timespec {
-            tv_sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: i64::from(d.subsec_nanos()),
-        },
+        Ok(d) => Timespec { tv_sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX), tv_nsec: i64::from(d.subsec_nanos()) },
         Err(e) => {
             let d = e.duration();
             let mut sec = -i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
@@ -152,20 +235,14 @@ pub(crate) fn to_timespec(t: SystemTime) -> Timespec {
                 sec = sec.saturating_sub(1);
                 nsec = 1_000_000_000 - nsec;
             }
-            Timespec {
-                tv_sec: sec,
-                tv_nsec: nsec,
-            }
+            Timespec { tv_sec: sec, tv_nsec: nsec }
         }
     }
 }
 
 /// Encodes a creation time for [`BTIME_XATTR`]; times before 1970 clamp to the epoch.
 pub(crate) fn encode_btime(t: SystemTime) -> [u8; 8] {
-    let ns = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-        .unwrap_or(0);
+    let ns = t.duration_since(UNIX_EPOCH).map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)).unwrap_or(0);
     ns.to_le_bytes()
 }
 
@@ -178,11 +255,7 @@ mod tests {
         let before = UNIX_EPOCH - Duration::new(10, 250_000_000);
         let ts = to_timespec(before);
         assert_eq!((ts.tv_sec, ts.tv_nsec), (-11, 750_000_000));
-        let stx = StatxTimestamp {
-            tv_sec: ts.tv_sec,
-            tv_nsec: ts.tv_nsec as u32,
-            __reserved: 0,
-        };
+        let stx = StatxTimestamp { tv_sec: ts.tv_sec, tv_nsec: ts.tv_nsec as u32, __reserved: 0 };
         assert_eq!(from_statx_ts(&stx), before);
         let after = UNIX_EPOCH + Duration::new(1_700_000_000, 5);
         let ts = to_timespec(after);
