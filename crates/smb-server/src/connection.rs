@@ -21,6 +21,11 @@ use crate::server::{lock, ServerState};
 /// back-pressure) beyond it.
 const MAX_IN_FLIGHT: u32 = 256;
 
+/// Buffers smaller than this are not worth pooling.
+const POOL_MIN: usize = 64 * 1024;
+/// Buffers kept per connection.
+const POOL_MAX: usize = 8;
+
 /// What NEGOTIATE settled (MS-SMB2 3.3.5.4).
 #[derive(Debug)]
 pub struct Negotiated {
@@ -55,6 +60,8 @@ pub struct Connection {
     pub preauth: Mutex<PreauthHash>,
     pub sessions: Mutex<Vec<SessionId>>,
     pub pending: Mutex<HashMap<u64, PendingOp>>,
+    /// Reusable large buffers (see `take_buffer`).
+    pool: Mutex<Vec<Vec<u8>>>,
     closed: AtomicBool,
     /// Wakes the reader when the connection is closed, so a dropped connection does not
     /// wait for the client's next frame.
@@ -70,8 +77,35 @@ impl Connection {
     pub async fn send(&self, mut buf: Vec<u8>) -> std::io::Result<()> {
         let len = buf.len() - 4;
         buf[..4].copy_from_slice(&frame::frame_header(len));
-        let mut w = self.writer.lock().await;
-        w.write_all(&buf).await
+        let r = self.writer.lock().await.write_all(&buf).await;
+        self.recycle(buf);
+        r
+    }
+
+    /// A buffer of at least `len` initialised bytes (contents arbitrary), from the pool when
+    /// one is free. Large READ responses and WRITE frames reuse these instead of asking the
+    /// allocator for fresh pages, which the kernel would zero on first touch every time.
+    pub fn take_buffer(&self, len: usize) -> Vec<u8> {
+        if len >= POOL_MIN {
+            let mut pool = lock(&self.pool);
+            if let Some(i) = pool.iter().position(|b| b.len() >= len) {
+                return pool.swap_remove(i);
+            }
+        }
+        vec![0u8; len]
+    }
+
+    /// Returns a large buffer to the pool (bounded; small buffers are just dropped).
+    pub fn recycle(&self, mut buf: Vec<u8>) {
+        if buf.capacity() < POOL_MIN {
+            return;
+        }
+        let mut pool = lock(&self.pool);
+        if pool.len() < POOL_MAX {
+            // Only the bytes past the current length need initialising.
+            buf.resize(buf.capacity(), 0);
+            pool.push(buf);
+        }
     }
 
     /// Marks the connection for closing: the reader stops at its next frame.
@@ -100,6 +134,7 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
         preauth: Mutex::new(PreauthHash::new()),
         sessions: Mutex::new(Vec::new()),
         pending: Mutex::new(HashMap::new()),
+        pool: Mutex::new(Vec::new()),
         closed: AtomicBool::new(false),
         closing: Notify::new(),
     });
@@ -123,7 +158,8 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
                 break;
             }
         };
-        let mut buf = vec![0u8; len];
+        let mut buf = conn.take_buffer(len);
+        buf.truncate(len);
         let read = tokio::select! {
             r = rd.read_exact(&mut buf) => r.is_ok(),
             _ = conn.closing.notified() => false,

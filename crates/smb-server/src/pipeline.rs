@@ -151,6 +151,9 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>) {
         pos = end;
     }
     send_responses(conn, &mut out, &mut parts, encrypted_by.as_deref()).await;
+    if let Ok(f) = Arc::try_unwrap(frame) {
+        conn.recycle(f);
+    }
 }
 
 /// Signs (or encrypts) and sends the responses in `out` as one compound, leaving `out` and

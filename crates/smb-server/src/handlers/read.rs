@@ -44,11 +44,11 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     encode_response_prefix(out, 0);
     let data_at = out.len();
     let len = req.length as usize;
-    let mut buf = std::mem::take(out);
-    buf.resize(data_at + len, 0);
+    let mut buf = cx.conn.take_buffer(data_at + len);
+    buf[..data_at].copy_from_slice(out);
     let offset = req.offset;
     let r = tokio::task::spawn_blocking(move || {
-        let n = handle.read_at(&mut buf[data_at..], offset);
+        let n = handle.read_at(&mut buf[data_at..data_at + len], offset);
         (buf, n)
     })
     .await;
