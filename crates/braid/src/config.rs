@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use smb_server::{ServerConfig, ShareConfig, UserConfig};
+use smb_server::{EncryptionMode, ServerConfig, ShareConfig, UserConfig};
 use toml::Spanned;
 
 use crate::names;
@@ -91,6 +91,10 @@ struct RawServer {
     max_io_size: Option<Spanned<toml::Value>>,
     max_connections: Option<Spanned<i64>>,
     log: Option<Spanned<String>>,
+    signing: Option<Spanned<String>>,
+    encryption: Option<Spanned<String>>,
+    ciphers: Option<Spanned<Vec<Spanned<String>>>>,
+    reject_unencrypted: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -112,6 +116,8 @@ struct RawShare {
     users: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     guest_ok: bool,
+    #[serde(default)]
+    encrypt: bool,
     #[serde(default)]
     comment: String,
 }
@@ -207,7 +213,15 @@ impl Ctx<'_> {
                 }
                 users.push(u.into_inner());
             }
-            server.shares.push(ShareConfig { name: name.clone(), path, read_only: s.read_only, users, guest_ok: s.guest_ok, comment: s.comment });
+            server.shares.push(ShareConfig {
+                name: name.clone(),
+                path,
+                read_only: s.read_only,
+                users,
+                guest_ok: s.guest_ok,
+                encrypt: s.encrypt,
+                comment: s.comment,
+            });
         }
         Ok(Loaded { server, log })
     }
@@ -254,6 +268,43 @@ impl Ctx<'_> {
             }
             server.max_connections = value as usize;
         }
+        if let Some(v) = s.signing {
+            server.signing_required = match v.get_ref().as_str() {
+                "enabled" => false,
+                "required" => true,
+                other => return Err(self.err(v.span(), format!("server.signing: {other:?} is not one of \"enabled\", \"required\""))),
+            };
+        }
+        if let Some(v) = s.encryption {
+            server.encryption = match v.get_ref().as_str() {
+                "off" => EncryptionMode::Off,
+                "offered" => EncryptionMode::Offered,
+                "required" => EncryptionMode::Required,
+                other => return Err(self.err(v.span(), format!("server.encryption: {other:?} is not one of \"off\", \"offered\", \"required\""))),
+            };
+        }
+        if let Some(list) = s.ciphers {
+            let mut ciphers = Vec::new();
+            for c in list.get_ref() {
+                let cipher = parse_cipher(c.get_ref()).ok_or_else(|| {
+                    self.err(
+                        c.span(),
+                        format!("server.ciphers: {:?} is not one of \"aes-128-gcm\", \"aes-128-ccm\", \"aes-256-gcm\", \"aes-256-ccm\"", c.get_ref()),
+                    )
+                })?;
+                if ciphers.contains(&cipher) {
+                    return Err(self.err(c.span(), format!("server.ciphers: {:?} is listed twice", c.get_ref())));
+                }
+                ciphers.push(cipher);
+            }
+            if ciphers.is_empty() {
+                return Err(self.err(list.span(), "server.ciphers: the list is empty (use encryption = \"off\" instead)".to_string()));
+            }
+            server.ciphers = ciphers;
+        }
+        if let Some(r) = s.reject_unencrypted {
+            server.reject_unencrypted = r;
+        }
         if let Some(l) = s.log {
             tracing_subscriber::EnvFilter::try_new(l.get_ref())
                 .map_err(|e| self.err(l.span(), format!("server.log: {:?} is not a valid filter: {e}", l.get_ref())))?;
@@ -277,6 +328,18 @@ impl Ctx<'_> {
         // The server gets an absolute path so its behaviour does not depend on the cwd.
         std::fs::canonicalize(&full).map_err(|e| self.err(path.span(), format!("{what}: path {shown:?} cannot be resolved: {e}")))
     }
+}
+
+/// Parses a cipher name as used in the configuration and by `braid bench`.
+pub fn parse_cipher(s: &str) -> Option<smb_crypto::Cipher> {
+    use smb_crypto::Cipher;
+    Some(match s.to_ascii_lowercase().as_str() {
+        "aes-128-gcm" => Cipher::Aes128Gcm,
+        "aes-128-ccm" => Cipher::Aes128Ccm,
+        "aes-256-gcm" => Cipher::Aes256Gcm,
+        "aes-256-ccm" => Cipher::Aes256Ccm,
+        _ => return None,
+    })
 }
 
 /// Decodes a 32-hex-digit NT hash.

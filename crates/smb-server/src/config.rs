@@ -20,6 +20,25 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Cap on open handles per session.
     pub max_opens_per_session: usize,
+    /// Every session (but guest and anonymous ones) must sign its requests.
+    pub signing_required: bool,
+    pub encryption: EncryptionMode,
+    /// Ciphers offered to 3.1.1 clients, most preferred first.
+    pub ciphers: Vec<smb_crypto::Cipher>,
+    /// Refuse clients that cannot encrypt where encryption is required (Windows'
+    /// RejectUnencryptedAccess); when false they are served unencrypted.
+    pub reject_unencrypted: bool,
+}
+
+/// Server-wide SMB3 encryption policy (MS-SMB2 3.3.1.5 EncryptData).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EncryptionMode {
+    /// No cipher is negotiated.
+    Off,
+    /// Clients that ask for encryption get it; nothing requires it.
+    Offered,
+    /// Every 3.x session must encrypt.
+    Required,
 }
 
 /// A user account: name and NT hash (MD4 of the UTF-16LE password).
@@ -39,6 +58,8 @@ pub struct ShareConfig {
     pub users: Vec<String>,
     /// Guest sessions may connect to this share.
     pub guest_ok: bool,
+    /// Requests to this share must be encrypted (MS-SMB2 Share.EncryptData).
+    pub encrypt: bool,
     pub comment: String,
 }
 
@@ -53,6 +74,11 @@ impl Default for ServerConfig {
             max_io_size: 1 << 20,
             max_connections: 1024,
             max_opens_per_session: 16384,
+            signing_required: false,
+            encryption: EncryptionMode::Offered,
+            // Windows' order: AES-128-GCM first.
+            ciphers: vec![smb_crypto::Cipher::Aes128Gcm, smb_crypto::Cipher::Aes128Ccm, smb_crypto::Cipher::Aes256Gcm, smb_crypto::Cipher::Aes256Ccm],
+            reject_unencrypted: true,
         }
     }
 }

@@ -19,5 +19,5 @@ mod status_map;
 mod transform;
 mod tree;
 
-pub use config::{ServerConfig, ShareConfig, UserConfig};
+pub use config::{EncryptionMode, ServerConfig, ShareConfig, UserConfig};
 pub use listener::run;

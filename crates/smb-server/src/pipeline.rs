@@ -420,6 +420,13 @@ fn gate(cx: &mut Ctx<'_>, cmd: Command, related: bool, prev_tree: &Option<Arc<Tr
         tracing::warn!(conn = cx.conn.id, ?cmd, "unsigned request on a signing-required session");
         return Err(NtStatus::ACCESS_DENIED);
     }
+    // MS-SMB2 3.3.5.2.9 / 3.3.5.2.11: an encrypting session or an encrypted share accepts
+    // only encrypted requests.
+    let encrypted = cx.encrypted_by.is_some();
+    if !encrypted && session.security.get().is_some_and(|s| s.encrypt_data) {
+        tracing::warn!(conn = cx.conn.id, ?cmd, "unencrypted request on an encrypting session");
+        return Err(NtStatus::ACCESS_DENIED);
+    }
     if matches!(cmd, Command::Logoff | Command::TreeConnect) {
         return Ok(());
     }
@@ -428,6 +435,10 @@ fn gate(cx: &mut Ctx<'_>, cmd: Command, related: bool, prev_tree: &Option<Arc<Tr
         _ => session.tree(cx.hdr.tree_id.0),
     };
     match tree {
+        Some(t) if t.encrypt && !encrypted => {
+            tracing::warn!(conn = cx.conn.id, ?cmd, "unencrypted request to an encrypted share");
+            Err(NtStatus::ACCESS_DENIED)
+        }
         Some(t) => {
             cx.tree = Some(t);
             Ok(())

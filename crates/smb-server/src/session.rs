@@ -31,6 +31,8 @@ pub struct SessionSecurity {
     /// negotiated and the session has a key.
     pub encryptor: Option<Sealer>,
     pub decryptor: Option<Sealer>,
+    /// Every request of this session must arrive encrypted (Session.EncryptData).
+    pub encrypt_data: bool,
 }
 
 /// Authentication in progress.
@@ -74,6 +76,11 @@ impl Session {
 
     pub fn signer(&self) -> Option<&Signer> {
         self.security.get().and_then(|s| s.signer.as_ref())
+    }
+
+    /// Whether this session can encrypt (has keys for a negotiated cipher).
+    pub fn can_encrypt(&self) -> bool {
+        self.security.get().is_some_and(|s| s.encryptor.is_some())
     }
 
     pub fn user(&self) -> Option<&User> {

@@ -19,6 +19,8 @@ pub struct Tree {
     /// Access the user has on this share (MaximalAccess).
     pub maximal_access: u32,
     pub read_only: bool,
+    /// Requests on this tree must be encrypted (the share has `encrypt = true`).
+    pub encrypt: bool,
 }
 
 impl Tree {

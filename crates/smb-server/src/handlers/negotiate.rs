@@ -6,19 +6,18 @@ use smb_crypto::{Cipher, SigningAlgorithm};
 use smb_wire::header::flags;
 use smb_wire::msg::negotiate::{
     cap, ctx, id_list_context_data, preauth_context_data, NegotiateContext, NegotiateRequest, NegotiateResponse, HASH_SHA512, SIGNING_ENABLED,
+    SIGNING_REQUIRED,
 };
 use smb_wire::smb1::{parse_negotiate, Smb1Negotiate};
 use smb_wire::{dialect, Command, Header, MessageId, NtStatus, SessionId, TreeId};
 
+use crate::config::EncryptionMode;
 use crate::connection::{Connection, Negotiated};
 use crate::pipeline::{Ctx, HResult, PreauthTarget};
 use crate::server::lock;
 
 /// Dialects served, lowest first.
 const DIALECTS: [u16; 5] = [dialect::SMB202, dialect::SMB210, dialect::SMB300, dialect::SMB302, dialect::SMB311];
-
-/// Cipher preference, as Windows orders it: AES-128-GCM first.
-const CIPHERS: [Cipher; 4] = [Cipher::Aes128Gcm, Cipher::Aes128Ccm, Cipher::Aes256Gcm, Cipher::Aes256Ccm];
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if cx.conn.negotiated.get().is_some() {
@@ -28,6 +27,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let req = NegotiateRequest::decode(cx.msg()).map_err(super::bad("NEGOTIATE"))?;
+    let config = &cx.conn.server.config;
     let Some(&chosen) = DIALECTS.iter().rev().find(|d| req.dialects.contains(d)) else {
         tracing::info!(conn = cx.conn.id, dialects = ?req.dialects, "no common dialect");
         return Err(NtStatus::NOT_SUPPORTED);
@@ -43,7 +43,12 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
                     preauth_ok = hash_algorithms.contains(&HASH_SHA512);
                 }
                 NegotiateContext::Encryption { ciphers } => {
-                    cipher = CIPHERS.iter().copied().find(|c| ciphers.contains(&c.id()));
+                    // The server's preference order decides (config `ciphers`).
+                    cipher = if config.encryption == EncryptionMode::Off {
+                        None
+                    } else {
+                        config.ciphers.iter().copied().find(|c| ciphers.contains(&c.id()))
+                    };
                     contexts.push((ctx::ENCRYPTION, id_list_context_data(&[cipher.map_or(0, |c| c.id())])));
                 }
                 NegotiateContext::Signing { algorithms } => {
@@ -62,7 +67,11 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         }
         let salt: [u8; 32] = rand::random();
         contexts.insert(0, (ctx::PREAUTH_INTEGRITY, preauth_context_data(&salt)));
-    } else if dialect::is_smb3(chosen) && req.capabilities & cap::ENCRYPTION != 0 {
+    } else if dialect::is_smb3(chosen)
+        && req.capabilities & cap::ENCRYPTION != 0
+        && config.encryption != EncryptionMode::Off
+        && config.ciphers.contains(&Cipher::Aes128Ccm)
+    {
         cipher = Some(Cipher::Aes128Ccm);
     }
     let mut capabilities = 0;
@@ -73,8 +82,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         capabilities |= cap::ENCRYPTION;
     }
     let io = if chosen == dialect::SMB202 { 65536 } else { cx.conn.server.config.max_io_size };
+    let security_mode = if config.signing_required { SIGNING_ENABLED | SIGNING_REQUIRED } else { SIGNING_ENABLED };
     let resp = NegotiateResponse {
-        security_mode: SIGNING_ENABLED,
+        security_mode,
         dialect: chosen,
         server_guid: cx.conn.server.server_guid,
         capabilities,
@@ -95,7 +105,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         signing_algorithm: signing,
         cipher,
         server_capabilities: capabilities,
-        server_security_mode: SIGNING_ENABLED,
+        server_security_mode: security_mode,
     });
     if chosen == dialect::SMB311 {
         lock(&cx.conn.preauth).update(cx.msg());

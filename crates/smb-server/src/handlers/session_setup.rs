@@ -6,9 +6,12 @@ use std::sync::Arc;
 use smb_auth::{AuthError, AuthStep, Identity, NtlmServer};
 use smb_crypto::{Sealer, SessionKeys, Signer, SigningAlgorithm};
 use smb_wire::msg::negotiate::SIGNING_REQUIRED;
-use smb_wire::msg::session_setup::{encode_response, SessionSetupRequest, FLAG_BINDING, SESSION_FLAG_IS_GUEST, SESSION_FLAG_IS_NULL};
+use smb_wire::msg::session_setup::{
+    encode_response, SessionSetupRequest, FLAG_BINDING, SESSION_FLAG_ENCRYPT_DATA, SESSION_FLAG_IS_GUEST, SESSION_FLAG_IS_NULL,
+};
 use smb_wire::{dialect, NtStatus};
 
+use crate::config::EncryptionMode;
 use crate::pipeline::{Ctx, HResult, PreauthTarget};
 use crate::server::lock;
 use crate::session::{Pending, Session, SessionSecurity, User};
@@ -150,16 +153,30 @@ fn finish(
             _ => None,
         };
         let (encryptor, decryptor) = sealers.map_or((None, None), |(e, d)| (Some(e), Some(d)));
+        let config = &conn.server.config;
+        let encrypt_data = config.encryption == EncryptionMode::Required && encryptor.is_some();
+        if config.encryption == EncryptionMode::Required && encryptor.is_none() && config.reject_unencrypted {
+            // MS-SMB2 3.3.5.5: a client that cannot encrypt is refused when the server
+            // requires encryption and rejects unencrypted access.
+            tracing::warn!(conn = conn.id, peer = %conn.peer, user = ?user, "client cannot encrypt; encryption is required");
+            conn.server.sessions.remove(&session.id);
+            lock(&conn.sessions).retain(|s| *s != session.id);
+            return Err(NtStatus::ACCESS_DENIED);
+        }
         let client_requires =
             u16::from(client_security_mode) & SIGNING_REQUIRED != 0 || neg.is_some_and(|n| n.client_security_mode & SIGNING_REQUIRED != 0);
-        let _ = session.security.set(SessionSecurity { user: user.clone(), signer, signing_required: client_requires, encryptor, decryptor });
+        let signing_required = client_requires || (config.signing_required && signer.is_some());
+        let _ = session.security.set(SessionSecurity { user: user.clone(), signer, signing_required, encryptor, decryptor, encrypt_data });
     }
     conn.server.clear_failures(conn.peer.ip());
-    let flags = match user {
+    let mut flags = match user {
         User::Guest => SESSION_FLAG_IS_GUEST,
         User::Anonymous => SESSION_FLAG_IS_NULL,
         User::Named(_) => 0,
     };
+    if session.security.get().is_some_and(|s| s.encrypt_data) {
+        flags |= SESSION_FLAG_ENCRYPT_DATA;
+    }
     encode_response(out, flags, output);
     // The final response is signed in 3.x so the client can check the whole exchange.
     cx.force_sign = keyed && dialect::is_smb3(dialect);

@@ -1,7 +1,7 @@
 //! TREE_CONNECT (MS-SMB2 3.3.5.7): disk shares with per-user access, and IPC$.
 
 use smb_wire::msg::create::access;
-use smb_wire::msg::tree::{TreeConnectRequest, TreeConnectResponse, SHARE_TYPE_DISK, SHARE_TYPE_PIPE};
+use smb_wire::msg::tree::{share_flags, TreeConnectRequest, TreeConnectResponse, SHARE_TYPE_DISK, SHARE_TYPE_PIPE};
 use smb_wire::NtStatus;
 
 use crate::pipeline::{Ctx, HResult};
@@ -34,8 +34,20 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         let ro = share.config.read_only;
         (TreeKind::Disk(share), if ro { READ_ONLY_ACCESS } else { access::FILE_ALL_ACCESS }, ro, SHARE_TYPE_DISK)
     };
-    let tree = session.add_tree(|id| Tree { id, kind, maximal_access, read_only });
+    // MS-SMB2 3.3.5.7: an encrypted share needs a session that can encrypt; one that cannot is
+    // refused, or served in the clear when the server does not reject unencrypted access.
+    let share_encrypt = match &kind {
+        TreeKind::Disk(s) => s.config.encrypt,
+        TreeKind::Ipc => false,
+    };
+    let encrypt = share_encrypt && session.can_encrypt();
+    if share_encrypt && !encrypt && cx.conn.server.config.reject_unencrypted {
+        tracing::warn!(conn = cx.conn.id, peer = %cx.conn.peer, share = name, "share requires encryption; client cannot encrypt");
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let share_flags = if encrypt { share_flags::ENCRYPT_DATA } else { 0 };
+    let tree = session.add_tree(|id| Tree { id, kind, maximal_access, read_only, encrypt });
     cx.resp_tree_id = Some(tree.id);
-    TreeConnectResponse { share_type, share_flags: 0, capabilities: 0, maximal_access }.encode(out);
+    TreeConnectResponse { share_type, share_flags, capabilities: 0, maximal_access }.encode(out);
     Ok(NtStatus::SUCCESS)
 }
