@@ -125,6 +125,7 @@ mod tests {
                 read_only: false,
                 users: vec![],
                 guest_ok: false,
+                encrypt: false,
                 comment: String::new(),
             }],
             ..ServerConfig::default()
