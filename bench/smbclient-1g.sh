@@ -5,7 +5,7 @@
 # usage: bench/smbclient-1g.sh [ROUNDS]        (default 3; best-of per server is reported)
 # env:   PROTECTION=off|sign|encrypt  (smbclient --client-protection, default off)
 #        BRAID_BIN (default target/release/braid), BRAID_PORT (4491), SAMBA_PORT (4492)
-#        MAX_IO (Braid's max_io_size, default "8M", the same 8 MiB Samba 4.17 offers)
+#        MAX_IO (Braid's max_io_size, default "1M", Braid's own default; Samba 4.17 offers 8M)
 # Shares, file and state live on /dev/shm. Needs root for the Samba peer.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,7 +23,7 @@ cat > "$WORK/braid.toml" <<CONF
 [server]
 listen = ["127.0.0.1:$BRAID_PORT"]
 log = "warn"
-max_io_size = "${MAX_IO:-8M}"
+max_io_size = "${MAX_IO:-1M}"
 [[share]]
 name = "data"
 path = "$WORK/braid-share"

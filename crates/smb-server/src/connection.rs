@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -14,7 +15,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use crate::credits::CreditWindow;
 use crate::handlers::close::close_open;
-use crate::pipeline;
+use crate::pipeline::{self, FileTail};
 use crate::server::{lock, ServerState};
 
 /// Requests one connection may have in progress at once; the reader stops reading (TCP
@@ -82,6 +83,20 @@ impl Connection {
         r
     }
 
+    /// Sends a response followed by file data that goes from the file to the socket with
+    /// sendfile, never through user space. The transfer runs on the blocking pool (the file
+    /// may need disk reads) while the writer lock keeps the frame contiguous.
+    pub async fn send_with_file(&self, mut buf: Vec<u8>, tail: FileTail) -> std::io::Result<()> {
+        let len = buf.len() - 4 + tail.len;
+        buf[..4].copy_from_slice(&frame::frame_header(len));
+        let mut w = self.writer.lock().await;
+        w.write_all(&buf).await?;
+        self.recycle(buf);
+        let sock = w.as_ref().as_fd().try_clone_to_owned()?;
+        let r = tokio::task::spawn_blocking(move || sendfile_all(&sock, &tail)).await;
+        r.map_err(|_| std::io::Error::other("sendfile task failed"))?
+    }
+
     /// A buffer of at least `len` initialised bytes (contents arbitrary), from the pool when
     /// one is free. Large READ responses and WRITE frames reuse these instead of asking the
     /// allocator for fresh pages, which the kernel would zero on first touch every time.
@@ -118,6 +133,41 @@ impl Connection {
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
+}
+
+/// Sends all of `tail` to the (non-blocking) socket, waiting for room with poll. If the file
+/// shrank meanwhile, zeros fill the rest so the frame keeps the length already announced.
+fn sendfile_all(sock: &std::os::fd::OwnedFd, tail: &FileTail) -> std::io::Result<()> {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut off = tail.offset;
+    let mut left = tail.len;
+    let mut zeros = false;
+    while left > 0 {
+        let r = if zeros {
+            let chunk = [0u8; 4096];
+            rustix::io::write(sock, &chunk[..left.min(chunk.len())]).map_err(std::io::Error::from)
+        } else {
+            tail.handle.send_to(sock.as_fd(), off, left)
+        };
+        match r {
+            Ok(0) if !zeros => zeros = true,
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                off += n as u64;
+                left -= n;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let mut fds = [PollFd::new(sock, PollFlags::OUT)];
+                // A client that stops reading for a minute is gone.
+                if poll(&mut fds, 60_000).map_err(std::io::Error::from)? == 0 {
+                    return Err(std::io::ErrorKind::TimedOut.into());
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Serves one accepted socket until it closes, then releases everything it held.

@@ -51,6 +51,15 @@ pub struct Ctx<'a> {
     pub preauth_response: Option<PreauthTarget>,
     /// The session whose key decrypted this frame; its responses are encrypted with it.
     encrypted_by: Option<Arc<Session>>,
+    /// File data that follows the response on the wire, sent with sendfile (READ).
+    pub tail: Option<FileTail>,
+}
+
+/// File bytes sent straight from the file to the socket after a response (zero copy).
+pub struct FileTail {
+    pub handle: Arc<dyn braid_vfs::FileHandle>,
+    pub offset: u64,
+    pub len: usize,
 }
 
 /// Which preauth integrity hash a response extends.
@@ -62,6 +71,18 @@ pub enum PreauthTarget {
 impl Ctx<'_> {
     pub fn msg(&self) -> &[u8] {
         &self.frame[self.range.clone()]
+    }
+
+    /// Whether this response may carry a [`FileTail`]: alone in its frame (no compound),
+    /// neither signed nor encrypted (both need the payload in memory).
+    pub fn may_send_tail(&self) -> bool {
+        self.earlier.is_empty()
+            && self.range.end == self.frame.len()
+            && !self.hdr.is_related()
+            && self.hdr.next_command == 0
+            && self.encrypted_by.is_none()
+            && !self.hdr.is_signed()
+            && !self.session.as_ref().and_then(|s| s.security.get()).is_some_and(|s| s.signing_required && s.signer.is_some())
     }
 
     /// Resolves a FileId from a request: the all-ones id means the previous related result.
@@ -113,6 +134,7 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>) {
     // their NextCommand values are final.
     let mut out = response_buffer(encrypted_by.is_some());
     let mut parts: Vec<(usize, bool)> = Vec::new();
+    let mut tail = None;
     let mut prev: Option<PrevState> = None;
     loop {
         let Ok(hdr) = Header::decode(&frame[pos..]) else {
@@ -140,7 +162,7 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>) {
             let next = u32::try_from(out.len() - last).unwrap_or(0);
             out[last + offset::NEXT_COMMAND..last + offset::NEXT_COMMAND + 4].copy_from_slice(&next.to_le_bytes());
         }
-        let Some(state) = process_one(conn, &mut frame, pos..end, &hdr, prev.take(), &mut out, &mut parts, &encrypted_by).await else {
+        let Some(state) = process_one(conn, &mut frame, pos..end, &hdr, prev.take(), &mut out, &mut parts, &encrypted_by, &mut tail).await else {
             conn.close();
             return;
         };
@@ -150,7 +172,7 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>) {
         }
         pos = end;
     }
-    send_responses(conn, &mut out, &mut parts, encrypted_by.as_deref()).await;
+    send_responses(conn, &mut out, &mut parts, encrypted_by.as_deref(), tail).await;
     if let Ok(f) = Arc::try_unwrap(frame) {
         conn.recycle(f);
     }
@@ -159,7 +181,13 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>) {
 /// Signs (or encrypts) and sends the responses in `out` as one compound, leaving `out` and
 /// `parts` empty for whatever follows. Nothing is sent when there is no response (a lone
 /// CANCEL).
-async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<(usize, bool)>, encrypted_by: Option<&Session>) {
+async fn send_responses(
+    conn: &Connection,
+    out: &mut Vec<u8>,
+    parts: &mut Vec<(usize, bool)>,
+    encrypted_by: Option<&Session>,
+    tail: Option<FileTail>,
+) {
     let Some(&(last, _)) = parts.last() else { return };
     // The last response ends the chain, even if a request after it produced none.
     out[last + offset::NEXT_COMMAND..last + offset::NEXT_COMMAND + 4].copy_from_slice(&0u32.to_le_bytes());
@@ -187,7 +215,11 @@ async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<(u
             return;
         }
     }
-    if let Err(e) = conn.send(buf).await {
+    let sent = match tail {
+        Some(t) => conn.send_with_file(buf, t).await,
+        None => conn.send(buf).await,
+    };
+    if let Err(e) = sent {
         tracing::debug!(conn = conn.id, error = %e, "send failed");
         conn.close();
     }
@@ -211,6 +243,7 @@ async fn process_one(
     out: &mut Vec<u8>,
     parts: &mut Vec<(usize, bool)>,
     encrypted_by: &Option<Arc<Session>>,
+    tail: &mut Option<FileTail>,
 ) -> Option<PrevState> {
     let start = out.len();
     let related = hdr.is_related() && prev.is_some();
@@ -323,6 +356,7 @@ async fn process_one(
         no_sign: false,
         preauth_response: None,
         encrypted_by: encrypted_by.clone(),
+        tail: None,
     };
     write_header(out, hdr, NtStatus::SUCCESS, session_id.0);
     // Compound rules (MS-SMB2 3.3.5.2.7): the first request cannot be related, and related
@@ -342,6 +376,11 @@ async fn process_one(
             Ok(()) => handlers::dispatch(&mut cx, cmd, out).await,
         },
     };
+    if conn.is_closed() && matches!(cmd, Command::Negotiate | Command::Ioctl) {
+        // The handler saw tampering (VALIDATE_NEGOTIATE_INFO mismatch, repeated NEGOTIATE)
+        // and dropped the connection: MS-SMB2 3.3.5.15.12 terminates it without an answer.
+        return None;
+    }
     // go_async may have sent the earlier responses, moving this one to the front of `out`.
     let start = cx.start;
     *parts = std::mem::take(&mut cx.earlier);
@@ -398,6 +437,10 @@ async fn process_one(
     // A TREE_CONNECT's new tree serves the related requests after it.
     let tree_now = cx.tree.clone().or_else(|| cx.resp_tree_id.and_then(|id| session_now.as_ref().and_then(|s| s.tree(id))));
     parts.push((start, sign));
+    // Only a successful response carries file data after it.
+    if status == NtStatus::SUCCESS && !sign {
+        *tail = cx.tail.take();
+    }
     Some((session_now, tree_now, file, chain))
 }
 
@@ -488,7 +531,7 @@ pub async fn go_async(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> u64 {
         let mut earlier = std::mem::replace(out, response_buffer(encrypted_by.is_some()));
         cx.start = out.len();
         out.extend_from_slice(&this);
-        send_responses(cx.conn, &mut earlier, &mut cx.earlier, encrypted_by.as_deref()).await;
+        send_responses(cx.conn, &mut earlier, &mut cx.earlier, encrypted_by.as_deref(), None).await;
     }
     let aid = cx.conn.server.new_async_id();
     let mut interim = response_buffer(encrypted_by.is_some());

@@ -146,6 +146,21 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize>;
     /// Writes all of `buf` at `offset`; returns bytes written.
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize>;
+    /// End of file, cheaper than [`FileHandle::attrs`] where the backend can tell it alone.
+    fn size(&self) -> Result<u64> {
+        Ok(self.attrs()?.size)
+    }
+    /// One zero-copy transfer of up to `len` bytes at `offset` to `out` (a socket), as
+    /// sendfile(2) does: returns the bytes sent, `WouldBlock` when `out` is full, and
+    /// `Unsupported` when the backend cannot (the caller then reads and sends itself).
+    fn send_to(&self, out: std::os::fd::BorrowedFd<'_>, offset: u64, len: usize) -> std::io::Result<usize> {
+        let _ = (out, offset, len);
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+    /// Whether [`FileHandle::send_to`] works on this handle.
+    fn can_send_to(&self) -> bool {
+        false
+    }
     /// Current metadata.
     fn attrs(&self) -> Result<FileAttrs>;
     /// Sets the end of file (truncate or extend with zeros).

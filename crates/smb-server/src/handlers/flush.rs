@@ -4,7 +4,7 @@ use smb_wire::msg::create::access;
 use smb_wire::msg::simple::{encode_empty, FlushRequest};
 use smb_wire::NtStatus;
 
-use super::{blocking, find_open};
+use super::{find_open, storage_or_pending};
 use crate::pipeline::{Ctx, HResult};
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
@@ -14,7 +14,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         return Err(NtStatus::ACCESS_DENIED);
     }
     if let Some(h) = open.handle().cloned() {
-        blocking(move || h.sync()).await?;
+        storage_or_pending(cx, out, move || h.sync()).await?;
     }
     encode_empty(out);
     Ok(NtStatus::SUCCESS)

@@ -80,6 +80,40 @@ pub fn find_open(cx: &mut Ctx<'_>, id: smb_wire::FileId) -> Result<std::sync::Ar
     Ok(open)
 }
 
+/// How long storage work may run before its request goes async: past this the client gets
+/// STATUS_PENDING (and its credits back) instead of waiting on a silent request.
+const ASYNC_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Runs blocking work on the blocking pool; if it outlasts [`ASYNC_AFTER`], the request is
+/// answered STATUS_PENDING first and completes asynchronously (MS-SMB2 3.3.4.2).
+pub async fn blocking_or_pending<T: Send + 'static>(
+    cx: &mut Ctx<'_>,
+    out: &mut Vec<u8>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, NtStatus> {
+    let mut task = tokio::task::spawn_blocking(f);
+    let r = tokio::select! {
+        r = &mut task => r,
+        _ = tokio::time::sleep(ASYNC_AFTER) => {
+            crate::pipeline::go_async(cx, out).await;
+            task.await
+        }
+    };
+    r.map_err(|_| NtStatus::INTERNAL_ERROR)
+}
+
+/// [`blocking_or_pending`] for storage calls, mapping storage errors to NTSTATUS.
+pub async fn storage_or_pending<T: Send + 'static>(
+    cx: &mut Ctx<'_>,
+    out: &mut Vec<u8>,
+    f: impl FnOnce() -> braid_vfs::Result<T> + Send + 'static,
+) -> Result<T, NtStatus> {
+    blocking_or_pending(cx, out, f).await?.map_err(|e| {
+        tracing::debug!(error = %e, "storage error");
+        crate::status_map::vfs_status(&e)
+    })
+}
+
 /// Runs blocking storage work on the blocking pool, mapping storage errors to NTSTATUS.
 pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> braid_vfs::Result<T> + Send + 'static) -> Result<T, NtStatus> {
     match tokio::task::spawn_blocking(f).await {

@@ -54,12 +54,11 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let single = req.flags & flags::RETURN_SINGLE_ENTRY != 0;
     let entries = cur.entries.take().unwrap_or_default();
     let start = cur.pos;
-    let r = tokio::task::spawn_blocking(move || {
+    let (entries, w, pos) = super::blocking_or_pending(cx, out, move || {
         let pos = fill(&handle, &entries, start, &pattern, single, verify, &mut w);
         (entries, w, pos)
     })
-    .await;
-    let Ok((entries, w, pos)) = r else { return Err(NtStatus::INTERNAL_ERROR) };
+    .await?;
     let entries_len = entries.len();
     cur.entries = Some(entries);
     let done_without_output = w.is_empty();

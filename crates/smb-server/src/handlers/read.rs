@@ -38,6 +38,21 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if !node.io_allowed(open.id.volatile, req.offset, u64::from(req.length), false) {
         return Err(NtStatus::FILE_LOCK_CONFLICT);
     }
+    // Large reads outside compounds and without signing go from the file to the socket with
+    // sendfile: the data never enters user space.
+    if len_ok_for_sendfile(req.length) && handle.can_send_to() && cx.may_send_tail() {
+        let h = handle.clone();
+        let size = super::storage_or_pending(cx, out, move || h.size()).await?;
+        let avail = size.saturating_sub(req.offset).min(u64::from(req.length));
+        if avail == 0 || avail < u64::from(req.minimum_count) {
+            return Err(NtStatus::END_OF_FILE);
+        }
+        let n = usize::try_from(avail).unwrap_or(0);
+        encode_response_prefix(out, u32::try_from(n).unwrap_or(0));
+        cx.tail = Some(crate::pipeline::FileTail { handle, offset: req.offset, len: n });
+        open.position.store(req.offset.saturating_add(avail), std::sync::atomic::Ordering::Relaxed);
+        return Ok(NtStatus::SUCCESS);
+    }
     // Read directly after the response prefix: the buffer travels to the blocking thread and
     // back, so the data is never copied.
     let prefix_at = out.len();
@@ -45,16 +60,22 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let data_at = out.len();
     let len = req.length as usize;
     let mut buf = cx.conn.take_buffer(data_at + len);
-    buf[..data_at].copy_from_slice(out);
     let offset = req.offset;
-    let r = tokio::task::spawn_blocking(move || {
+    let (mut buf, n) = super::blocking_or_pending(cx, out, move || {
         let n = handle.read_at(&mut buf[data_at..data_at + len], offset);
         (buf, n)
     })
-    .await;
-    let (mut buf, n) = r.map_err(|_| NtStatus::INTERNAL_ERROR)?;
+    .await?;
     let n = n.map_err(|e| crate::status_map::vfs_status(&e))?;
-    buf.truncate(data_at + n);
+    // Going async may have sent earlier compound responses, shortening what precedes the
+    // data; then the data moves down (rare: only a slow READ inside a compound).
+    let prefix = out.len();
+    if prefix < data_at {
+        buf.copy_within(data_at..data_at + n, prefix);
+    }
+    let prefix_at = prefix_at - (data_at - prefix);
+    buf[..prefix].copy_from_slice(out);
+    buf.truncate(prefix + n);
     *out = buf;
     if n == 0 && len > 0 || n < req.minimum_count as usize {
         return Err(NtStatus::END_OF_FILE);
@@ -63,4 +84,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     // FilePositionInformation follows the last synchronous transfer on the open.
     open.position.store(req.offset.saturating_add(n as u64), std::sync::atomic::Ordering::Relaxed);
     Ok(NtStatus::SUCCESS)
+}
+
+/// Below this, one copy is cheaper than the extra descriptor and thread hop of sendfile.
+fn len_ok_for_sendfile(len: u32) -> bool {
+    len >= 64 * 1024
 }

@@ -200,6 +200,23 @@ impl FileHandle for LocalHandle {
         })
     }
 
+    fn size(&self) -> Result<u64> {
+        let st = rustix::fs::fstat(&self.fd).map_err(map_errno)?;
+        Ok(u64::try_from(st.st_size).unwrap_or(0))
+    }
+
+    fn can_send_to(&self) -> bool {
+        !self.is_dir && self.allow_read && self.access != FdAccess::PathOnly
+    }
+
+    fn send_to(&self, out: std::os::fd::BorrowedFd<'_>, offset: u64, len: usize) -> std::io::Result<usize> {
+        if self.is_dir || !self.allow_read || self.access == FdAccess::PathOnly {
+            return Err(std::io::ErrorKind::PermissionDenied.into());
+        }
+        let mut off = offset;
+        rustix::fs::sendfile(out, &self.fd, Some(&mut off), len).map_err(std::io::Error::from)
+    }
+
     fn attrs(&self) -> Result<FileAttrs> {
         let stx = statx_fd(self.fd.as_fd())?;
         let mut a = self.with_xattr_at(|at| attrs_from(&stx, at));
