@@ -1,5 +1,6 @@
 //! `braid`: command line of the Braid SMB 3.1.1 file server.
 
+mod bench;
 mod check;
 mod cli;
 mod config;
@@ -48,6 +49,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("braid: {verb} {:?} in {}", args.name, path.display());
             Ok(())
         }
+        Command::Bench(args) => bench::run(*args),
         Command::User(UserCommand::Del(args)) => {
             let path = &args.config.config;
             let shares = users::del_from_file(path, &args.name)?;

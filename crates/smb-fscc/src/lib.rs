@@ -9,6 +9,7 @@
 
 mod attrs;
 pub mod class;
+mod client;
 mod dir_info;
 mod ea;
 mod error;
@@ -22,6 +23,7 @@ mod wildcard;
 mod wire;
 
 pub use attrs::*;
+pub use client::{decode_dir_entries, decode_file_all_information, encode_set_info};
 pub use dir_info::DirWriter;
 pub use ea::{encode_full_ea_list, full_ea_list_size, parse_full_ea_list, parse_get_ea_list, valid_ea_name, FullEa, MAX_EA_NAME_LEN};
 pub use error::FsccError;

@@ -49,3 +49,34 @@ impl CloseResponse {
         out.put_u32(self.file_attributes);
     }
 }
+
+// ---- client side -------------------------------------------------------------------------
+
+impl CloseRequest {
+    /// Client side: appends the request body (MS-SMB2 2.2.15).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.put_u16(24);
+        out.put_u16(self.flags);
+        out.put_u32(0);
+        out.extend_from_slice(&self.file_id.to_bytes());
+    }
+}
+
+impl CloseResponse {
+    /// Client side: decodes a CLOSE response body (MS-SMB2 2.2.16).
+    pub fn decode(msg: &[u8]) -> Result<Self, WireError> {
+        let mut r = super::response_body(msg, 60)?;
+        let flags = r.u16()?;
+        r.skip(4)?;
+        Ok(CloseResponse {
+            flags,
+            creation_time: r.u64()?,
+            last_access_time: r.u64()?,
+            last_write_time: r.u64()?,
+            change_time: r.u64()?,
+            allocation_size: r.u64()?,
+            end_of_file: r.u64()?,
+            file_attributes: r.u32()?,
+        })
+    }
+}

@@ -260,6 +260,88 @@ impl CreateResponse {
     }
 }
 
+// ---- client side -------------------------------------------------------------------------
+
+impl CreateRequest<'_> {
+    /// Client side: appends the request body (MS-SMB2 2.2.13). The name is UTF-16LE at
+    /// header + 120; contexts follow 8-byte aligned.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let base = super::msg_base(out);
+        let mut name = Vec::new();
+        crate::reader::put_utf16le(&mut name, &self.name);
+        out.put_u16(57);
+        out.put_u8(self.security_flags);
+        out.put_u8(self.oplock_level);
+        out.put_u32(self.impersonation_level);
+        out.put_u64(0); // SmbCreateFlags
+        out.put_u64(0); // Reserved
+        out.put_u32(self.desired_access);
+        out.put_u32(self.file_attributes);
+        out.put_u32(self.share_access);
+        out.put_u32(self.create_disposition);
+        out.put_u32(self.create_options);
+        out.put_u16(super::off16(HEADER_LEN + 56));
+        out.put_u16(super::off16(name.len()));
+        let ctx_pos = out.len();
+        out.put_u32(0);
+        out.put_u32(0);
+        if name.is_empty() {
+            out.put_u8(0); // the Buffer is never empty on the wire
+        } else {
+            out.extend_from_slice(&name);
+        }
+        if self.contexts.is_empty() {
+            return;
+        }
+        while (out.len() - base) % 8 != 0 {
+            out.push(0);
+        }
+        let owned: Vec<(&[u8], Vec<u8>)> = self.contexts.iter().map(|c| (c.name, c.data.to_vec())).collect();
+        let chain = encode_contexts(&owned);
+        let off = len32(out.len() - base);
+        out[ctx_pos..ctx_pos + 4].copy_from_slice(&off.to_le_bytes());
+        out[ctx_pos + 4..ctx_pos + 8].copy_from_slice(&len32(chain.len()).to_le_bytes());
+        out.extend_from_slice(&chain);
+    }
+}
+
+impl CreateResponse {
+    /// Client side: decodes a CREATE response body (MS-SMB2 2.2.14); `contexts` keeps the
+    /// raw chain (see [`decode_contexts`]).
+    pub fn decode(msg: &[u8]) -> Result<Self, WireError> {
+        let mut r = super::response_body(msg, 89)?;
+        let oplock_level = r.u8()?;
+        let flags = r.u8()?;
+        let create_action = r.u32()?;
+        let creation_time = r.u64()?;
+        let last_access_time = r.u64()?;
+        let last_write_time = r.u64()?;
+        let change_time = r.u64()?;
+        let allocation_size = r.u64()?;
+        let end_of_file = r.u64()?;
+        let file_attributes = r.u32()?;
+        r.skip(4)?;
+        let file_id = FileId::from_bytes(r.array()?);
+        let ctx_off = r.u32()? as usize;
+        let ctx_len = r.u32()? as usize;
+        let contexts = slice_at(msg, ctx_off, ctx_len)?.to_vec();
+        Ok(CreateResponse {
+            oplock_level,
+            flags,
+            create_action,
+            creation_time,
+            last_access_time,
+            last_write_time,
+            change_time,
+            allocation_size,
+            end_of_file,
+            file_attributes,
+            file_id,
+            contexts,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

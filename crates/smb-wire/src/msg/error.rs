@@ -24,3 +24,11 @@ pub fn encode_error_with_data(out: &mut Vec<u8>, data: &[u8]) {
         out.extend_from_slice(data);
     }
 }
+
+/// Client side: the ErrorData of an ERROR response (MS-SMB2 2.2.2), empty if absent.
+pub fn decode_error(msg: &[u8]) -> Result<&[u8], crate::WireError> {
+    let mut r = super::response_body(msg, 9)?;
+    r.skip(2)?;
+    let len = r.u32()? as usize;
+    crate::reader::slice_at(msg, crate::HEADER_LEN + 8, len)
+}

@@ -78,3 +78,123 @@ pub fn encode_response(out: &mut Vec<u8>, ctl_code: u32, file_id: FileId, output
     out.put_u32(0);
     out.extend_from_slice(output);
 }
+
+// ---- client side -------------------------------------------------------------------------
+
+impl IoctlRequest<'_> {
+    /// Client side: appends the request body and input (MS-SMB2 2.2.31).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let in_off = if self.input.is_empty() { 0 } else { len32(HEADER_LEN + 56) };
+        out.put_u16(57);
+        out.put_u16(0);
+        out.put_u32(self.ctl_code);
+        out.extend_from_slice(&self.file_id.to_bytes());
+        out.put_u32(in_off);
+        out.put_u32(len32(self.input.len()));
+        out.put_u32(self.max_input_response);
+        out.put_u32(0); // OutputOffset
+        out.put_u32(0); // OutputCount
+        out.put_u32(self.max_output_response);
+        out.put_u32(self.flags);
+        out.put_u32(0); // Reserved2
+        out.extend_from_slice(self.input);
+    }
+}
+
+/// Client side: the Output buffer of an IOCTL response (MS-SMB2 2.2.32).
+pub fn decode_response(msg: &[u8]) -> Result<&[u8], WireError> {
+    let mut r = super::response_body(msg, 49)?;
+    r.skip(2 + 4 + 16 + 8)?; // Reserved, CtlCode, FileId, InputOffset/Count
+    let out_off = r.u32()? as usize;
+    let out_len = r.u32()? as usize;
+    slice_at(msg, out_off, out_len)
+}
+
+/// NETWORK_INTERFACE_INFO Capability bits (MS-SMB2 2.2.32.5).
+pub mod interface_caps {
+    pub const RSS_CAPABLE: u32 = 0x1;
+    pub const RDMA_CAPABLE: u32 = 0x2;
+}
+
+/// One NETWORK_INTERFACE_INFO entry (MS-SMB2 2.2.32.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkInterfaceInfo {
+    pub if_index: u32,
+    pub capability: u32,
+    /// Link speed in bits per second.
+    pub link_speed: u64,
+    /// The address, if its family is IPv4 or IPv6 (others are kept as `None`).
+    pub addr: Option<std::net::IpAddr>,
+}
+
+/// Size of one NETWORK_INTERFACE_INFO entry: 24 fixed bytes and a 128-byte SOCKADDR_STORAGE.
+const IFACE_LEN: usize = 152;
+
+/// Decodes the chain of NETWORK_INTERFACE_INFO entries returned by
+/// FSCTL_QUERY_NETWORK_INTERFACE_INFO (MS-SMB2 2.2.32.5). Each entry is at least 152 bytes,
+/// so the output is bounded by the input length.
+pub fn decode_network_interfaces(buf: &[u8]) -> Result<Vec<NetworkInterfaceInfo>, WireError> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos < buf.len() {
+        let entry =
+            buf.get(pos..pos.checked_add(IFACE_LEN).ok_or(WireError::Malformed("overflow"))?).ok_or(WireError::Malformed("interface truncated"))?;
+        let mut r = crate::reader::Reader::new(entry, 0);
+        let next = r.u32()? as usize;
+        let if_index = r.u32()?;
+        let capability = r.u32()?;
+        r.skip(4)?;
+        let link_speed = r.u64()?;
+        let family = r.u16()?;
+        let _port = r.u16()?;
+        let addr = match family {
+            0x0002 => Some(IpAddr::V4(Ipv4Addr::from(r.array::<4>()?))),
+            0x0017 => {
+                r.skip(4)?; // FlowInfo
+                Some(IpAddr::V6(Ipv6Addr::from(r.array::<16>()?)))
+            }
+            _ => None,
+        };
+        out.push(NetworkInterfaceInfo { if_index, capability, link_speed, addr });
+        if next == 0 {
+            break;
+        }
+        if next < IFACE_LEN {
+            return Err(WireError::Malformed("interface Next"));
+        }
+        pos = pos.checked_add(next).ok_or(WireError::Malformed("overflow"))?;
+    }
+    Ok(out)
+}
+
+/// Encodes NETWORK_INTERFACE_INFO entries (MS-SMB2 2.2.32.5), for a server answering
+/// FSCTL_QUERY_NETWORK_INTERFACE_INFO and for tests.
+pub fn encode_network_interfaces(ifaces: &[NetworkInterfaceInfo]) -> Vec<u8> {
+    use std::net::IpAddr;
+    let mut out = Vec::with_capacity(ifaces.len() * IFACE_LEN);
+    for (i, f) in ifaces.iter().enumerate() {
+        let start = out.len();
+        out.put_u32(if i + 1 < ifaces.len() { len32(IFACE_LEN) } else { 0 });
+        out.put_u32(f.if_index);
+        out.put_u32(f.capability);
+        out.put_u32(0);
+        out.put_u64(f.link_speed);
+        match f.addr {
+            Some(IpAddr::V4(a)) => {
+                out.put_u16(0x0002);
+                out.put_u16(0);
+                out.extend_from_slice(&a.octets());
+            }
+            Some(IpAddr::V6(a)) => {
+                out.put_u16(0x0017);
+                out.put_u16(0);
+                out.put_u32(0);
+                out.extend_from_slice(&a.octets());
+            }
+            None => {}
+        }
+        out.resize(start + IFACE_LEN, 0);
+    }
+    out
+}

@@ -49,3 +49,22 @@ impl LockRequest {
         Ok(LockRequest { lock_sequence, file_id, locks })
     }
 }
+
+// ---- client side -------------------------------------------------------------------------
+
+impl LockRequest {
+    /// Client side: appends the request body (MS-SMB2 2.2.26).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        use crate::reader::PutLe;
+        out.put_u16(48);
+        out.put_u16(u16::try_from(self.locks.len()).unwrap_or(0));
+        out.put_u32(self.lock_sequence);
+        out.extend_from_slice(&self.file_id.to_bytes());
+        for l in &self.locks {
+            out.put_u64(l.offset);
+            out.put_u64(l.length);
+            out.put_u32(l.flags);
+            out.put_u32(0);
+        }
+    }
+}

@@ -44,3 +44,17 @@ pub(crate) fn off16(v: usize) -> u16 {
 pub(crate) fn len32(v: usize) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)
 }
+
+/// Start of the message being encoded in `out`, whose header (64 bytes) was appended last:
+/// request offsets count from there, so a message can be built inside a larger buffer.
+pub(crate) fn msg_base(out: &[u8]) -> usize {
+    out.len().saturating_sub(HEADER_LEN)
+}
+
+/// Reads a response body: like [`body`], for the client side.
+pub(crate) fn response_body(msg: &[u8], structure_size: u16) -> Result<Reader<'_>, WireError> {
+    body(msg, structure_size)
+}
+
+#[cfg(test)]
+mod roundtrip_tests;

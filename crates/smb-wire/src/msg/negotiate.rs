@@ -248,6 +248,137 @@ pub fn security_buffer_of(msg: &[u8]) -> Result<&[u8], WireError> {
     slice_at(msg, off, len)
 }
 
+// ---- client side -------------------------------------------------------------------------
+
+impl NegotiateContext {
+    /// The context type and encoded data of this context (MS-SMB2 2.2.3.1).
+    pub fn encode_data(&self) -> (u16, Vec<u8>) {
+        match self {
+            NegotiateContext::PreauthIntegrity { hash_algorithms, salt } => {
+                let mut v = Vec::with_capacity(4 + 2 * hash_algorithms.len() + salt.len());
+                v.put_u16(u16::try_from(hash_algorithms.len()).unwrap_or(0));
+                v.put_u16(off16(salt.len()));
+                for h in hash_algorithms {
+                    v.put_u16(*h);
+                }
+                v.extend_from_slice(salt);
+                (ctx::PREAUTH_INTEGRITY, v)
+            }
+            NegotiateContext::Encryption { ciphers } => (ctx::ENCRYPTION, id_list_context_data(ciphers)),
+            NegotiateContext::Signing { algorithms } => (ctx::SIGNING, id_list_context_data(algorithms)),
+            NegotiateContext::NetName(name) => {
+                let mut v = Vec::new();
+                crate::reader::put_utf16le(&mut v, name);
+                (ctx::NETNAME, v)
+            }
+            NegotiateContext::Other { context_type, data } => (*context_type, data.clone()),
+        }
+    }
+}
+
+impl NegotiateRequest {
+    /// Client side: appends the request body after the header just written to `out`
+    /// (MS-SMB2 2.2.3). Contexts are sent only when 3.1.1 is among the dialects, since the
+    /// fields mean ClientStartTime otherwise.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let base = super::msg_base(out);
+        let with_ctx = self.dialects.contains(&crate::dialect::SMB311) && !self.contexts.is_empty();
+        out.put_u16(36);
+        out.put_u16(u16::try_from(self.dialects.len()).unwrap_or(0));
+        out.put_u16(self.security_mode);
+        out.put_u16(0);
+        out.put_u32(self.capabilities);
+        out.extend_from_slice(&self.client_guid);
+        let ctx_off_pos = out.len();
+        out.put_u32(0);
+        out.put_u16(if with_ctx { u16::try_from(self.contexts.len()).unwrap_or(0) } else { 0 });
+        out.put_u16(0);
+        for d in &self.dialects {
+            out.put_u16(*d);
+        }
+        if !with_ctx {
+            return;
+        }
+        for (i, c) in self.contexts.iter().enumerate() {
+            // Contexts start 8-byte aligned relative to the header (MS-SMB2 2.2.3.1).
+            while (out.len() - base) % 8 != 0 {
+                out.push(0);
+            }
+            if i == 0 {
+                let off = len32(out.len() - base);
+                out[ctx_off_pos..ctx_off_pos + 4].copy_from_slice(&off.to_le_bytes());
+            }
+            let (t, data) = c.encode_data();
+            out.put_u16(t);
+            out.put_u16(off16(data.len()));
+            out.put_u32(0);
+            out.extend_from_slice(&data);
+        }
+    }
+}
+
+impl NegotiateResponse {
+    /// Client side: decodes a NEGOTIATE response (MS-SMB2 2.2.4). Contexts are read only
+    /// for dialect 3.1.1, with the same count cap as requests.
+    pub fn decode(msg: &[u8]) -> Result<Self, WireError> {
+        let mut r = super::response_body(msg, 65)?;
+        let security_mode = r.u16()?;
+        let dialect = r.u16()?;
+        let ctx_count = r.u16()?;
+        let server_guid = r.array::<16>()?;
+        let capabilities = r.u32()?;
+        let max_transact_size = r.u32()?;
+        let max_read_size = r.u32()?;
+        let max_write_size = r.u32()?;
+        let system_time = r.u64()?;
+        let server_start_time = r.u64()?;
+        let sec_off = usize::from(r.u16()?);
+        let sec_len = usize::from(r.u16()?);
+        let ctx_off = r.u32()? as usize;
+        let security_buffer = slice_at(msg, sec_off, sec_len)?.to_vec();
+        let mut contexts = Vec::new();
+        if dialect == crate::dialect::SMB311 && ctx_count > 0 {
+            if ctx_count > MAX_CONTEXTS {
+                return Err(WireError::Malformed("negotiate: too many contexts"));
+            }
+            if ctx_off < HEADER_LEN || ctx_off % 8 != 0 {
+                return Err(WireError::Malformed("negotiate: context offset"));
+            }
+            let mut pos = ctx_off;
+            for i in 0..ctx_count {
+                if i > 0 {
+                    pos = pos.checked_add(7).ok_or(WireError::Malformed("overflow"))? & !7;
+                }
+                let mut r = Reader::new(msg, pos);
+                let t = r.u16()?;
+                let len = usize::from(r.u16()?);
+                r.skip(4)?;
+                contexts.push((t, r.bytes(len)?.to_vec()));
+                pos = r.pos();
+            }
+        }
+        Ok(NegotiateResponse {
+            security_mode,
+            dialect,
+            server_guid,
+            capabilities,
+            max_transact_size,
+            max_read_size,
+            max_write_size,
+            system_time,
+            server_start_time,
+            security_buffer,
+            contexts,
+        })
+    }
+}
+
+/// Decodes the data of one negotiate context of type `context_type` (request or response:
+/// the layouts are the same, MS-SMB2 2.2.3.1 / 2.2.4.1).
+pub fn parse_context(context_type: u16, data: &[u8]) -> Result<NegotiateContext, WireError> {
+    decode_context(context_type, data)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

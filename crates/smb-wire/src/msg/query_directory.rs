@@ -48,3 +48,35 @@ pub fn encode_output_response(out: &mut Vec<u8>, data: &[u8]) {
         out.extend_from_slice(data);
     }
 }
+
+// ---- client side -------------------------------------------------------------------------
+
+impl QueryDirectoryRequest {
+    /// Client side: appends the request body (MS-SMB2 2.2.33).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut pattern = Vec::new();
+        crate::reader::put_utf16le(&mut pattern, &self.pattern);
+        out.put_u16(33);
+        out.put_u8(self.info_class);
+        out.put_u8(self.flags);
+        out.put_u32(self.file_index);
+        out.extend_from_slice(&self.file_id.to_bytes());
+        out.put_u16(super::off16(HEADER_LEN + 32));
+        out.put_u16(super::off16(pattern.len()));
+        out.put_u32(self.output_buffer_length);
+        if pattern.is_empty() {
+            out.put_u8(0);
+        } else {
+            out.extend_from_slice(&pattern);
+        }
+    }
+}
+
+/// Client side: the OutputBuffer of a QUERY_DIRECTORY or QUERY_INFO response
+/// (MS-SMB2 2.2.34, 2.2.38).
+pub fn decode_output_response(msg: &[u8]) -> Result<&[u8], WireError> {
+    let mut r = super::response_body(msg, 9)?;
+    let off = usize::from(r.u16()?);
+    let len = r.u32()? as usize;
+    slice_at(msg, off, len)
+}

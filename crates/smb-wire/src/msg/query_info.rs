@@ -41,3 +41,29 @@ impl<'a> QueryInfoRequest<'a> {
         Ok(QueryInfoRequest { info_type, info_class, output_buffer_length, input, additional_information, flags, file_id })
     }
 }
+
+// ---- client side -------------------------------------------------------------------------
+
+pub use super::query_directory::decode_output_response as decode_response;
+
+impl QueryInfoRequest<'_> {
+    /// Client side: appends the request body (MS-SMB2 2.2.37).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        use crate::reader::PutLe;
+        out.put_u16(41);
+        out.put_u8(self.info_type);
+        out.put_u8(self.info_class);
+        out.put_u32(self.output_buffer_length);
+        out.put_u16(if self.input.is_empty() { 0 } else { super::off16(crate::HEADER_LEN + 40) });
+        out.put_u16(0);
+        out.put_u32(super::len32(self.input.len()));
+        out.put_u32(self.additional_information);
+        out.put_u32(self.flags);
+        out.extend_from_slice(&self.file_id.to_bytes());
+        if self.input.is_empty() {
+            out.put_u8(0);
+        } else {
+            out.extend_from_slice(self.input);
+        }
+    }
+}

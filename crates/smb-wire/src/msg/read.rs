@@ -41,3 +41,41 @@ pub fn encode_response_prefix(out: &mut Vec<u8>, data_len: u32) {
     out.put_u32(0); // DataRemaining
     out.put_u32(0); // Flags
 }
+
+// ---- client side -------------------------------------------------------------------------
+
+impl ReadRequest {
+    /// Client side: appends the request body (MS-SMB2 2.2.19) with no channel info and the
+    /// one-byte Buffer every client sends.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.put_u16(49);
+        out.put_u8(0x50); // Padding: where we would like the data (header + 16)
+        out.put_u8(self.flags);
+        out.put_u32(self.length);
+        out.put_u64(self.offset);
+        out.extend_from_slice(&self.file_id.to_bytes());
+        out.put_u32(self.minimum_count);
+        out.put_u32(self.channel);
+        out.put_u32(0); // RemainingBytes
+        out.put_u16(0); // ReadChannelInfoOffset
+        out.put_u16(0); // ReadChannelInfoLength
+        out.put_u8(0);
+    }
+}
+
+/// Client side: the range of `msg` holding a READ response's data (MS-SMB2 2.2.20), so the
+/// caller can slice it out of the received frame without copying.
+pub fn decode_response(msg: &[u8]) -> Result<std::ops::Range<usize>, WireError> {
+    let mut r = super::response_body(msg, 17)?;
+    let off = usize::from(r.u8()?);
+    r.skip(1)?;
+    let len = r.u32()? as usize;
+    if len == 0 {
+        return Ok(0..0);
+    }
+    let end = off.checked_add(len).ok_or(WireError::Malformed("length overflow"))?;
+    if off < HEADER_LEN + 16 || end > msg.len() {
+        return Err(WireError::Malformed("read data outside message"));
+    }
+    Ok(off..end)
+}

@@ -49,3 +49,42 @@ pub fn encode_response(out: &mut Vec<u8>, session_flags: u16, security_buffer: &
         out.extend_from_slice(security_buffer);
     }
 }
+
+// ---- client side -------------------------------------------------------------------------
+
+impl SessionSetupRequest<'_> {
+    /// Client side: appends the request body (MS-SMB2 2.2.5); Channel is 0.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.put_u16(25);
+        out.put_u8(self.flags);
+        out.put_u8(self.security_mode);
+        out.put_u32(self.capabilities);
+        out.put_u32(0); // Channel
+        out.put_u16(off16(HEADER_LEN + 24));
+        out.put_u16(off16(self.security_buffer.len()));
+        out.put_u64(self.previous_session_id);
+        if self.security_buffer.is_empty() {
+            out.put_u8(0);
+        } else {
+            out.extend_from_slice(self.security_buffer);
+        }
+    }
+}
+
+/// MS-SMB2 2.2.6 SESSION_SETUP Response, decoded by the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSetupResponse<'a> {
+    pub session_flags: u16,
+    pub security_buffer: &'a [u8],
+}
+
+impl<'a> SessionSetupResponse<'a> {
+    /// Decodes a SESSION_SETUP response body.
+    pub fn decode(msg: &'a [u8]) -> Result<Self, WireError> {
+        let mut r = super::response_body(msg, 9)?;
+        let session_flags = r.u16()?;
+        let off = usize::from(r.u16()?);
+        let len = usize::from(r.u16()?);
+        Ok(SessionSetupResponse { session_flags, security_buffer: slice_at(msg, off, len)? })
+    }
+}

@@ -27,3 +27,25 @@ impl<'a> SetInfoRequest<'a> {
         Ok(SetInfoRequest { info_type, info_class, buffer, additional_information, file_id })
     }
 }
+
+// ---- client side -------------------------------------------------------------------------
+
+impl SetInfoRequest<'_> {
+    /// Client side: appends the request body (MS-SMB2 2.2.39).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        use crate::reader::PutLe;
+        out.put_u16(33);
+        out.put_u8(self.info_type);
+        out.put_u8(self.info_class);
+        out.put_u32(super::len32(self.buffer.len()));
+        out.put_u16(super::off16(crate::HEADER_LEN + 32));
+        out.put_u16(0);
+        out.put_u32(self.additional_information);
+        out.extend_from_slice(&self.file_id.to_bytes());
+        if self.buffer.is_empty() {
+            out.put_u8(0);
+        } else {
+            out.extend_from_slice(self.buffer);
+        }
+    }
+}

@@ -34,3 +34,30 @@ impl FlushRequest {
         Ok(FlushRequest { file_id: crate::FileId::from_bytes(r.array()?) })
     }
 }
+
+// ---- client side -------------------------------------------------------------------------
+
+/// Client side: appends a 4-byte request body (ECHO, LOGOFF, TREE_DISCONNECT, CANCEL).
+pub fn encode_empty_request(out: &mut Vec<u8>) {
+    encode_empty(out);
+}
+
+/// Client side: checks a 4-byte response body (MS-SMB2 2.2.8, 2.2.12, 2.2.18, 2.2.27 ...).
+pub fn decode_empty_response(msg: &[u8]) -> Result<(), WireError> {
+    super::response_body(msg, 4).map(|_| ())
+}
+
+/// Client side: checks a SET_INFO response body (MS-SMB2 2.2.40).
+pub fn decode_set_info_response(msg: &[u8]) -> Result<(), WireError> {
+    super::response_body(msg, 2).map(|_| ())
+}
+
+impl FlushRequest {
+    /// Client side: appends the request body (MS-SMB2 2.2.17).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.put_u16(24);
+        out.put_u16(0);
+        out.put_u32(0);
+        out.extend_from_slice(&self.file_id.to_bytes());
+    }
+}

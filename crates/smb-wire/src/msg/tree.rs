@@ -76,6 +76,38 @@ impl TreeConnectResponse {
     }
 }
 
+// ---- client side -------------------------------------------------------------------------
+
+impl TreeConnectRequest {
+    /// Client side: appends the request body (MS-SMB2 2.2.9) without the 3.1.1 extension.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut path = Vec::new();
+        crate::reader::put_utf16le(&mut path, &self.path);
+        out.put_u16(9);
+        out.put_u16(self.flags & !FLAG_EXTENSION_PRESENT);
+        out.put_u16(super::off16(crate::HEADER_LEN + 8));
+        out.put_u16(super::off16(path.len()));
+        if path.is_empty() {
+            out.put_u8(0);
+        } else {
+            out.extend_from_slice(&path);
+        }
+    }
+}
+
+impl TreeConnectResponse {
+    /// Client side: decodes a TREE_CONNECT response body (MS-SMB2 2.2.10).
+    pub fn decode(msg: &[u8]) -> Result<Self, WireError> {
+        let mut r = super::response_body(msg, 16)?;
+        let share_type = r.u8()?;
+        r.skip(1)?;
+        let share_flags = r.u32()?;
+        let capabilities = r.u32()?;
+        let maximal_access = r.u32()?;
+        Ok(TreeConnectResponse { share_type, share_flags, capabilities, maximal_access })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

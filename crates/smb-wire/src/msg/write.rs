@@ -45,3 +45,37 @@ pub fn encode_response(out: &mut Vec<u8>, count: u32) {
     out.put_u16(0);
     out.put_u16(0);
 }
+
+// ---- client side -------------------------------------------------------------------------
+
+/// Where WRITE request data starts, counted from the header: header + 48 fixed bytes.
+pub const DATA_OFFSET: usize = crate::HEADER_LEN + 48;
+
+impl WriteRequest<'_> {
+    /// Client side: appends the request body and data (MS-SMB2 2.2.21).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.reserve(48 + self.data.len());
+        out.put_u16(49);
+        out.put_u16(super::off16(DATA_OFFSET));
+        out.put_u32(super::len32(self.data.len()));
+        out.put_u64(self.offset);
+        out.extend_from_slice(&self.file_id.to_bytes());
+        out.put_u32(self.channel);
+        out.put_u32(0); // RemainingBytes
+        out.put_u16(0); // WriteChannelInfoOffset
+        out.put_u16(0); // WriteChannelInfoLength
+        out.put_u32(self.flags);
+        if self.data.is_empty() {
+            out.put_u8(0);
+        } else {
+            out.extend_from_slice(self.data);
+        }
+    }
+}
+
+/// Client side: the Count of a WRITE response (MS-SMB2 2.2.22).
+pub fn decode_response(msg: &[u8]) -> Result<u32, WireError> {
+    let mut r = super::response_body(msg, 17)?;
+    r.skip(2)?;
+    r.u32()
+}

@@ -1,0 +1,200 @@
+//! The [`Target`]/[`Session`]/[`BenchFile`] traits for Braid's SMB client.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use smb_client::{Client, ClientConfig, ClientError, CreateOptions, NtStatus, Tree};
+use smb_crypto::Cipher;
+
+use crate::session::{BenchFile, OpenMode, Session, Target};
+use crate::url::TargetUrl;
+use crate::BenchError;
+
+/// How long connecting, negotiating and logging on may take before we give up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Security options of a connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SmbOptions {
+    /// Sign every request.
+    pub sign: bool,
+    /// Encrypt every request.
+    pub encrypt: bool,
+    /// The only cipher offered (None: the client's default list).
+    pub cipher: Option<Cipher>,
+}
+
+/// Parses `aes-128-gcm`, `aes-128-ccm`, `aes-256-gcm` or `aes-256-ccm`.
+pub fn parse_cipher(s: &str) -> Result<Cipher, BenchError> {
+    match s.to_ascii_lowercase().as_str() {
+        "aes-128-gcm" | "aes128gcm" => Ok(Cipher::Aes128Gcm),
+        "aes-128-ccm" | "aes128ccm" => Ok(Cipher::Aes128Ccm),
+        "aes-256-gcm" | "aes256gcm" => Ok(Cipher::Aes256Gcm),
+        "aes-256-ccm" | "aes256ccm" => Ok(Cipher::Aes256Ccm),
+        _ => Err(BenchError::BadInput(format!("--cipher {s:?}: expected aes-128-gcm, aes-128-ccm, aes-256-gcm or aes-256-ccm"))),
+    }
+}
+
+/// A server reached through Braid's SMB client.
+#[derive(Debug, Clone)]
+pub struct SmbTarget {
+    url: TargetUrl,
+    addr: SocketAddr,
+    cfg: ClientConfig,
+}
+
+impl SmbTarget {
+    /// Resolves the host now so a bad name fails before anything runs.
+    pub fn new(url: TargetUrl, password: String, opts: SmbOptions) -> Result<Self, BenchError> {
+        let addr = url.resolve()?;
+        let mut cfg = ClientConfig {
+            user: url.user.clone(),
+            password,
+            domain: url.domain.clone().unwrap_or_default(),
+            sign: opts.sign,
+            encrypt: opts.encrypt,
+            ..ClientConfig::default()
+        };
+        if let Some(c) = opts.cipher {
+            cfg.ciphers = vec![c];
+        }
+        Ok(Self { url, addr, cfg })
+    }
+
+    fn connect_error(&self, e: ClientError) -> BenchError {
+        let hint = match e.status() {
+            Some(NtStatus::LOGON_FAILURE) => " (wrong user name or password)",
+            Some(NtStatus::BAD_NETWORK_NAME) => " (no such share)",
+            Some(NtStatus::ACCESS_DENIED) => " (access denied)",
+            _ => "",
+        };
+        let msg = match e {
+            ClientError::Io(io) => format!("cannot connect to {}: {io}", self.addr),
+            e => format!("{e}{hint}"),
+        };
+        BenchError::Connect { target: self.url.to_string(), msg }
+    }
+}
+
+/// One channel of a session and the share's tree on it.
+#[derive(Clone)]
+pub struct SmbSession {
+    client: Client,
+    tree: Tree,
+    addr: SocketAddr,
+}
+
+fn io_err(e: ClientError) -> BenchError {
+    match e {
+        ClientError::NotSupported(m) => BenchError::NotSupported(m.to_string()),
+        e => BenchError::Io(e.to_string()),
+    }
+}
+
+fn io_err_at(path: &str) -> impl Fn(ClientError) -> BenchError + '_ {
+    move |e| match io_err(e) {
+        BenchError::Io(m) => BenchError::Io(format!("{path}: {m}")),
+        other => other,
+    }
+}
+
+impl Target for SmbTarget {
+    type Session = SmbSession;
+
+    fn describe(&self) -> String {
+        self.url.to_string()
+    }
+
+    async fn connect(&self) -> Result<SmbSession, BenchError> {
+        let work = async {
+            let client = Client::connect(self.addr, &self.cfg).await.map_err(|e| self.connect_error(e))?;
+            let tree = client.tree_connect(&self.url.share).await.map_err(|e| self.connect_error(e))?;
+            Ok(SmbSession { client, tree, addr: self.addr })
+        };
+        match tokio::time::timeout(CONNECT_TIMEOUT, work).await {
+            Ok(r) => r,
+            Err(_) => Err(BenchError::Connect {
+                target: self.url.to_string(),
+                msg: format!("timed out after {}s connecting to {}", CONNECT_TIMEOUT.as_secs(), self.addr),
+            }),
+        }
+    }
+}
+
+fn not_found(e: &ClientError) -> bool {
+    matches!(e.status(), Some(NtStatus::OBJECT_NAME_NOT_FOUND | NtStatus::OBJECT_PATH_NOT_FOUND))
+}
+
+impl Session for SmbSession {
+    type File = smb_client::File;
+
+    async fn bind_channel(&self) -> Result<Self, BenchError> {
+        let ch = self.client.bind_channel(self.addr).await.map_err(io_err)?;
+        Ok(SmbSession { tree: self.tree.on_channel(&ch), client: ch, addr: self.addr })
+    }
+
+    fn max_io(&self) -> u32 {
+        self.client.max_read().min(self.client.max_write())
+    }
+
+    async fn open(&self, path: &str, mode: OpenMode) -> Result<smb_client::File, BenchError> {
+        let opts = match mode {
+            OpenMode::Read => CreateOptions::open_read(),
+            OpenMode::ReadWrite => CreateOptions::open_rw(),
+            OpenMode::CreateOverwrite => CreateOptions::create_overwrite(),
+        };
+        self.tree.create(path, &opts).await.map_err(io_err_at(path))
+    }
+
+    async fn file_size(&self, path: &str) -> Result<Option<u64>, BenchError> {
+        match self.tree.stat(path).await {
+            Ok(st) => Ok(Some(st.size)),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(io_err_at(path)(e)),
+        }
+    }
+
+    async fn mkdir(&self, path: &str) -> Result<(), BenchError> {
+        match self.tree.mkdir(path).await {
+            Err(e) if e.status() != Some(NtStatus::OBJECT_NAME_COLLISION) => Err(io_err_at(path)(e)),
+            _ => Ok(()),
+        }
+    }
+
+    async fn remove(&self, path: &str) -> Result<(), BenchError> {
+        self.tree.remove(path).await.map_err(io_err_at(path))
+    }
+
+    async fn rmdir(&self, path: &str) -> Result<(), BenchError> {
+        self.tree.rmdir(path).await.map_err(io_err_at(path))
+    }
+
+    async fn stat(&self, path: &str) -> Result<u64, BenchError> {
+        self.tree.stat(path).await.map(|s| s.size).map_err(io_err_at(path))
+    }
+}
+
+impl BenchFile for smb_client::File {
+    type Data = Bytes;
+
+    async fn read(&self, offset: u64, len: u32) -> Result<Bytes, BenchError> {
+        smb_client::File::read(self, offset, len).await.map_err(io_err)
+    }
+
+    async fn write(&self, offset: u64, data: &[u8]) -> Result<u32, BenchError> {
+        smb_client::File::write(self, offset, data).await.map_err(io_err)
+    }
+
+    async fn set_len(&self, len: u64) -> Result<(), BenchError> {
+        smb_client::File::set_len(self, len).await.map_err(io_err)
+    }
+
+    async fn flush(&self) -> Result<(), BenchError> {
+        smb_client::File::flush(self).await.map_err(io_err)
+    }
+
+    async fn close(self) -> Result<(), BenchError> {
+        smb_client::File::close(self).await.map_err(io_err)
+    }
+}

@@ -1,0 +1,153 @@
+//! `braid bench`: turns the command line into a [`braid_bench::Workload`] and targets, runs
+//! them and prints the table, JSON or sweep results.
+
+use std::io::IsTerminal;
+
+use anyhow::{bail, Context};
+use braid_bench::smb::{parse_cipher, SmbOptions, SmbTarget};
+use braid_bench::sweep::{parse_counts, parse_rw};
+use braid_bench::{format_size, parse_meta_mix, parse_size, table, SweepSpec, TargetUrl, Workload};
+
+use crate::cli::{BenchCmd, BenchCommonArgs, BenchRunArgs, BenchSub, BenchSweepArgs};
+
+/// Runs `braid bench` or `braid bench sweep`.
+pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    match cmd.sub {
+        Some(BenchSub::Sweep(args)) => rt.block_on(sweep(args)),
+        None => rt.block_on(single(cmd.run)),
+    }
+}
+
+fn count(flag: &str, s: &str) -> anyhow::Result<u32> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => bail!("{flag} {s:?}: expected a whole number of at least 1"),
+    }
+}
+
+fn seconds(flag: &str, s: &str, zero_ok: bool) -> anyhow::Result<f64> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && (x > 0.0 || (zero_ok && x == 0.0)) && x <= 86_400.0 => Ok(x),
+        _ => bail!("{flag} {s:?}: expected a number of seconds, {} and at most 86400", if zero_ok { "0 or more" } else { "more than 0" }),
+    }
+}
+
+/// The workload fields common to both forms.
+fn base_workload(c: &BenchCommonArgs) -> anyhow::Result<Workload> {
+    Ok(Workload {
+        queue_depth: count("-o", &c.queue_depth)?,
+        random: !c.sequential,
+        files: count("-f", &c.files)?,
+        file_size: parse_size(&c.file_size).map_err(|e| anyhow::anyhow!("-c: {e}"))?,
+        duration_s: seconds("-d", &c.duration, false)?,
+        warmup_s: seconds("-W", &c.warmup, true)?,
+        randrepeat: c.randrepeat,
+        sign: c.sign,
+        encrypt: c.encrypt,
+        cipher: c.cipher.clone(),
+        dir: c.dir.trim_matches('/').to_string(),
+        ..Workload::default()
+    })
+}
+
+/// Parses the URLs and finds their passwords (URL, then BRAID_BENCH_PASSWORD, then a prompt).
+fn targets(c: &BenchCommonArgs) -> anyhow::Result<Vec<SmbTarget>> {
+    let cipher = c.cipher.as_deref().map(parse_cipher).transpose()?;
+    let opts = SmbOptions { sign: c.sign, encrypt: c.encrypt, cipher };
+    let mut out = Vec::new();
+    for raw in &c.targets {
+        let url = TargetUrl::parse(raw)?;
+        let password = match (&url.password, std::env::var("BRAID_BENCH_PASSWORD")) {
+            (Some(p), _) => p.clone(),
+            (None, Ok(p)) => p,
+            (None, Err(_)) if std::io::stdin().is_terminal() => {
+                rpassword::prompt_password(format!("Password for {url}: ")).context("reading the password")?
+            }
+            (None, Err(_)) => bail!("{url}: no password: put it in the URL, set BRAID_BENCH_PASSWORD, or run on a terminal"),
+        };
+        out.push(SmbTarget::new(url, password, opts.clone())?);
+    }
+    Ok(out)
+}
+
+async fn single(a: BenchRunArgs) -> anyhow::Result<()> {
+    let write_pct = match a.write_pct.trim().parse::<u8>() {
+        Ok(p) if p <= 100 => p,
+        _ => bail!("-w {:?}: expected a write percentage 0..100", a.write_pct),
+    };
+    let wl = Workload {
+        block_size: parse_size(&a.block_size).map_err(|e| anyhow::anyhow!("-b: {e}"))?,
+        threads: count("-t", &a.threads)?,
+        write_pct,
+        channels: count("--channels", &a.channels)?,
+        verify: a.verify,
+        meta: a.meta.as_deref().map(parse_meta_mix).transpose()?,
+        ..base_workload(&a.common)?
+    };
+    wl.validate()?;
+    let targets = targets(&a.common)?;
+    let progress = !a.json;
+    if !a.json {
+        println!(
+            "workload: {}, {}s{}",
+            wl.summary(),
+            wl.duration_s,
+            if wl.warmup_s > 0.0 { format!(" after {}s warm-up", wl.warmup_s) } else { String::new() }
+        );
+    }
+    let mut reports = Vec::new();
+    for t in &targets {
+        let r = braid_bench::run_target(t, &wl, progress).await?;
+        if a.json {
+            println!("{}", r.to_json());
+        }
+        reports.push(r);
+    }
+    if !a.json {
+        print!("{}", table(&reports));
+        if let [first, second, ..] = &reports[..] {
+            if second.iops > 0.0 {
+                println!("ratio {} / {}: IOPS {:.2}x", first.target, second.target, first.iops / second.iops);
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn sweep(a: BenchSweepArgs) -> anyhow::Result<()> {
+    let spec = SweepSpec {
+        write_pcts: parse_rw(&a.rw)?,
+        block_sizes: braid_bench::size::parse_list(&a.bs, "--bs", parse_size)?,
+        channels: parse_counts(&a.channels, "--channels")?,
+        threads: parse_counts(&a.threads, "--threads")?,
+    };
+    let base = base_workload(&a.common)?;
+    let targets = targets(&a.common)?;
+    let points = spec.points().len();
+    eprintln!("sweep: {points} point(s) x {} target(s), {}s each, into {}", targets.len(), base.duration_s + base.warmup_s, a.out.display());
+    let json = a.json;
+    let (_, files) = braid_bench::run_sweep(&targets, &base, &spec, &a.out, true, |row| {
+        let r = &row.report;
+        if json {
+            println!("{}", r.to_json());
+        } else {
+            println!(
+                "{}  rw {}:{}  bs {}  ch {}  t {}  IOPS {:.1}  MiB/s {:.2}  p99 {:.1} µs  errors {}",
+                r.target,
+                100 - row.point.write_pct,
+                row.point.write_pct,
+                format_size(row.point.block_size),
+                row.point.channels,
+                row.point.threads,
+                r.iops,
+                r.mib_per_s,
+                r.latency_us.p99,
+                r.errors
+            );
+        }
+    })
+    .await?;
+    eprintln!("wrote {} file(s) into {}", files.len(), a.out.display());
+    Ok(())
+}

@@ -1,0 +1,174 @@
+//! `braid bench` end to end: a real `braid serve` on a loopback port, a short verified
+//! mixed workload with JSON output, a sweep, and the error lines for a wrong password and
+//! an unreachable host.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+const BRAID: &str = env!("CARGO_BIN_EXE_braid");
+/// Ports reserved for these tests.
+const PORTS: std::ops::RangeInclusive<u16> = 4501..=4509;
+
+struct Server {
+    child: Child,
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Our own child only.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A free port of [`PORTS`] that no other test in this process has taken (tests run in
+/// parallel, and a port checked free is only taken once the server binds it).
+fn free_port() -> Option<u16> {
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    loop {
+        let p = PORTS.start() + NEXT.fetch_add(1, Ordering::Relaxed);
+        if p > *PORTS.end() {
+            return None;
+        }
+        if TcpListener::bind(("127.0.0.1", p)).is_ok() {
+            return Some(p);
+        }
+    }
+}
+
+/// Starts `braid serve` with user alice/pw-alice and share `data`, or None (with a message)
+/// when that is not possible here.
+fn start_server(tag: &str) -> Option<Server> {
+    let Some(port) = free_port() else {
+        eprintln!("skipping: no free port in {PORTS:?}");
+        return None;
+    };
+    let dir = std::env::temp_dir().join(format!("braid-bench-it-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let cfg = dir.join("braid.toml");
+    std::fs::write(&cfg, format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\n\n[[share]]\nname = \"data\"\npath = \"data\"\n")).unwrap();
+    let mut add = Command::new(BRAID)
+        .args(["user", "add", "alice", "--config"])
+        .arg(&cfg)
+        .arg("--password-stdin")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    add.stdin.take().unwrap().write_all(b"pw-alice\n").unwrap();
+    assert!(add.wait().unwrap().success());
+    let child = Command::new(BRAID).args(["serve", "--config"]).arg(&cfg).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let server = Server { child, dir, port };
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let t0 = Instant::now();
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+        if t0.elapsed() > Duration::from_secs(10) {
+            eprintln!("skipping: braid serve did not listen on {addr}");
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(server)
+}
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(BRAID).arg("bench").args(args).env_remove("BRAID_BENCH_PASSWORD").stdin(Stdio::null()).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn verified_mixed_workload_reports_json() {
+    let Some(srv) = start_server("verify") else { return };
+    let url = format!("smb://alice:pw-alice@127.0.0.1:{}/data", srv.port);
+    let out = bench(&["-d", "2", "-t", "2", "-o", "4", "-w", "50", "-b", "8k", "-c", "2m", "-f", "2", "--verify", "--json", &url]);
+    let stderr = text(&out.stderr);
+    if stderr.contains("not supported") || stderr.contains("not implemented") {
+        eprintln!("skipping: smb-client is not ready: {stderr}");
+        return;
+    }
+    assert!(out.status.success(), "{stderr}");
+    let stdout = text(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(v["errors"], 0, "{v}");
+    assert!(v["iops"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["mib_per_s"].as_f64().unwrap() > 0.0);
+    for k in ["p50", "p90", "p99", "p999", "max"] {
+        assert!(v["latency_us"][k].as_f64().unwrap() > 0.0, "{k}: {v}");
+    }
+    assert!(v["cpu_seconds"].is_number());
+    assert_eq!(
+        (v["block_size"].as_u64(), v["threads"].as_u64(), v["queue_depth"].as_u64(), v["write_pct"].as_u64()),
+        (Some(8192), Some(2), Some(4), Some(50))
+    );
+    assert_eq!(v["verify"], true);
+    assert!(!stdout.contains("pw-alice"), "password leaked");
+    let on_disk = std::fs::metadata(srv.dir.join("data/braid-bench/file1.dat")).unwrap();
+    assert_eq!(on_disk.len(), 2 << 20);
+
+    // Metadata mix on the same server.
+    let out = bench(&["-d", "1", "-t", "2", "--meta", "create,open,close,delete,stat", "--json", &url]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!(v["errors"], 0, "{v}");
+    assert!(v["by_op"]["create"]["count"].as_u64().unwrap() > 0, "{v}");
+
+    // A small sweep writes CSV and charts.
+    let outdir = srv.dir.join("sweep");
+    let out = Command::new(BRAID)
+        .args(["bench", "sweep", "--bs", "4k,64k", "--rw", "100:0,50:50", "-d", "0.5", "-c", "1m", "--out"])
+        .arg(&outdir)
+        .arg(&url)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let csv = std::fs::read_to_string(outdir.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    let png = std::fs::read(outdir.join("iops_vs_bs__rw100-0.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(std::fs::read_to_string(outdir.join("mib_per_s_vs_rw__bs64k.svg")).unwrap().starts_with("<svg"));
+}
+
+#[test]
+fn wrong_password_and_unreachable_host_are_one_line() {
+    let Some(srv) = start_server("errors") else { return };
+    let out = bench(&["-d", "1", &format!("smb://alice:wrong@127.0.0.1:{}/data", srv.port)]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("braid: error: smb://alice@127.0.0.1:") && err.contains("LOGON_FAILURE") && err.contains("wrong user name or password"),
+        "{err}"
+    );
+    assert!(!err.contains("wrong@"), "password leaked: {err}");
+
+    let out = bench(&["-d", "1", &format!("smb://alice:pw-alice@127.0.0.1:{}/nosuch", srv.port)]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.starts_with("braid: error: ") && err.contains("no such share") && err.lines().count() == 1, "{err}");
+
+    // A port nobody listens on: bind one, note it, release it.
+    let dead = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = bench(&["-d", "1", &format!("smb://alice:pw@127.0.0.1:{dead}/data")]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.starts_with(&format!("braid: error: smb://alice@127.0.0.1:{dead}/data: cannot connect")), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    let out = bench(&["-b", "64k", "-c", "4k", "smb://alice:pw@127.0.0.1:1/data"]);
+    assert_eq!(text(&out.stderr), "braid: error: file size 4k is smaller than the block size 64k\n");
+    let out = bench(&["-t", "zero", "smb://alice:pw@127.0.0.1:1/data"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).starts_with("braid: error: -t \"zero\""));
+}

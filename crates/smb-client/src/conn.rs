@@ -1,0 +1,502 @@
+//! One TCP connection (a channel): transport framing, message ids, credits, signing and
+//! sealing of requests, and the reader task that routes responses to the waiting requests
+//! by MessageId (MS-SMB2 3.2.4.1, 3.2.5.1).
+//!
+//! Requests are built in place: a [`Request`] buffer starts with room for the transport
+//! header and, when the request will be encrypted, the TRANSFORM_HEADER, so a single
+//! request (the common case, and the one carrying large WRITE payloads) is never copied.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use bytes::Bytes;
+use smb_crypto::{Sealer, Signer, TRANSFORM_HEADER_LEN, TRANSFORM_PROTOCOL_ID};
+use smb_wire::frame::{frame_header, frame_len, MAX_FRAME};
+use smb_wire::header::flags;
+use smb_wire::{Command, Header, MessageId, NtStatus, SessionId, TreeId, HEADER_LEN};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+use crate::ClientError;
+
+/// Unsolicited messages (oplock/lease breaks) carry this MessageId (MS-SMB2 3.2.5.19).
+const UNSOLICITED: u64 = u64::MAX;
+
+/// One request being built: transport header room, optional TRANSFORM_HEADER room, then the
+/// SMB2 header (filled in at send time) and the body appended by a `smb_wire` encoder.
+pub(crate) struct Request {
+    pub command: Command,
+    pub buf: Vec<u8>,
+    /// Where the SMB2 header starts in `buf`.
+    prefix: usize,
+    pub tree_id: u32,
+    /// Credits this request consumes (MS-SMB2 3.2.4.1.5); at least 1.
+    pub charge: u16,
+    /// RELATED_OPERATIONS: inherit session, tree and FileId from the previous compound element.
+    pub related: bool,
+}
+
+impl Request {
+    /// Starts a request; `encrypted` reserves room for the TRANSFORM_HEADER.
+    pub fn new(command: Command, tree_id: u32, encrypted: bool) -> Request {
+        let prefix = 4 + if encrypted { TRANSFORM_HEADER_LEN } else { 0 };
+        let mut buf = Vec::with_capacity(prefix + HEADER_LEN + 128);
+        buf.resize(prefix + HEADER_LEN, 0);
+        Request { command, buf, prefix, tree_id, charge: 1, related: false }
+    }
+
+    /// Whether this request was built to be sealed.
+    pub fn encrypted(&self) -> bool {
+        self.prefix > 4
+    }
+
+    /// The buffer the body encoder appends to (the header placeholder is already in it).
+    pub fn body(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+}
+
+/// A response message: the decoded header and the message bytes, shared with the other
+/// messages of the same frame.
+#[derive(Debug, Clone)]
+pub(crate) struct Response {
+    pub hdr: Header,
+    frame: Bytes,
+    range: Range<usize>,
+}
+
+impl Response {
+    /// The whole message, header first (what the `smb_wire` decoders take).
+    pub fn msg(&self) -> &[u8] {
+        &self.frame[self.range.clone()]
+    }
+
+    /// A zero-copy slice of the message; `r` is relative to the message start.
+    pub fn slice(&self, r: Range<usize>) -> Bytes {
+        self.frame.slice(self.range.start + r.start..self.range.start + r.end)
+    }
+
+    pub fn status(&self) -> NtStatus {
+        self.hdr.nt_status()
+    }
+
+    /// Ok unless the status is an error (warnings such as BUFFER_OVERFLOW pass).
+    pub fn check(self, command: &'static str) -> Result<Response, ClientError> {
+        let status = self.status();
+        if status.0 >> 30 == 3 {
+            return Err(ClientError::Status { command, status });
+        }
+        Ok(self)
+    }
+}
+
+/// The security state of this channel once a session is set up.
+#[derive(Debug)]
+pub(crate) struct Security {
+    pub session_id: u64,
+    /// Channel.SigningKey (or Session.SigningKey); None for guest/anonymous sessions.
+    pub signer: Option<Signer>,
+    /// Client-to-server key; requests are sealed with it when encryption is on.
+    pub encryptor: Option<Arc<Sealer>>,
+    /// Server-to-client key.
+    pub decryptor: Option<Arc<Sealer>>,
+    /// Unsigned (and unencrypted) final responses are refused (MS-SMB2 3.2.5.1.3).
+    pub require_signed: bool,
+}
+
+/// How one send treats security.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SendOpts {
+    /// Seal the frame with the session's encryptor (the request must have been built with
+    /// `encrypted = true`).
+    pub encrypt: bool,
+    /// Sign each message with the channel signer (ignored when encrypting).
+    pub sign: bool,
+    /// Check response signatures in the reader (false for NEGOTIATE and SESSION_SETUP,
+    /// whose final response the caller verifies with the new key).
+    pub verify: bool,
+    /// Keep a copy of each message as sent (the 3.1.1 preauth hash needs it).
+    pub capture: bool,
+    /// SessionId to put in the headers; None = the channel's session.
+    pub session_id: Option<u64>,
+}
+
+type Reply = Result<Response, ClientError>;
+
+struct Pending {
+    tx: oneshot::Sender<Reply>,
+    charge: u16,
+    verify: bool,
+}
+
+struct State {
+    next_id: u64,
+    pending: HashMap<u64, Pending>,
+    closed: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Credits granted by the server and not yet used (MS-SMB2 3.2.4.1.5 / 3.2.5.1.4).
+    credits: Semaphore,
+    /// Credits charged by requests still waiting for their final response.
+    inflight: AtomicUsize,
+    credits_target: usize,
+    security: RwLock<Option<Arc<Security>>>,
+    /// Largest frame accepted from the server; raised after NEGOTIATE.
+    frame_cap: AtomicUsize,
+    /// LARGE_MTU negotiated: CreditCharge is meaningful.
+    large_mtu: AtomicBool,
+}
+
+/// One connection to a server. Dropping it stops its tasks and closes the socket.
+pub(crate) struct Conn {
+    shared: Arc<Shared>,
+    tx: mpsc::UnboundedSender<Vec<u8>>,
+    reader: tokio::task::JoinHandle<()>,
+    writer: tokio::task::JoinHandle<()>,
+    peer: Option<std::net::SocketAddr>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.reader.abort();
+        self.writer.abort();
+    }
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn").finish_non_exhaustive()
+    }
+}
+
+impl Conn {
+    /// Starts the reader and writer tasks on a connected socket. The client begins with
+    /// one credit, enough for NEGOTIATE (MS-SMB2 3.2.4.2.1).
+    pub fn start(stream: TcpStream, credits_target: u16) -> Conn {
+        let _ = stream.set_nodelay(true);
+        let peer = stream.peer_addr().ok();
+        let (rd, wr) = stream.into_split();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State { next_id: 0, pending: HashMap::new(), closed: false }),
+            credits: Semaphore::new(1),
+            inflight: AtomicUsize::new(0),
+            credits_target: usize::from(credits_target.max(1)),
+            security: RwLock::new(None),
+            frame_cap: AtomicUsize::new(1 << 20),
+            large_mtu: AtomicBool::new(false),
+        });
+        // Unbounded, but every queued frame holds credits the server granted, so the queue
+        // is bounded by credits x frame size.
+        let (tx, rx) = mpsc::unbounded_channel();
+        let writer = tokio::spawn(writer_loop(shared.clone(), wr, rx));
+        let reader = tokio::spawn(reader_loop(shared.clone(), rd));
+        Conn { shared, tx, reader, writer, peer }
+    }
+
+    /// The server's address.
+    pub fn peer(&self) -> Option<std::net::SocketAddr> {
+        self.peer
+    }
+
+    /// Sets what NEGOTIATE decided: LARGE_MTU and the largest frame to accept.
+    pub fn set_limits(&self, large_mtu: bool, max_io: u32) {
+        self.shared.large_mtu.store(large_mtu, Ordering::Relaxed);
+        // Payload + header and a response body + transform header, with slack.
+        let cap = (max_io as usize).saturating_add(64 * 1024 + TRANSFORM_HEADER_LEN).min(MAX_FRAME);
+        self.shared.frame_cap.store(cap, Ordering::Relaxed);
+    }
+
+    pub fn set_security(&self, sec: Option<Arc<Security>>) {
+        if let Ok(mut s) = self.shared.security.write() {
+            *s = sec;
+        }
+    }
+
+    pub fn security(&self) -> Option<Arc<Security>> {
+        self.shared.security.read().ok().and_then(|s| s.clone())
+    }
+
+    /// Sends one request and waits for its final response.
+    pub async fn call(&self, req: Request, opts: SendOpts) -> Result<(Response, Vec<u8>), ClientError> {
+        let (mut rx, mut sent) = self.send(vec![req], opts).await?;
+        let rx = rx.pop().ok_or(ClientError::Disconnected)?;
+        let resp = rx.await.map_err(|_| ClientError::Disconnected)??;
+        Ok((resp, sent.pop().unwrap_or_default()))
+    }
+
+    /// Sends requests as one compound frame (MS-SMB2 3.2.4.1.4) and waits for all answers.
+    pub async fn call_compound(&self, reqs: Vec<Request>, opts: SendOpts) -> Result<Vec<Reply>, ClientError> {
+        let (rxs, _) = self.send(reqs, opts).await?;
+        let mut out = Vec::with_capacity(rxs.len());
+        for rx in rxs {
+            out.push(rx.await.unwrap_or(Err(ClientError::Disconnected)));
+        }
+        Ok(out)
+    }
+
+    /// Queues requests as one frame; returns a receiver per request and, with
+    /// `opts.capture`, each message as sent.
+    async fn send(&self, reqs: Vec<Request>, opts: SendOpts) -> Result<(Vec<oneshot::Receiver<Reply>>, Vec<Vec<u8>>), ClientError> {
+        if reqs.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let sh = &self.shared;
+        let total: u32 = reqs.iter().map(|r| u32::from(r.charge.max(1))).sum();
+        // Wait for credits first: this is the only await, so from here on the send cannot
+        // be cancelled halfway (a MessageId allocated but never sent would stall the
+        // server's sequence window).
+        let permit = sh.credits.acquire_many(total).await.map_err(|_| ClientError::Disconnected)?;
+        let sec = self.security();
+        let encrypt = opts.encrypt;
+        let sealer =
+            if encrypt { Some(sec.as_ref().and_then(|s| s.encryptor.clone()).ok_or(ClientError::Protocol("no encryption key"))?) } else { None };
+        let signer = if opts.sign && !encrypt { sec.as_ref().and_then(|s| s.signer.as_ref()) } else { None };
+        let session_id = opts.session_id.or(sec.as_ref().map(|s| s.session_id)).unwrap_or(0);
+        let large_mtu = sh.large_mtu.load(Ordering::Relaxed);
+
+        // Ask for enough credits to reach the target, counting what is in hand and in flight.
+        let have = sh.credits.available_permits() + sh.inflight.load(Ordering::Relaxed) + total as usize;
+        let extra = sh.credits_target.saturating_sub(have).min(512) as u16;
+
+        // Assemble the frame: the first request's buffer, then each further message
+        // 8-byte aligned (MS-SMB2 3.2.4.1.4).
+        let mut reqs = reqs.into_iter();
+        let Some(first) = reqs.next() else { return Ok((Vec::new(), Vec::new())) };
+        let start = first.prefix;
+        let mut frame = first.buf;
+        let mut parts = vec![(start, first.command, first.tree_id, first.charge.max(1), first.related)];
+        for r in reqs {
+            while (frame.len() - start) % 8 != 0 {
+                frame.push(0);
+            }
+            let at = frame.len();
+            frame.extend_from_slice(&r.buf[r.prefix..]);
+            parts.push((at, r.command, r.tree_id, r.charge.max(1), r.related));
+        }
+
+        let mut rxs = Vec::with_capacity(parts.len());
+        let first_id = {
+            let mut st = sh.state.lock().map_err(|_| ClientError::Disconnected)?;
+            if st.closed {
+                return Err(ClientError::Disconnected);
+            }
+            let first_id = st.next_id;
+            for &(_, _, _, charge, _) in &parts {
+                let (tx, rx) = oneshot::channel();
+                let id = st.next_id;
+                st.pending.insert(id, Pending { tx, charge, verify: opts.verify && !encrypt });
+                st.next_id += u64::from(charge);
+                rxs.push(rx);
+            }
+            first_id
+        };
+        permit.forget();
+        sh.inflight.fetch_add(total as usize, Ordering::Relaxed);
+
+        let mut id = first_id;
+        let n = parts.len();
+        let mut captured = Vec::new();
+        for (i, &(at, command, tree_id, charge, related)) in parts.iter().enumerate() {
+            let end = if i + 1 < n { parts[i + 1].0 } else { frame.len() };
+            let mut fl = 0;
+            if related && i > 0 {
+                fl |= flags::RELATED_OPERATIONS;
+            }
+            if signer.is_some() {
+                fl |= flags::SIGNED;
+            }
+            let hdr = Header {
+                // CreditCharge is only meaningful with LARGE_MTU (MS-SMB2 3.2.4.1.5).
+                credit_charge: if large_mtu { charge } else { 0 },
+                status: 0,
+                command: command as u16,
+                credits: charge.saturating_add(if i == 0 { extra } else { 0 }),
+                flags: fl,
+                next_command: if i + 1 < n { (end - at) as u32 } else { 0 },
+                message_id: MessageId(id),
+                async_id: 0,
+                tree_id: TreeId(tree_id),
+                session_id: SessionId(session_id),
+                signature: [0; 16],
+            };
+            id += u64::from(charge);
+            let mut h = Vec::with_capacity(HEADER_LEN);
+            hdr.encode(&mut h);
+            frame[at..at + HEADER_LEN].copy_from_slice(&h);
+            if let Some(s) = signer {
+                s.sign(&mut frame[at..end]);
+            }
+            if opts.capture {
+                captured.push(frame[at..end].to_vec());
+            }
+        }
+        if let Some(sealer) = sealer {
+            if start != 4 + TRANSFORM_HEADER_LEN {
+                return Err(ClientError::Protocol("request not built for encryption"));
+            }
+            sealer.seal(session_id, &mut frame[4..])?;
+        }
+        let len = frame.len() - 4;
+        frame[..4].copy_from_slice(&frame_header(len));
+        if self.tx.send(frame).is_err() {
+            return Err(ClientError::Disconnected);
+        }
+        Ok((rxs, captured))
+    }
+}
+
+async fn writer_loop(shared: Arc<Shared>, mut wr: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+    while let Some(frame) = rx.recv().await {
+        if let Err(e) = wr.write_all(&frame).await {
+            tracing::debug!(error = %e, "smb-client: write failed");
+            close(&shared);
+            return;
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+async fn reader_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
+    loop {
+        let mut th = [0u8; 4];
+        if rd.read_exact(&mut th).await.is_err() {
+            break;
+        }
+        let Ok(len) = frame_len(th, shared.frame_cap.load(Ordering::Relaxed)) else {
+            tracing::debug!("smb-client: bad or oversized frame from server");
+            break;
+        };
+        let mut frame = vec![0u8; len];
+        if rd.read_exact(&mut frame).await.is_err() {
+            break;
+        }
+        if let Err(why) = process_frame(&shared, frame) {
+            tracing::debug!(why, "smb-client: dropping connection");
+            break;
+        }
+    }
+    close(&shared);
+}
+
+/// Marks the connection closed and fails every waiting request.
+fn close(shared: &Shared) {
+    let pending: Vec<Pending> = match shared.state.lock() {
+        Ok(mut st) => {
+            st.closed = true;
+            st.pending.drain().map(|(_, p)| p).collect()
+        }
+        Err(_) => Vec::new(),
+    };
+    for p in pending {
+        let _ = p.tx.send(Err(ClientError::Disconnected));
+    }
+    shared.credits.close();
+}
+
+/// Decrypts, splits, verifies and dispatches one received frame. An error drops the
+/// connection (MS-SMB2 3.2.5.1.1: undecryptable or malformed frames).
+fn process_frame(shared: &Shared, mut frame: Vec<u8>) -> Result<(), &'static str> {
+    let sec = shared.security.read().ok().and_then(|s| s.clone());
+    let mut start = 0;
+    let encrypted = frame.len() >= 4 && frame[..4] == TRANSFORM_PROTOCOL_ID;
+    if encrypted {
+        let dec = sec.as_ref().and_then(|s| s.decryptor.as_ref()).ok_or("encrypted frame without a session key")?;
+        let range = dec.open(&mut frame).map_err(|_| "decryption failed")?;
+        start = range.start;
+    }
+    // Split the compound chain (MS-SMB2 3.2.5.1.8 ... each element is its own response).
+    let mut msgs = Vec::new();
+    let mut pos = start;
+    loop {
+        let hdr = Header::decode(frame.get(pos..).ok_or("truncated")?).map_err(|_| "malformed header")?;
+        if !hdr.is_response() {
+            return Err("request from server");
+        }
+        let next = hdr.next_command as usize;
+        let end = if next == 0 {
+            frame.len()
+        } else {
+            if next < HEADER_LEN || next % 8 != 0 {
+                return Err("bad NextCommand");
+            }
+            pos.checked_add(next).filter(|e| *e <= frame.len()).ok_or("NextCommand past frame")?
+        };
+        msgs.push((hdr, pos..end));
+        if next == 0 {
+            break;
+        }
+        pos = end;
+        if msgs.len() > 64 {
+            return Err("compound too long");
+        }
+    }
+    // Verify signatures in place before the bytes are shared (MS-SMB2 3.2.5.1.3).
+    let mut errors: Vec<Option<ClientError>> = Vec::with_capacity(msgs.len());
+    for (hdr, range) in &msgs {
+        let verify = match shared.state.lock() {
+            Ok(st) => st.pending.get(&hdr.message_id.0).is_some_and(|p| p.verify),
+            Err(_) => false,
+        };
+        let interim = hdr.nt_status() == NtStatus::PENDING && hdr.is_async();
+        let mut err = None;
+        if verify && !encrypted && !interim {
+            match sec.as_ref() {
+                Some(s) if hdr.is_signed() => {
+                    if let Some(signer) = &s.signer {
+                        if !signer.verify(&mut frame[range.clone()]) {
+                            err = Some(ClientError::Protocol("response signature does not verify"));
+                        }
+                    }
+                }
+                // A LOGOFF response ends the session, so it protects nothing; some servers
+                // (Braid today) send it unsigned.
+                Some(s) if s.require_signed && s.signer.is_some() && hdr.command != Command::Logoff as u16 => {
+                    tracing::debug!(command = hdr.command, status = ?hdr.nt_status(), "smb-client: unsigned response");
+                    err = Some(ClientError::Protocol("unsigned response on a signed session"));
+                }
+                _ => {}
+            }
+        }
+        errors.push(err);
+    }
+    let frame = Bytes::from(frame);
+    for ((hdr, range), err) in msgs.into_iter().zip(errors) {
+        dispatch(shared, hdr, frame.clone(), range, err);
+    }
+    Ok(())
+}
+
+fn dispatch(shared: &Shared, hdr: Header, frame: Bytes, range: Range<usize>, err: Option<ClientError>) {
+    let id = hdr.message_id.0;
+    let granted = usize::from(hdr.credits);
+    if id == UNSOLICITED {
+        // Oplock/lease break notification: we never ask for oplocks, nothing to do.
+        shared.credits.add_permits(granted);
+        return;
+    }
+    let interim = hdr.nt_status() == NtStatus::PENDING && hdr.is_async();
+    let pending = match shared.state.lock() {
+        // An interim response keeps the request waiting for the final async one.
+        Ok(mut st) if !interim => st.pending.remove(&id),
+        _ => None,
+    };
+    shared.credits.add_permits(granted);
+    let Some(p) = pending else {
+        if !interim {
+            tracing::debug!(id, "smb-client: response to unknown MessageId");
+        }
+        return;
+    };
+    shared.inflight.fetch_sub(usize::from(p.charge), Ordering::Relaxed);
+    let reply = match err {
+        Some(e) => Err(e),
+        None => Ok(Response { hdr, frame, range }),
+    };
+    let _ = p.tx.send(reply);
+}
