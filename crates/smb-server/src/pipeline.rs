@@ -28,7 +28,7 @@ pub struct Ctx<'a> {
     /// Where this request's response starts in the compound response buffer.
     start: usize,
     /// Responses to the earlier requests of the compound, not yet sent.
-    earlier: Vec<(usize, bool)>,
+    earlier: Vec<Part>,
     pub session: Option<Arc<Session>>,
     pub tree: Option<Arc<Tree>>,
     /// FileId produced by the previous request of a related compound.
@@ -133,7 +133,7 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>) {
     // Responses not yet sent, and the (offset, sign) of each; signed (or encrypted) once
     // their NextCommand values are final.
     let mut out = response_buffer(encrypted_by.is_some());
-    let mut parts: Vec<(usize, bool)> = Vec::new();
+    let mut parts: Vec<Part> = Vec::new();
     let mut tail = None;
     let mut prev: Option<PrevState> = None;
     loop {
@@ -181,30 +181,17 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>) {
 /// Signs (or encrypts) and sends the responses in `out` as one compound, leaving `out` and
 /// `parts` empty for whatever follows. Nothing is sent when there is no response (a lone
 /// CANCEL).
-async fn send_responses(
-    conn: &Connection,
-    out: &mut Vec<u8>,
-    parts: &mut Vec<(usize, bool)>,
-    encrypted_by: Option<&Session>,
-    tail: Option<FileTail>,
-) {
-    let Some(&(last, _)) = parts.last() else { return };
+async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<Part>, encrypted_by: Option<&Session>, tail: Option<FileTail>) {
+    let Some(last) = parts.last().map(|p| p.0) else { return };
     // The last response ends the chain, even if a request after it produced none.
     out[last + offset::NEXT_COMMAND..last + offset::NEXT_COMMAND + 4].copy_from_slice(&0u32.to_le_bytes());
     // Each element is signed over its padded extent; encryption replaces signing.
-    for (i, (start, sign)) in parts.iter().enumerate() {
-        if !*sign || encrypted_by.is_some() {
-            continue;
-        }
+    for (i, (start, signing)) in parts.iter().enumerate() {
+        let Some(signer) = signing.as_ref().filter(|_| encrypted_by.is_none()).and_then(|s| s.signer()) else { continue };
         let stop = parts.get(i + 1).map_or(out.len(), |p| p.0);
-        let sid = u64::from_le_bytes(out[start + offset::SESSION_ID..start + offset::SESSION_ID + 8].try_into().unwrap_or([0; 8]));
-        if let Some(s) = conn.server.sessions.get(&SessionId(sid)) {
-            if let Some(signer) = s.signer() {
-                let f = u32::from_le_bytes(out[start + offset::FLAGS..start + offset::FLAGS + 4].try_into().unwrap_or([0; 4]));
-                out[start + offset::FLAGS..start + offset::FLAGS + 4].copy_from_slice(&(f | flags::SIGNED).to_le_bytes());
-                signer.sign(&mut out[*start..stop]);
-            }
-        }
+        let f = u32::from_le_bytes(out[start + offset::FLAGS..start + offset::FLAGS + 4].try_into().unwrap_or([0; 4]));
+        out[start + offset::FLAGS..start + offset::FLAGS + 4].copy_from_slice(&(f | flags::SIGNED).to_le_bytes());
+        signer.sign(&mut out[*start..stop]);
     }
     parts.clear();
     let mut buf = std::mem::replace(out, response_buffer(encrypted_by.is_some()));
@@ -225,6 +212,9 @@ async fn send_responses(
     }
 }
 
+/// A response in the outgoing buffer: where it starts, and the session whose key signs it.
+type Part = (usize, Option<Arc<Session>>);
+
 /// What a related request inherits from the one before it: session, tree, FileId, and the
 /// failure it must repeat (SUCCESS when none).
 type PrevState = (Option<Arc<Session>>, Option<Arc<Tree>>, Option<FileId>, NtStatus);
@@ -241,7 +231,7 @@ async fn process_one(
     hdr: &Header,
     prev: Option<PrevState>,
     out: &mut Vec<u8>,
-    parts: &mut Vec<(usize, bool)>,
+    parts: &mut Vec<Part>,
     encrypted_by: &Option<Arc<Session>>,
     tail: &mut Option<FileTail>,
 ) -> Option<PrevState> {
@@ -275,7 +265,7 @@ async fn process_one(
                 let consumed = lock(&conn.credits).consume(hdr.message_id.0, charge);
                 let granted = if consumed { lock(&conn.credits).grant(hdr.credits) } else { 0 };
                 set_credits(out, start, granted);
-                parts.push((start, false));
+                parts.push((start, None));
                 return Some((prev_session, prev_tree, prev_file, NtStatus::INVALID_PARAMETER));
             }
         }
@@ -290,7 +280,7 @@ async fn process_one(
         write_header(out, hdr, NtStatus::INVALID_PARAMETER, hdr.session_id.0);
         encode_error(out);
         finish_credits(conn, out, start, hdr);
-        parts.push((start, false));
+        parts.push((start, None));
         return Some((prev_session, prev_tree, prev_file, NtStatus::SUCCESS));
     };
 
@@ -332,7 +322,7 @@ async fn process_one(
             write_header(out, hdr, if session.is_none() { NtStatus::USER_SESSION_DELETED } else { NtStatus::ACCESS_DENIED }, 0);
             encode_error(out);
             finish_credits(conn, out, start, hdr);
-            parts.push((start, false));
+            parts.push((start, None));
             return Some((session, None, None, NtStatus::ACCESS_DENIED));
         }
     }
@@ -436,7 +426,9 @@ async fn process_one(
     let file = cx.file_id_out.or(cx.related_file);
     // A TREE_CONNECT's new tree serves the related requests after it.
     let tree_now = cx.tree.clone().or_else(|| cx.resp_tree_id.and_then(|id| session_now.as_ref().and_then(|s| s.tree(id))));
-    parts.push((start, sign));
+    // The session is kept with the response: LOGOFF removes it from the table before the
+    // response that must still be signed with its key goes out.
+    parts.push((start, if sign { session_now.clone() } else { None }));
     // Only a successful response carries file data after it.
     if status == NtStatus::SUCCESS && !sign {
         *tail = cx.tail.take();
