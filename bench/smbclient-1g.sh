@@ -47,7 +47,7 @@ xfer() {  # server port dir(put|get)
   t0=$(date +%s.%N)
   smbclient //127.0.0.1/data -p "$port" -U "alice%$PW" --client-protection="$PROTECTION" -c "$cmd" >/dev/null 2>&1
   t1=$(date +%s.%N)
-  if [[ $op == get ]]; then cmp -s "$WORK/local/src.bin" "$WORK/local/back.bin" || { echo "MISMATCH on port $port" >&2; exit 1; }; fi
+  if [[ $op == get ]]; then cmp "$WORK/local/src.bin" "$WORK/local/back.bin" >&2 || { echo "MISMATCH on port $port" >&2; ls -la "$WORK/local" >&2; exit 1; }; fi
   echo "scale=1; 1024 / ($t1 - $t0)" | bc
 }
 

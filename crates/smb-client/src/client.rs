@@ -75,8 +75,12 @@ pub(crate) struct SessionState {
     pub id: u64,
     /// Session.SigningKey (used to sign channel-binding requests).
     signing_key: Vec<u8>,
-    /// Whether requests are signed (false for guest and anonymous sessions).
+    /// Whether every request is signed: when either side requires signing. Like Windows and
+    /// Samba's client, an unrequired session signs only what the protocol demands (the 3.1.1
+    /// TREE_CONNECT), so servers can use their zero-copy paths.
     pub signed: bool,
+    /// The session has a key (not guest or anonymous): it can sign and verify.
+    pub keyed: bool,
     /// Session.EncryptData: every request is sealed.
     pub encrypt: bool,
     pub require_signed: bool,
@@ -136,7 +140,8 @@ impl Client {
         let session = Arc::new(SessionState {
             id: auth.session_id,
             signing_key: keys.signing.clone(),
-            signed: !guest,
+            signed: !guest && (cfg.sign || neg.security_mode & SIGNING_REQUIRED != 0),
+            keyed: !guest,
             encrypt,
             require_signed: !guest && (cfg.sign || neg.security_mode & SIGNING_REQUIRED != 0),
             encryptor,
@@ -209,7 +214,7 @@ impl Client {
         if !dialect::is_smb3(me.neg.dialect) || me.neg.capabilities & cap::MULTI_CHANNEL == 0 {
             return Err(ClientError::NotSupported("the server does not support multichannel"));
         }
-        if !me.session.signed {
+        if !me.session.keyed {
             return Err(ClientError::NotSupported("guest sessions cannot be bound"));
         }
         let stream = TcpStream::connect(addr).await?;
@@ -295,7 +300,11 @@ impl Client {
 
     /// Sends one request and returns its response whatever the status.
     pub(crate) async fn call_raw(&self, req: Request) -> Result<Response, ClientError> {
-        let opts = self.opts(req.encrypted());
+        let mut opts = self.opts(req.encrypted());
+        // MS-SMB2 3.2.4.1.1: a 3.1.1 TREE_CONNECT is signed whenever the session can sign.
+        if req.command == Command::TreeConnect && self.inner.neg.dialect == dialect::SMB311 && self.inner.session.keyed {
+            opts.sign = true;
+        }
         Ok(self.inner.conn.call(req, opts).await?.0)
     }
 
@@ -376,7 +385,7 @@ fn sealers(neg: &Negotiated, keys: &SessionKeys) -> Result<Sealers, ClientError>
 fn security(session: &SessionState, neg: &Negotiated, signing_key: &[u8]) -> Security {
     Security {
         session_id: session.id,
-        signer: session.signed.then(|| Signer::new(neg.signing, signing_key)),
+        signer: session.keyed.then(|| Signer::new(neg.signing, signing_key)),
         encryptor: session.encryptor.clone(),
         decryptor: session.decryptor.clone(),
         require_signed: session.require_signed,
