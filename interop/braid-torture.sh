@@ -10,7 +10,7 @@
 set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${BRAID_BIN:-$REPO/target/release/braid}"
-SUITES="${SUITES:-smb2.connect smb2.read smb2.create smb2.dir smb2.getinfo smb2.setinfo smb2.lock smb2.rename smb2.compound smb2.credits}"
+SUITES="${SUITES:-smb2.connect smb2.read smb2.create smb2.dir smb2.getinfo smb2.setinfo smb2.lock smb2.rename smb2.compound smb2.credits smb2.session}"
 LOGS="$REPO/target/test-logs"; mkdir -p "$LOGS"
 RESULTS="${RESULTS:-$LOGS/torture-results.txt}"
 TUSER=torture TPASS="Torture-Pw-1"

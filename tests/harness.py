@@ -150,9 +150,10 @@ def _toml_str(s: str) -> str:
     return json.dumps(str(s))
 
 
-def braid_config(port: int, users: dict[str, str], shares: list[dict]) -> str:
-    """users: name -> password; shares: dicts with name, path, read_only, users, guest_ok."""
-    out = ["[server]", f"listen = [{_toml_str(f'{LOCALHOST}:{port}')}]", ""]
+def braid_config(port: int, users: dict[str, str], shares: list[dict], server_extra=()) -> str:
+    """users: name -> password; shares: dicts with name, path, read_only, users, guest_ok,
+    encrypt; server_extra: more TOML lines for the [server] section."""
+    out = ["[server]", f"listen = [{_toml_str(f'{LOCALHOST}:{port}')}]", *server_extra, ""]
     for name, pw in users.items():
         out += ["[[user]]", f"name = {_toml_str(name)}", f"nt_hash = {_toml_str(nt_hash(pw))}", ""]
     for sh in shares:
@@ -163,6 +164,7 @@ def braid_config(port: int, users: dict[str, str], shares: list[dict]) -> str:
             f"read_only = {'true' if sh.get('read_only') else 'false'}",
             "users = [" + ", ".join(_toml_str(u) for u in sh.get("users", [])) + "]",
             f"guest_ok = {'true' if sh.get('guest_ok') else 'false'}",
+            *(["encrypt = true"] if sh.get("encrypt") else []),
             "",
         ]
     return "\n".join(out)
@@ -236,19 +238,22 @@ def _mk_share_dirs(root: Path, names) -> dict[str, Path]:
     return shares
 
 
-def start_braid(root: Path, users: dict[str, str], wait: float = 10.0) -> Server:
+def start_braid(root: Path, users: dict[str, str], wait: float = 10.0, *, share_specs=None,
+                server_extra=()) -> Server:
+    """Starts braid on a free port. By default shares data, ro and alice_only; share_specs (dicts
+    as for braid_config, without path) and server_extra ([server] lines) make custom servers."""
     exe = braid_bin()
     if not exe.is_file() or not os.access(exe, os.X_OK):
         raise RuntimeError(f"braid binary not found at {exe} (cargo build --release, or set BRAID_BIN)")
     names = list(users)
-    shares = _mk_share_dirs(root, ["data", "ro", "alice_only"])
+    if share_specs is None:
+        share_specs = [{"name": "data"}, {"name": "ro", "read_only": True},
+                       {"name": "alice_only", "users": [names[0]]}]
+    shares = _mk_share_dirs(root, [sh["name"] for sh in share_specs])
     port = free_port()
     cfg = root / "braid.toml"
-    cfg.write_text(braid_config(port, users, [
-        {"name": "data", "path": str(shares["data"])},
-        {"name": "ro", "path": str(shares["ro"]), "read_only": True},
-        {"name": "alice_only", "path": str(shares["alice_only"]), "users": [names[0]]},
-    ]))
+    cfg.write_text(braid_config(port, users, [dict(sh, path=str(shares[sh["name"]])) for sh in share_specs],
+                                server_extra))
     log = root / "braid.log"
     env = dict(os.environ, RUST_BACKTRACE="1")
     with open(log, "wb") as lf:
@@ -368,7 +373,8 @@ class Smb:
     """Connection + session + tree connect with smbprotocol's low-level API."""
 
     def __init__(self, srv: Server, share: str = "data", dialect: int | None = None,
-                 user: str | None = None, password: str | None = None, require_signing: bool = True):
+                 user: str | None = None, password: str | None = None, require_signing: bool = True,
+                 require_encryption: bool = False):
         from smbprotocol.connection import Connection
         from smbprotocol.session import Session
         from smbprotocol.tree import TreeConnect
@@ -380,7 +386,7 @@ class Smb:
         try:
             self.session = Session(self.conn, user or srv.user,
                                    srv.password if password is None else password,
-                                   require_encryption=False, auth_protocol="ntlm")
+                                   require_encryption=require_encryption, auth_protocol="ntlm")
             self.session.connect()
             self.tree = TreeConnect(self.session, srv.unc(share))
             self.tree.connect()

@@ -1,20 +1,32 @@
-//! LOGOFF (MS-SMB2 3.3.5.6).
+//! LOGOFF (MS-SMB2 3.3.5.6), and ending a session for the other reasons MS-SMB2 gives.
+
+use std::sync::Arc;
 
 use smb_wire::msg::simple::{decode_empty, encode_empty};
 use smb_wire::NtStatus;
 
 use crate::pipeline::{Ctx, HResult};
-use crate::server::lock;
+use crate::server::{lock, ServerState};
+use crate::session::Session;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     decode_empty(cx.msg()).map_err(super::bad("LOGOFF"))?;
     let Some(s) = cx.session.clone() else { return Err(NtStatus::USER_SESSION_DELETED) };
-    for o in s.take_opens(None) {
-        super::close::close_open(&cx.conn.server, &o).await;
-    }
-    s.take_trees();
-    cx.conn.server.sessions.remove(&s.id);
+    end_session(&cx.conn.server, &s).await;
     lock(&cx.conn.sessions).retain(|id| *id != s.id);
     encode_empty(out);
     Ok(NtStatus::SUCCESS)
+}
+
+/// Deregisters a session and closes everything opened through it: LOGOFF, a failed
+/// re-authentication, or a reconnecting client naming it as its PreviousSessionId
+/// (MS-SMB2 3.3.5.5.3). The caller removes the id from its connection's list; another
+/// connection's list keeps a dead id, which its teardown skips.
+pub async fn end_session(server: &ServerState, s: &Arc<Session>) {
+    // Removed first, so no new request finds the session while its opens close.
+    server.sessions.remove(&s.id);
+    for o in s.take_opens(None) {
+        super::close::close_open(server, &o).await;
+    }
+    s.take_trees();
 }

@@ -9,7 +9,7 @@ use smb_wire::msg::negotiate::SIGNING_REQUIRED;
 use smb_wire::msg::session_setup::{
     encode_response, SessionSetupRequest, FLAG_BINDING, SESSION_FLAG_ENCRYPT_DATA, SESSION_FLAG_IS_GUEST, SESSION_FLAG_IS_NULL,
 };
-use smb_wire::{dialect, NtStatus};
+use smb_wire::{dialect, NtStatus, SessionId};
 
 use crate::config::EncryptionMode;
 use crate::pipeline::{Ctx, HResult, PreauthTarget};
@@ -54,6 +54,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         }
     };
     cx.resp_session_id = Some(session.id);
+    let reauth = session.is_valid();
 
     let (step, preauth) = {
         let mut guard = lock(&session.pending);
@@ -77,25 +78,62 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
                 Identity::User { name, .. } => User::Named(name),
                 Identity::Anonymous => User::Anonymous,
             };
-            finish(cx, &session, user, session_key, &preauth, req.security_mode, &output, out)
+            let result = finish(cx, &session, user, session_key, &preauth, req.security_mode, &output, out);
+            if result.is_err() {
+                drop_session(cx, &session).await;
+            } else if !reauth {
+                end_previous_session(cx, &session, req.previous_session_id).await;
+            }
+            result
         }
         AuthStep::Failed(AuthError::UnknownUser { name, .. }) if server.guest_enabled() => {
             tracing::info!(conn = conn.id, peer = %conn.peer, user = %name, "unknown user mapped to guest");
-            finish(cx, &session, User::Guest, [0; 16], &preauth, req.security_mode, &[], out)
+            let result = finish(cx, &session, User::Guest, [0; 16], &preauth, req.security_mode, &[], out);
+            if result.is_err() {
+                drop_session(cx, &session).await;
+            }
+            result
         }
         AuthStep::Failed(e) => {
             tracing::warn!(conn = conn.id, peer = %conn.peer, error = %e, "logon failure");
+            // A failed re-authentication ends the session too (MS-SMB2 3.3.5.5.3): its opens
+            // must not outlive proof that the client still holds the credentials.
             *lock(&session.pending) = None;
-            if !session.is_valid() {
-                server.sessions.remove(&session.id);
-                lock(&conn.sessions).retain(|s| *s != session.id);
-            }
+            drop_session(cx, &session).await;
             let delay = server.record_failure(conn.peer.ip());
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            Err(NtStatus::LOGON_FAILURE)
+            // A token that cannot be parsed is a bad request rather than bad credentials
+            // (Windows and Samba answer STATUS_INVALID_PARAMETER, e.g. Samba bug 14932).
+            Err(if matches!(e, AuthError::Malformed(_)) { NtStatus::INVALID_PARAMETER } else { NtStatus::LOGON_FAILURE })
         }
+    }
+}
+
+/// Ends a session whose setup or re-authentication failed (the caller answers the error).
+async fn drop_session(cx: &Ctx<'_>, session: &Arc<Session>) {
+    super::logoff::end_session(&cx.conn.server, session).await;
+    lock(&cx.conn.sessions).retain(|s| *s != session.id);
+}
+
+/// A client reconnecting after a lost connection names its old session in PreviousSessionId;
+/// once the new session is authenticated as the same user, the old one ends and its opens
+/// close (MS-SMB2 3.3.5.5.3; there are no durable handles to keep). Guest and anonymous
+/// sessions prove no identity, so they cannot end anyone's session.
+async fn end_previous_session(cx: &Ctx<'_>, session: &Arc<Session>, previous: u64) {
+    if previous == 0 || previous == session.id.0 || !matches!(session.user(), Some(User::Named(_))) {
+        return;
+    }
+    let Some(old) = cx.conn.server.sessions.get(&SessionId(previous)) else { return };
+    if old.user() != session.user() {
+        tracing::info!(conn = cx.conn.id, "PreviousSessionId names another user's session; ignored");
+        return;
+    }
+    tracing::debug!(conn = cx.conn.id, old = previous, "previous session of a reconnecting client ended");
+    super::logoff::end_session(&cx.conn.server, &old).await;
+    if old.conn_id == cx.conn.id {
+        lock(&cx.conn.sessions).retain(|s| *s != old.id);
     }
 }
 
@@ -130,7 +168,6 @@ fn finish(
         // Re-authentication must be the same user (MS-SMB2 3.3.5.5.3).
         if existing.user != user {
             tracing::warn!(conn = conn.id, "re-authentication as another user refused");
-            conn.server.sessions.remove(&session.id);
             return Err(NtStatus::USER_SESSION_DELETED);
         }
     } else {
@@ -159,8 +196,6 @@ fn finish(
             // MS-SMB2 3.3.5.5: a client that cannot encrypt is refused when the server
             // requires encryption and rejects unencrypted access.
             tracing::warn!(conn = conn.id, peer = %conn.peer, user = ?user, "client cannot encrypt; encryption is required");
-            conn.server.sessions.remove(&session.id);
-            lock(&conn.sessions).retain(|s| *s != session.id);
             return Err(NtStatus::ACCESS_DENIED);
         }
         let client_requires =
