@@ -29,6 +29,19 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Arguments of `braid status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Admin endpoint to read instead of the one the config names.
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<SocketAddr>,
+    /// Print the raw JSON: {"sessions": [{..., "channels": [{...}]}]}.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -58,6 +71,20 @@ pub enum Command {
             braid check                      # checks ./braid.toml"
     )]
     Check(ConfigArg),
+
+    /// Show sessions and their channels of a running server.
+    #[command(
+        long_about = "Show the sessions of a running server and, per session, its channels \
+            (TCP connections) with client address and bytes in/out, like \
+            Get-SmbMultichannelConnection. Reads the server's admin endpoint on loopback, which \
+            is found from the server's config file (`[server] admin`, by default the port after \
+            the first listen port).",
+        after_long_help = "Examples:\n  \
+            braid status\n  \
+            braid status --config /etc/braid.toml --json\n  \
+            braid status --admin 127.0.0.1:4456"
+    )]
+    Status(StatusArgs),
 
     /// Add, update or remove users in a configuration file.
     #[command(subcommand)]

@@ -95,6 +95,7 @@ struct RawServer {
     encryption: Option<Spanned<String>>,
     ciphers: Option<Spanned<Vec<Spanned<String>>>>,
     reject_unencrypted: Option<bool>,
+    admin: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -164,8 +165,13 @@ impl Ctx<'_> {
     fn validate(&self, raw: RawConfig, base_dir: &Path) -> Result<Loaded, ConfigError> {
         let mut server = ServerConfig::default();
         let mut log = None;
+        let mut admin_set = false;
         if let Some(s) = raw.server {
+            admin_set = s.admin.is_some();
             self.apply_server(s, &mut server, &mut log)?;
+        }
+        if !admin_set {
+            server.admin = default_admin(&server.listen);
         }
 
         // Windows treats user and share names case-insensitively, so duplicates do too.
@@ -302,6 +308,14 @@ impl Ctx<'_> {
             }
             server.ciphers = ciphers;
         }
+        if let Some(a) = s.admin {
+            server.admin = match a.get_ref().as_str() {
+                "off" => None,
+                text => Some(text.parse().map_err(|_| {
+                    self.err(a.span(), format!("server.admin: {text:?} is neither \"off\" nor an IP:PORT address (e.g. \"127.0.0.1:4456\")"))
+                })?),
+            };
+        }
         if let Some(r) = s.reject_unencrypted {
             server.reject_unencrypted = r;
         }
@@ -328,6 +342,13 @@ impl Ctx<'_> {
         // The server gets an absolute path so its behaviour does not depend on the cwd.
         std::fs::canonicalize(&full).map_err(|e| self.err(path.span(), format!("{what}: path {shown:?} cannot be resolved: {e}")))
     }
+}
+
+/// The admin endpoint when the file does not name one: loopback, the port after the first
+/// SMB port (so several servers on one machine do not collide by default).
+pub fn default_admin(listen: &[SocketAddr]) -> Option<SocketAddr> {
+    let port = listen.first()?.port().checked_add(1)?;
+    Some(SocketAddr::from(([127, 0, 0, 1], port)))
 }
 
 /// Parses a cipher name as used in the configuration and by `braid bench`.

@@ -10,6 +10,7 @@ mod logging;
 mod names;
 mod password;
 mod serve;
+mod status;
 mod users;
 
 use std::process::ExitCode;
@@ -50,6 +51,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Bench(args) => bench::run(*args),
+        Command::Status(args) => status::run(&args),
         Command::User(UserCommand::Del(args)) => {
             let path = &args.config.config;
             let shares = users::del_from_file(path, &args.name)?;

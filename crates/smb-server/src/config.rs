@@ -28,6 +28,8 @@ pub struct ServerConfig {
     /// Refuse clients that cannot encrypt where encryption is required (Windows'
     /// RejectUnencryptedAccess); when false they are served unencrypted.
     pub reject_unencrypted: bool,
+    /// Loopback address of the admin endpoint (`braid status`, metrics); None = off.
+    pub admin: Option<SocketAddr>,
 }
 
 /// Server-wide SMB3 encryption policy (MS-SMB2 3.3.1.5 EncryptData).
@@ -79,6 +81,7 @@ impl Default for ServerConfig {
             // Windows' order: AES-128-GCM first.
             ciphers: vec![smb_crypto::Cipher::Aes128Gcm, smb_crypto::Cipher::Aes128Ccm, smb_crypto::Cipher::Aes256Gcm, smb_crypto::Cipher::Aes256Ccm],
             reject_unencrypted: true,
+            admin: None,
         }
     }
 }

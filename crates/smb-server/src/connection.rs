@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use smb_crypto::{Cipher, PreauthHash, SigningAlgorithm};
@@ -67,6 +67,9 @@ pub struct Connection {
     /// Wakes the reader when the connection is closed, so a dropped connection does not
     /// wait for the client's next frame.
     closing: Notify,
+    /// Bytes received and sent on this connection (for `braid status`).
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
 }
 
 impl Connection {
@@ -78,6 +81,7 @@ impl Connection {
     pub async fn send(&self, mut buf: Vec<u8>) -> std::io::Result<()> {
         let len = buf.len() - 4;
         buf[..4].copy_from_slice(&frame::frame_header(len));
+        self.bytes_out.fetch_add(buf.len() as u64, Ordering::Relaxed);
         let r = self.writer.lock().await.write_all(&buf).await;
         self.recycle(buf);
         r
@@ -89,6 +93,7 @@ impl Connection {
     pub async fn send_with_file(&self, mut buf: Vec<u8>, tail: FileTail) -> std::io::Result<()> {
         let len = buf.len() - 4 + tail.len;
         buf[..4].copy_from_slice(&frame::frame_header(len));
+        self.bytes_out.fetch_add(4 + len as u64, Ordering::Relaxed);
         let mut w = self.writer.lock().await;
         w.write_all(&buf).await?;
         self.recycle(buf);
@@ -187,7 +192,10 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
         pool: Mutex::new(Vec::new()),
         closed: AtomicBool::new(false),
         closing: Notify::new(),
+        bytes_in: AtomicU64::new(0),
+        bytes_out: AtomicU64::new(0),
     });
+    server.connections.insert(id, Arc::downgrade(&conn));
     tracing::debug!(conn = id, %peer, "connected");
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize));
     // Largest frame: a maximal WRITE plus headers, or a compound of small requests.
@@ -217,6 +225,7 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
         if !read {
             break;
         }
+        conn.bytes_in.fetch_add(4 + len as u64, Ordering::Relaxed);
         let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
         let c = conn.clone();
         tokio::spawn(async move {
@@ -234,6 +243,7 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     }
     let _all = in_flight.acquire_many(MAX_IN_FLIGHT).await;
     teardown(&conn).await;
+    server.connections.remove(&id);
     tracing::debug!(conn = id, %peer, "disconnected");
 }
 

@@ -5,6 +5,7 @@
 //! under [`handlers`], and writes the (signed) response. Shared state lives in [`server`]:
 //! shares, sessions and the per-file table of opens and byte-range locks.
 
+pub mod admin;
 pub mod config;
 mod connection;
 mod credits;

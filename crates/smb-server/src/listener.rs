@@ -19,6 +19,9 @@ pub async fn run(config: ServerConfig) -> std::io::Result<()> {
         tracing::info!(%addr, "listening");
         listeners.push(l);
     }
+    if let Some(addr) = state.config.admin {
+        tokio::spawn(crate::admin::serve(state.clone(), addr));
+    }
     let limit = Arc::new(Semaphore::new(state.config.max_connections));
     let mut tasks = tokio::task::JoinSet::new();
     for l in listeners {

@@ -304,6 +304,7 @@ async fn process_one(
             return None;
         }
         verified = true;
+        enc.encrypted_seen.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     // Signature check: a signed request is verified whatever the command.
     if hdr.is_signed() && cmd != Command::Negotiate && encrypted_by.is_none() {

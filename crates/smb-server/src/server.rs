@@ -82,6 +82,8 @@ pub struct ServerState {
     next_file: AtomicU64,
     next_async: AtomicU64,
     pub next_conn: AtomicU64,
+    /// Live connections, for the admin endpoint (weak: a connection's lifetime is its own).
+    pub connections: Sharded<u64, std::sync::Weak<crate::connection::Connection>>,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
 }
 
@@ -110,6 +112,7 @@ impl ServerState {
             next_file: AtomicU64::new(1),
             next_async: AtomicU64::new(1),
             next_conn: AtomicU64::new(1),
+            connections: Sharded::new(16),
             failures: Mutex::new(HashMap::new()),
         })
     }

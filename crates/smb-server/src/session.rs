@@ -54,6 +54,8 @@ pub struct Session {
     trees: Mutex<HashMap<u32, Arc<Tree>>>,
     next_tree: AtomicU32,
     opens: Mutex<HashMap<u64, Arc<Open>>>,
+    /// Set once a request of this session arrived encrypted (for `braid status`).
+    pub encrypted_seen: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -66,6 +68,7 @@ impl Session {
             trees: Mutex::new(HashMap::new()),
             next_tree: AtomicU32::new(1),
             opens: Mutex::new(HashMap::new()),
+            encrypted_seen: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -1,0 +1,154 @@
+//! The admin endpoint: a tiny HTTP server on loopback, off the SMB port, that `braid status`
+//! and monitoring read. `GET /status` returns sessions and their channels as JSON (the shape
+//! `Get-SmbMultichannelConnection` users expect); `GET /metrics` returns Prometheus text.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::server::ServerState;
+use crate::session::User;
+
+/// One channel (TCP connection) of a session.
+#[derive(Debug, Serialize)]
+pub struct ChannelStatus {
+    pub id: u64,
+    pub client: String,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
+/// One session.
+#[derive(Debug, Serialize)]
+pub struct SessionStatus {
+    pub id: String,
+    pub user: String,
+    pub client: String,
+    pub dialect: String,
+    pub signing: bool,
+    pub encryption: bool,
+    pub current_channels: usize,
+    pub max_channels: usize,
+    pub channels: Vec<ChannelStatus>,
+}
+
+/// Everything `GET /status` returns.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    pub connections: usize,
+    pub sessions: Vec<SessionStatus>,
+}
+
+/// Serves the admin endpoint until the process ends. A bind failure is logged, not fatal:
+/// the file service matters more than its dashboard.
+pub async fn serve(state: Arc<ServerState>, addr: SocketAddr) {
+    let l = match TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(%addr, error = %e, "admin endpoint unavailable");
+            return;
+        }
+    };
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "admin endpoint is not on loopback: anyone who can reach it sees sessions");
+    }
+    tracing::info!(%addr, "admin endpoint listening");
+    loop {
+        let Ok((sock, _)) = l.accept().await else { continue };
+        let state = state.clone();
+        tokio::spawn(async move {
+            // A stuck or slow client cannot hold a task for long.
+            let _ = tokio::time::timeout(Duration::from_secs(5), answer(&state, sock)).await;
+        });
+    }
+}
+
+async fn answer(state: &ServerState, mut sock: TcpStream) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 4096];
+    let mut n = 0;
+    // Read until the end of the request head, within a small bound.
+    while n < buf.len() {
+        let r = sock.read(&mut buf[n..]).await?;
+        if r == 0 {
+            break;
+        }
+        n += r;
+        if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") || buf[..n].windows(2).any(|w| w == b"\n\n") {
+            break;
+        }
+    }
+    let head = String::from_utf8_lossy(&buf[..n]);
+    let path = head.lines().next().and_then(|l| l.strip_prefix("GET ")).and_then(|l| l.split_whitespace().next()).unwrap_or("");
+    let (code, ctype, body) = match path {
+        "/status" => ("200 OK", "application/json", serde_json::to_string_pretty(&status(state)).unwrap_or_default()),
+        "/metrics" => ("200 OK", "text/plain; version=0.0.4", metrics(state)),
+        _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
+    };
+    let resp = format!("HTTP/1.0 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+    sock.write_all(resp.as_bytes()).await?;
+    sock.shutdown().await
+}
+
+/// A snapshot of sessions and channels.
+pub fn status(state: &ServerState) -> Status {
+    let conns: Vec<_> = state.connections.values().into_iter().filter_map(|w| w.upgrade()).collect();
+    let mut sessions: Vec<SessionStatus> = Vec::new();
+    for s in state.sessions.values() {
+        let Some(sec) = s.security.get() else { continue };
+        let channel_ids = channel_ids(&s);
+        let channels: Vec<ChannelStatus> = channel_ids
+            .iter()
+            .filter_map(|id| conns.iter().find(|c| c.id == *id))
+            .map(|c| ChannelStatus {
+                id: c.id,
+                client: c.peer.to_string(),
+                bytes_in: c.bytes_in.load(Ordering::Relaxed),
+                bytes_out: c.bytes_out.load(Ordering::Relaxed),
+            })
+            .collect();
+        let dialect = channel_ids.first().and_then(|id| conns.iter().find(|c| c.id == *id)).map_or(0, |c| c.dialect());
+        sessions.push(SessionStatus {
+            id: format!("{:#018x}", s.id.0),
+            user: match &sec.user {
+                User::Named(n) => n.clone(),
+                User::Guest => "(guest)".into(),
+                User::Anonymous => "(anonymous)".into(),
+            },
+            client: channels.first().map_or_else(String::new, |c| c.client.clone()),
+            dialect: format!("{}.{}.{}", dialect >> 8, (dialect >> 4) & 0xf, dialect & 0xf),
+            signing: sec.signer.is_some() && sec.signing_required,
+            encryption: sec.encrypt_data || s.encrypted_seen.load(Ordering::Relaxed),
+            current_channels: channels.len(),
+            max_channels: 1,
+            channels,
+        });
+    }
+    sessions.sort_by(|a, b| a.id.cmp(&b.id));
+    Status { connections: conns.len(), sessions }
+}
+
+/// Connections that serve a session.
+fn channel_ids(s: &crate::session::Session) -> Vec<u64> {
+    vec![s.conn_id]
+}
+
+/// Prometheus text exposition of the same facts.
+fn metrics(state: &ServerState) -> String {
+    let st = status(state);
+    let (bin, bout) = st.sessions.iter().flat_map(|s| &s.channels).fold((0u64, 0u64), |a, c| (a.0 + c.bytes_in, a.1 + c.bytes_out));
+    format!(
+        "# HELP braid_connections Open TCP connections.\n# TYPE braid_connections gauge\nbraid_connections {}\n\
+         # HELP braid_sessions Authenticated sessions.\n# TYPE braid_sessions gauge\nbraid_sessions {}\n\
+         # HELP braid_channels Channels of all sessions.\n# TYPE braid_channels gauge\nbraid_channels {}\n\
+         # HELP braid_session_bytes_received Bytes received on channels of live sessions.\n# TYPE braid_session_bytes_received gauge\nbraid_session_bytes_received {bin}\n\
+         # HELP braid_session_bytes_sent Bytes sent on channels of live sessions.\n# TYPE braid_session_bytes_sent gauge\nbraid_session_bytes_sent {bout}\n",
+        st.connections,
+        st.sessions.len(),
+        st.sessions.iter().map(|s| s.current_channels).sum::<usize>(),
+    )
+}
