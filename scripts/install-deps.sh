@@ -20,6 +20,9 @@ need smbd samba
 need pdbedit samba
 need smbtorture samba-testsuite
 need python3 python3
+need jq jq            # bench/compare.sh
+need bc bc            # bench/smbclient-1g.sh
+need iptables iptables  # smbtorture multichannel channel blocking
 if ! python3 -c 'import smbprotocol, pytest' 2>/dev/null && ! python3 -m pip --version >/dev/null 2>&1; then
   missing+=(python3-pip)
 fi

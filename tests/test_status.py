@@ -44,7 +44,7 @@ def test_status_lists_session_and_channel(braid_server):
 def test_metrics_endpoint(braid_server):
     if braid_server.target != "braid":
         pytest.skip("braid only")
-    port = braid_server.port + 1
+    port = braid_server.port + 10000 if braid_server.port + 10000 < 65536 else braid_server.port - 10000
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert "braid_connections" in body and "braid_sessions" in body
 

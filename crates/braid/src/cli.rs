@@ -77,8 +77,8 @@ pub enum Command {
         long_about = "Show the sessions of a running server and, per session, its channels \
             (TCP connections) with client address and bytes in/out, like \
             Get-SmbMultichannelConnection. Reads the server's admin endpoint on loopback, which \
-            is found from the server's config file (`[server] admin`, by default the port after \
-            the first listen port).",
+            is found from the server's config file (`[server] admin`, by default 127.0.0.1 at the first \
+            listen port + 10000).",
         after_long_help = "Examples:\n  \
             braid status\n  \
             braid status --config /etc/braid.toml --json\n  \

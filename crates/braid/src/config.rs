@@ -344,10 +344,12 @@ impl Ctx<'_> {
     }
 }
 
-/// The admin endpoint when the file does not name one: loopback, the port after the first
-/// SMB port (so several servers on one machine do not collide by default).
+/// The admin endpoint when the file does not name one: loopback, the first SMB port plus
+/// 10000 (so several servers on one machine do not collide, and scripts that put servers on
+/// neighbouring ports do not meet it): 4455 gives 14455.
 pub fn default_admin(listen: &[SocketAddr]) -> Option<SocketAddr> {
-    let port = listen.first()?.port().checked_add(1)?;
+    let smb = listen.first()?.port();
+    let port = smb.checked_add(10_000).or_else(|| smb.checked_sub(10_000))?;
     Some(SocketAddr::from(([127, 0, 0, 1], port)))
 }
 
