@@ -15,8 +15,10 @@
 //! Dialects are plain `u16` values (`0x0202`, `0x0210`, `0x0300`, `0x0302`,
 //! `0x0311`) so this crate does not depend on the wire crate.
 //!
-//! All primitives come from the RustCrypto crates; this crate only frames
-//! SMB-specific inputs around them.
+//! All primitives come from well-kept crates, chosen per algorithm by
+//! measurement (docs/decisions.md): aws-lc-rs for AES-GCM, AES-GMAC and
+//! AES-CMAC; RustCrypto for AES-CCM, HMAC-SHA256 and SHA-512. This crate only
+//! frames SMB-specific inputs around them.
 
 mod error;
 mod keys;

@@ -1,9 +1,10 @@
 //! SMB2 message signing (MS-SMB2 3.1.4.1, 3.1.5.1).
 
-use aes::Aes128;
-use aes_gcm::aead::AeadInPlace;
-use aes_gcm::{Aes128Gcm, KeyInit, Nonce};
-use cmac::Cmac;
+use std::sync::Arc;
+
+use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM};
+use aws_lc_rs::cmac;
+use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
@@ -63,19 +64,28 @@ impl SigningAlgorithm {
     }
 }
 
-/// Prepared keyed state; cloned onto the stack (no heap) for each message.
-/// The AES states are boxed because their key schedules are large.
+/// Prepared keyed state, expanded once per key.
+///
+/// Backends (measured, see docs/decisions.md): HMAC-SHA256 from RustCrypto
+/// (cloned onto the stack per message); AES-CMAC and AES-GMAC from aws-lc-rs,
+/// whose AES-NI/PCLMUL/VAES assembly is several times faster than the
+/// RustCrypto crates. The GCM key is shared (`Arc`) because aws-lc-rs keys
+/// are not `Clone`.
 #[derive(Clone)]
 enum SignerState {
     Hmac(Hmac<Sha256>),
-    Cmac(Box<Cmac<Aes128>>),
-    Gmac(Box<Aes128Gcm>),
+    Cmac(cmac::Key),
+    Gmac(Arc<LessSafeKey>),
+    /// aws-lc refused the key (only on allocation failure: a 16-byte key is
+    /// always valid). Every signature then fails to compute and to verify.
+    Unavailable,
 }
 
 /// A message-signing key (MS-SMB2 3.1.4.1).
 ///
 /// The key schedule is expanded once in [`Signer::new`]; [`Signer::sign`]
-/// and [`Signer::verify`] do not allocate.
+/// and [`Signer::verify`] never copy the message (AES-CMAC takes one small
+/// context allocation inside aws-lc per message).
 #[derive(Clone)]
 pub struct Signer {
     algo: SigningAlgorithm,
@@ -107,10 +117,11 @@ impl Signer {
                 let mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).unwrap_or_else(|_| <Hmac<Sha256> as KeyInit>::new(&Default::default()));
                 SignerState::Hmac(mac)
             }
-            SigningAlgorithm::AesCmac => SignerState::Cmac(Box::new(<Cmac<Aes128> as KeyInit>::new(&k16.into()))),
+            // A 16-byte key is always valid for AES-128; aws-lc only fails
+            // on allocation failure, handled without a panic.
+            SigningAlgorithm::AesCmac => cmac::Key::new(cmac::AES_128, &k16).map_or(SignerState::Unavailable, SignerState::Cmac),
             SigningAlgorithm::AesGmac => {
-                // Boxed once here so the enum stays small; no per-call heap use.
-                SignerState::Gmac(Box::new(Aes128Gcm::new(&k16.into())))
+                UnboundKey::new(&AES_128_GCM, &k16).map_or(SignerState::Unavailable, |key| SignerState::Gmac(Arc::new(LessSafeKey::new(key))))
             }
         };
         Signer { algo, state }
@@ -131,8 +142,10 @@ impl Signer {
             return;
         }
         msg[SIGNATURE_OFFSET..SMB2_HEADER_LEN].fill(0);
-        let sig = self.compute(msg);
-        msg[SIGNATURE_OFFSET..SMB2_HEADER_LEN].copy_from_slice(&sig);
+        // On a backend failure the field stays zero, which the peer rejects.
+        if let Some(sig) = self.compute(msg) {
+            msg[SIGNATURE_OFFSET..SMB2_HEADER_LEN].copy_from_slice(&sig);
+        }
     }
 
     /// Verifies the signature of one whole SMB2 message in constant time
@@ -149,11 +162,13 @@ impl Signer {
         msg[SIGNATURE_OFFSET..SMB2_HEADER_LEN].fill(0);
         let expected = self.compute(msg);
         msg[SIGNATURE_OFFSET..SMB2_HEADER_LEN].copy_from_slice(&received);
-        expected.ct_eq(&received).into()
+        // A backend failure never verifies (not even an all-zero signature).
+        expected.is_some_and(|e| e.ct_eq(&received).into())
     }
 
-    /// MAC over `msg` (whose signature field the caller has zeroed).
-    fn compute(&self, msg: &[u8]) -> [u8; SIGNATURE_LEN] {
+    /// MAC over `msg` (whose signature field the caller has zeroed), or None
+    /// if the backend failed.
+    fn compute(&self, msg: &[u8]) -> Option<[u8; SIGNATURE_LEN]> {
         let mut out = [0u8; SIGNATURE_LEN];
         match &self.state {
             SignerState::Hmac(mac) => {
@@ -162,24 +177,23 @@ impl Signer {
                 // HMAC-SHA256 output is 32 bytes; SMB2 keeps the first 16.
                 out.copy_from_slice(&m.finalize().into_bytes()[..SIGNATURE_LEN]);
             }
-            SignerState::Cmac(mac) => {
-                // Clone the boxed state onto the stack: no heap allocation.
-                let mut m = Cmac::<Aes128>::clone(mac);
-                m.update(msg);
-                out.copy_from_slice(&m.finalize().into_bytes());
+            SignerState::Cmac(key) => {
+                // Fails only on allocation failure inside aws-lc.
+                let tag = cmac::sign(key, msg).ok()?;
+                out.copy_from_slice(tag.as_ref().get(..SIGNATURE_LEN)?);
             }
             SignerState::Gmac(gcm) => {
-                let nonce = gmac_nonce(msg);
-                // GMAC = GCM with empty plaintext and the message as AAD.
-                // Encrypting an empty buffer only fails on oversized AAD
-                // (> 2^36 bytes), which no SMB message reaches; an all-zero
-                // result then simply fails verification.
-                if let Ok(tag) = gcm.encrypt_in_place_detached(Nonce::from_slice(&nonce), msg, &mut []) {
-                    out.copy_from_slice(&tag);
-                }
+                // GMAC = GCM with empty plaintext and the message as AAD. The
+                // nonce is unique per key by construction (MessageId and role
+                // bits, MS-SMB2 3.1.4.1). Sealing an empty buffer only fails
+                // on absurd AAD sizes, which no SMB message reaches.
+                let nonce = Nonce::assume_unique_for_key(gmac_nonce(msg));
+                let tag = gcm.seal_in_place_separate_tag(nonce, Aad::from(msg), &mut []).ok()?;
+                out.copy_from_slice(tag.as_ref().get(..SIGNATURE_LEN)?);
             }
+            SignerState::Unavailable => return None,
         }
-        out
+        Some(out)
     }
 }
 
@@ -226,7 +240,7 @@ mod tests {
             (64, "51f0bebf7e3b9d92fc49741779363cfe"),
         ];
         for (len, mac) in cases {
-            assert_eq!(s.compute(&m[..len]).to_vec(), unhex(mac), "len {len}");
+            assert_eq!(s.compute(&m[..len]).unwrap().to_vec(), unhex(mac), "len {len}");
         }
     }
 
@@ -234,7 +248,7 @@ mod tests {
     #[test]
     fn rfc4231_hmac_vector() {
         let s = Signer::new(SigningAlgorithm::HmacSha256, b"Jefe");
-        let mac = s.compute(b"what do ya want for nothing?");
+        let mac = s.compute(b"what do ya want for nothing?").unwrap();
         assert_eq!(mac.to_vec(), unhex("5bdcc146bf60754e6a042426089575c7"));
     }
 

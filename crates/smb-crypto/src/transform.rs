@@ -4,11 +4,11 @@ use core::ops::Range;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use aes::{Aes128, Aes256};
-use aes_gcm::aead::consts::{U11, U16};
-use aes_gcm::aead::generic_array::typenum::Unsigned;
-use aes_gcm::aead::generic_array::GenericArray;
-use aes_gcm::aead::{AeadCore, AeadInPlace, KeyInit};
-use aes_gcm::{Aes128Gcm, Aes256Gcm};
+use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_256_GCM};
+use ccm::aead::consts::{U11, U16};
+use ccm::aead::generic_array::typenum::Unsigned;
+use ccm::aead::generic_array::GenericArray;
+use ccm::aead::{AeadCore, AeadInPlace, KeyInit};
 use ccm::Ccm;
 
 use crate::CryptoError;
@@ -127,13 +127,17 @@ pub fn parse_transform_header(buf: &[u8]) -> Result<TransformHeader, CryptoError
     Ok(TransformHeader { signature, nonce, original_size, flags, session_id })
 }
 
-/// Expanded AEAD key state. Boxed so the enum stays pointer-sized whatever
-/// the (large, different) key schedule sizes are.
+/// Expanded AEAD key state. The CCM schedules are boxed so the enum stays
+/// small whatever their sizes are.
+///
+/// Backends (measured, see docs/decisions.md): AES-GCM from aws-lc-rs
+/// (AES-NI/VAES + PCLMUL assembly, ~10x the RustCrypto `aes-gcm` crate
+/// here); AES-CCM from RustCrypto `ccm`, as aws-lc-rs has no CCM AEAD.
 enum AeadKey {
     Ccm128(Box<Aes128Ccm>),
-    Gcm128(Box<Aes128Gcm>),
     Ccm256(Box<Aes256Ccm>),
-    Gcm256(Box<Aes256Gcm>),
+    /// AES-128-GCM or AES-256-GCM, by the key's algorithm.
+    Gcm(LessSafeKey),
 }
 
 /// Encrypts and decrypts SMB2 messages with one key (MS-SMB2 3.1.4.3,
@@ -174,9 +178,9 @@ impl Sealer {
         }
         let aead = match cipher {
             Cipher::Aes128Ccm => AeadKey::Ccm128(Box::new(Aes128Ccm::new_from_slice(key).map_err(|_| bad())?)),
-            Cipher::Aes128Gcm => AeadKey::Gcm128(Box::new(Aes128Gcm::new_from_slice(key).map_err(|_| bad())?)),
+            Cipher::Aes128Gcm => AeadKey::Gcm(LessSafeKey::new(UnboundKey::new(&AES_128_GCM, key).map_err(|_| bad())?)),
             Cipher::Aes256Ccm => AeadKey::Ccm256(Box::new(Aes256Ccm::new_from_slice(key).map_err(|_| bad())?)),
-            Cipher::Aes256Gcm => AeadKey::Gcm256(Box::new(Aes256Gcm::new_from_slice(key).map_err(|_| bad())?)),
+            Cipher::Aes256Gcm => AeadKey::Gcm(LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).map_err(|_| bad())?)),
         };
         let mut seed = [0u8; 12];
         getrandom::getrandom(&mut seed).map_err(|_| CryptoError::Rng)?;
@@ -225,9 +229,8 @@ impl Sealer {
         let aad = &hdr[AAD_START..];
         let tag = match &self.key {
             AeadKey::Ccm128(k) => seal_with(&**k, n, aad, payload),
-            AeadKey::Gcm128(k) => seal_with(&**k, n, aad, payload),
             AeadKey::Ccm256(k) => seal_with(&**k, n, aad, payload),
-            AeadKey::Gcm256(k) => seal_with(&**k, n, aad, payload),
+            AeadKey::Gcm(k) => gcm_seal(k, n, aad, payload),
         }?;
         hdr[4..20].copy_from_slice(&tag);
         Ok(())
@@ -251,9 +254,8 @@ impl Sealer {
         let tag = &th.signature;
         match &self.key {
             AeadKey::Ccm128(k) => open_with(&**k, n, aad, payload, tag),
-            AeadKey::Gcm128(k) => open_with(&**k, n, aad, payload, tag),
             AeadKey::Ccm256(k) => open_with(&**k, n, aad, payload, tag),
-            AeadKey::Gcm256(k) => open_with(&**k, n, aad, payload, tag),
+            AeadKey::Gcm(k) => gcm_open(k, n, aad, payload, tag),
         }?;
         Ok(TRANSFORM_HEADER_LEN..buf.len())
     }
@@ -271,7 +273,26 @@ impl Sealer {
     }
 }
 
-/// Encrypts `payload` in place, returning the detached 16-byte tag.
+/// AES-GCM (aws-lc-rs): encrypts `payload` in place, returning the detached
+/// 16-byte tag. Nonce uniqueness is the caller's: [`Sealer::next_nonce`].
+fn gcm_seal(key: &LessSafeKey, nonce: &[u8], aad: &[u8], payload: &mut [u8]) -> Result<[u8; 16], CryptoError> {
+    let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| CryptoError::AuthFailed)?;
+    let tag = key.seal_in_place_separate_tag(nonce, Aad::from(aad), payload).map_err(|_| CryptoError::MessageTooLarge(payload.len()))?;
+    let mut out = [0u8; 16];
+    out.copy_from_slice(tag.as_ref().get(..16).ok_or(CryptoError::AuthFailed)?);
+    Ok(out)
+}
+
+/// AES-GCM (aws-lc-rs): verifies and decrypts `payload` in place with the
+/// tag passed separately; the payload is never copied.
+fn gcm_open(key: &LessSafeKey, nonce: &[u8], aad: &[u8], payload: &mut [u8], tag: &[u8; 16]) -> Result<(), CryptoError> {
+    let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| CryptoError::AuthFailed)?;
+    key.open_in_place_separate_tag(nonce, Aad::from(aad), tag, payload).map_err(|_| CryptoError::AuthFailed)?;
+    Ok(())
+}
+
+/// AES-CCM (RustCrypto): encrypts `payload` in place, returning the detached
+/// 16-byte tag.
 fn seal_with<A: AeadInPlace>(aead: &A, nonce: &[u8], aad: &[u8], payload: &mut [u8]) -> Result<[u8; 16], CryptoError> {
     // from_slice panics on a length mismatch; make that impossible.
     if nonce.len() != A::NonceSize::USIZE || A::TagSize::USIZE != 16 {
@@ -284,7 +305,7 @@ fn seal_with<A: AeadInPlace>(aead: &A, nonce: &[u8], aad: &[u8], payload: &mut [
     Ok(out)
 }
 
-/// Verifies and decrypts `payload` in place.
+/// AES-CCM (RustCrypto): verifies and decrypts `payload` in place.
 fn open_with<A: AeadInPlace + AeadCore>(aead: &A, nonce: &[u8], aad: &[u8], payload: &mut [u8], tag: &[u8; 16]) -> Result<(), CryptoError> {
     if nonce.len() != A::NonceSize::USIZE || A::TagSize::USIZE != 16 {
         return Err(CryptoError::AuthFailed);
@@ -299,6 +320,10 @@ mod tests {
     fn unhex(s: &str) -> Vec<u8> {
         let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
         (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    fn gcm_key(alg: &'static aws_lc_rs::aead::Algorithm, key: &[u8]) -> LessSafeKey {
+        LessSafeKey::new(UnboundKey::new(alg, key).unwrap())
     }
 
     /// "Encryption in SMB 3.0: a protocol perspective" (Microsoft Open
@@ -354,40 +379,46 @@ mod tests {
         );
         let t256 = unhex("76fc6ece0f4e1768cddf8853bb2d551b");
 
-        let g128 = Aes128Gcm::new_from_slice(&k128).unwrap();
+        let g128 = gcm_key(&AES_128_GCM, &k128);
         let mut buf = p.clone();
-        let tag = seal_with(&g128, &iv, &aad, &mut buf).unwrap();
+        let tag = gcm_seal(&g128, &iv, &aad, &mut buf).unwrap();
         assert_eq!(buf, c128);
         assert_eq!(tag.to_vec(), t128);
-        open_with(&g128, &iv, &aad, &mut buf, &tag).unwrap();
+        gcm_open(&g128, &iv, &aad, &mut buf, &tag).unwrap();
         assert_eq!(buf, p);
 
-        let g256 = Aes256Gcm::new_from_slice(&k256).unwrap();
+        let g256 = gcm_key(&AES_256_GCM, &k256);
         let mut buf = p.clone();
-        let tag = seal_with(&g256, &iv, &aad, &mut buf).unwrap();
+        let tag = gcm_seal(&g256, &iv, &aad, &mut buf).unwrap();
         assert_eq!(buf, c256);
         assert_eq!(tag.to_vec(), t256);
         let mut bad = tag;
         bad[0] ^= 1;
-        assert_eq!(open_with(&g256, &iv, &aad, &mut buf, &bad), Err(CryptoError::AuthFailed));
+        let mut copy = buf.clone();
+        assert_eq!(gcm_open(&g256, &iv, &aad, &mut copy, &bad), Err(CryptoError::AuthFailed));
+        gcm_open(&g256, &iv, &aad, &mut buf, &tag).unwrap();
+        assert_eq!(buf, p);
     }
 
     /// NIST CAVS gcmEncryptExtIV128 (PTlen = 0, AADlen = 128, Count 0):
     /// GCM with an empty plaintext is exactly the GMAC used for signing.
     #[test]
     fn gmac_nist_vector() {
-        let g = Aes128Gcm::new_from_slice(&unhex("77be63708971c4e240d1cb79e8d77feb")).unwrap();
+        let g = gcm_key(&AES_128_GCM, &unhex("77be63708971c4e240d1cb79e8d77feb"));
         let iv = unhex("e0e00f19fed7ba0136a797f3");
         let aad = unhex("7a43ec1d9c0a5a78a0b16533a6213cab");
-        let tag = seal_with(&g, &iv, &aad, &mut []).unwrap();
+        let tag = gcm_seal(&g, &iv, &aad, &mut []).unwrap();
         assert_eq!(tag.to_vec(), unhex("209fcc8d3675ed938e9c7166709dd946"));
     }
 
     #[test]
     fn wrapper_rejects_wrong_nonce_length() {
-        let g = Aes128Gcm::new_from_slice(&[0u8; 16]).unwrap();
-        assert!(seal_with(&g, &[0u8; 11], &[], &mut []).is_err());
-        assert!(open_with(&g, &[0u8; 13], &[], &mut [], &[0u8; 16]).is_err());
+        let g = gcm_key(&AES_128_GCM, &[0u8; 16]);
+        assert!(gcm_seal(&g, &[0u8; 11], &[], &mut []).is_err());
+        assert!(gcm_open(&g, &[0u8; 13], &[], &mut [], &[0u8; 16]).is_err());
+        let c = Aes128Ccm::new_from_slice(&[0u8; 16]).unwrap();
+        assert!(seal_with(&c, &[0u8; 12], &[], &mut []).is_err());
+        assert!(open_with(&c, &[0u8; 10], &[], &mut [], &[0u8; 16]).is_err());
     }
 
     #[test]
