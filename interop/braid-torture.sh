@@ -6,11 +6,14 @@
 # env:   SUITES="smb2.connect ..."  override the suite list
 #        RESULTS=target/test-logs/torture-results.txt
 #        TEST_TIMEOUT=30 TOTAL_TIMEOUT=900 JOBS=2   passed on to torture.sh
+#        TORTURE_OPTS="--option=..."  extra smbtorture options, passed on to torture.sh (e.g. for
+#                     smb2.multichannel: --option=torture:use_iptables=yes
+#                     --option=torture:iptables_command=/usr/sbin/iptables, as root)
 # Ends with "N passed, N failed" (from torture-check.sh; +1 failed if braid crashed or did not start).
 set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${BRAID_BIN:-$REPO/target/release/braid}"
-SUITES="${SUITES:-smb2.connect smb2.read smb2.create smb2.dir smb2.getinfo smb2.setinfo smb2.lock smb2.rename smb2.compound smb2.credits smb2.session}"
+SUITES="${SUITES:-smb2.connect smb2.read smb2.create smb2.dir smb2.getinfo smb2.setinfo smb2.lock smb2.rename smb2.compound smb2.credits smb2.session smb2.multichannel}"
 LOGS="$REPO/target/test-logs"; mkdir -p "$LOGS"
 RESULTS="${RESULTS:-$LOGS/torture-results.txt}"
 TUSER=torture TPASS="Torture-Pw-1"
@@ -56,7 +59,7 @@ if [[ $up != 1 ]]; then
 fi
 
 # shellcheck disable=SC2086
-TEST_TIMEOUT="${TEST_TIMEOUT:-30}" TOTAL_TIMEOUT="${TOTAL_TIMEOUT:-900}" JOBS="${JOBS:-2}" RESULTS="$RESULTS" \
+TEST_TIMEOUT="${TEST_TIMEOUT:-30}" TOTAL_TIMEOUT="${TOTAL_TIMEOUT:-900}" JOBS="${JOBS:-2}" RESULTS="$RESULTS" TORTURE_OPTS="${TORTURE_OPTS:-}" \
   OUTDIR="$LOGS/torture-raw" bash "$REPO/interop/torture.sh" 127.0.0.1 "$PORT" tmp "$TUSER" "$TPASS" $SUITES |
   grep -v ' PASS$' | grep -v '^[0-9]* passed, [0-9]* failed$'
 

@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use smb_server::{EncryptionMode, ServerConfig, ShareConfig, UserConfig};
+use smb_server::{EncryptionMode, InterfaceConfig, ServerConfig, ShareConfig, UserConfig};
 use toml::Spanned;
 
 use crate::names;
@@ -96,6 +96,19 @@ struct RawServer {
     ciphers: Option<Spanned<Vec<Spanned<String>>>>,
     reject_unencrypted: Option<bool>,
     admin: Option<Spanned<String>>,
+    multichannel: Option<bool>,
+    max_channels: Option<Spanned<i64>>,
+    interface: Option<Vec<Spanned<RawInterface>>>,
+}
+
+/// `[[server.interface]]`: one interface reported to multichannel clients.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInterface {
+    address: Option<Spanned<String>>,
+    speed: Option<Spanned<i64>>,
+    rss: Option<bool>,
+    rdma: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -318,6 +331,40 @@ impl Ctx<'_> {
         }
         if let Some(r) = s.reject_unencrypted {
             server.reject_unencrypted = r;
+        }
+        if let Some(m) = s.multichannel {
+            server.multichannel = m;
+        }
+        if let Some(n) = s.max_channels {
+            let value = *n.get_ref();
+            if !(1..=256).contains(&value) {
+                return Err(self.err(n.span(), format!("server.max_channels: {value} is out of range (1..256)")));
+            }
+            server.max_channels = value as usize;
+        }
+        for iface in s.interface.unwrap_or_default() {
+            let span = iface.span();
+            let i = iface.into_inner();
+            let Some(addr) = i.address else {
+                return Err(self.err(span, "server.interface: missing key `address`"));
+            };
+            let address: std::net::IpAddr = addr.get_ref().trim().parse().map_err(|_| {
+                self.err(addr.span(), format!("server.interface: address {:?} is not an IP address (e.g. \"192.168.1.10\")", addr.get_ref()))
+            })?;
+            if address.is_unspecified() || address.is_multicast() {
+                return Err(self.err(addr.span(), format!("server.interface: address {address} cannot be connected to")));
+            }
+            if server.interfaces.iter().any(|x| x.address == address) {
+                return Err(self.err(addr.span(), format!("server.interface: address {address} is listed twice")));
+            }
+            let speed = match i.speed {
+                None => 10_000_000_000,
+                Some(v) if *v.get_ref() > 0 => *v.get_ref() as u64,
+                Some(v) => {
+                    return Err(self.err(v.span(), format!("server.interface: speed {} must be a positive number of bits per second", v.get_ref())))
+                }
+            };
+            server.interfaces.push(InterfaceConfig { address, speed, rss: i.rss.unwrap_or(true), rdma: i.rdma.unwrap_or(false) });
         }
         if let Some(l) = s.log {
             tracing_subscriber::EnvFilter::try_new(l.get_ref())

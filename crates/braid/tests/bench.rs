@@ -87,6 +87,21 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Large unsigned reads take the server's sendfile path; many in flight at once, every byte
+/// checked.
+#[test]
+fn verified_large_blocks_zero_copy_path() {
+    let Some(srv) = start_server("verify-large") else { return };
+    let url = format!("smb://alice:pw-alice@127.0.0.1:{}/data", srv.port);
+    let out = bench(&["-d", "2", "-t", "2", "-o", "8", "-w", "30", "-r", "-b", "256k", "-c", "8m", "-f", "2", "--verify", "--json", &url]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = text(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(v["errors"], 0, "{v}");
+    assert!(v["iops"].as_f64().unwrap() > 0.0, "{v}");
+}
+
 #[test]
 fn verified_mixed_workload_reports_json() {
     let Some(srv) = start_server("verify") else { return };

@@ -17,6 +17,20 @@ use crate::conn::{Conn, Request, Response, Security, SendOpts};
 use crate::session::{self, Authenticated, Negotiated};
 use crate::{ClientError, NetworkInterface, Tree};
 
+/// Deliberate deviations for [`Client::bind_channel_with`] (tests only).
+#[doc(hidden)]
+#[derive(Debug, Clone, Default)]
+pub struct BindTweaks {
+    /// Authenticate the binding as this (user, password).
+    pub credentials: Option<(String, String)>,
+    /// Send the binding SESSION_SETUP unsigned.
+    pub unsigned: bool,
+    /// Negotiate these dialects on the new connection (and accept what comes).
+    pub dialects: Option<Vec<u16>>,
+    /// Use this ClientGuid instead of the session's.
+    pub client_guid: Option<[u8; 16]>,
+}
+
 /// Everything needed to connect and log on.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -210,6 +224,13 @@ impl Client {
     /// Fails with [`ClientError::NotSupported`] if the server did not announce
     /// MULTI_CHANNEL or the dialect is below 3.0.
     pub async fn bind_channel(&self, addr: SocketAddr) -> Result<Client, ClientError> {
+        self.bind_channel_with(addr, &BindTweaks::default()).await
+    }
+
+    /// Test hook: [`Client::bind_channel`] with deliberate deviations, to check that a
+    /// server refuses bad bindings.
+    #[doc(hidden)]
+    pub async fn bind_channel_with(&self, addr: SocketAddr, tweaks: &BindTweaks) -> Result<Client, ClientError> {
         let me = &self.inner;
         if !dialect::is_smb3(me.neg.dialect) || me.neg.capabilities & cap::MULTI_CHANNEL == 0 {
             return Err(ClientError::NotSupported("the server does not support multichannel"));
@@ -221,9 +242,14 @@ impl Client {
         let conn = Conn::start(stream, me.cfg.credits_target.max(io_credits(me.cfg.max_io)));
         let mut cfg = me.cfg.clone();
         // The channel must use the session's dialect (MS-SMB2 3.3.5.5.2).
-        cfg.dialects = vec![me.neg.dialect];
-        let neg = session::negotiate(&conn, &cfg, me.client_guid).await?;
-        if neg.dialect != me.neg.dialect || neg.signing != me.neg.signing || neg.cipher != me.neg.cipher {
+        cfg.dialects = tweaks.dialects.clone().unwrap_or_else(|| vec![me.neg.dialect]);
+        if let Some((user, password)) = &tweaks.credentials {
+            cfg.user.clone_from(user);
+            cfg.password.clone_from(password);
+        }
+        let client_guid = tweaks.client_guid.unwrap_or(me.client_guid);
+        let neg = session::negotiate(&conn, &cfg, client_guid).await?;
+        if tweaks.dialects.is_none() && (neg.dialect != me.neg.dialect || neg.signing != me.neg.signing || neg.cipher != me.neg.cipher) {
             return Err(ClientError::Protocol("second channel negotiated different parameters"));
         }
         let (max_read, max_write, max_transact) = limits(&neg, &cfg);
@@ -231,7 +257,7 @@ impl Client {
         // Binding requests are signed with Session.SigningKey.
         conn.set_security(Some(Arc::new(Security {
             session_id: me.session.id,
-            signer: Some(Signer::new(neg.signing, &me.session.signing_key)),
+            signer: (!tweaks.unsigned).then(|| Signer::new(neg.signing, &me.session.signing_key)),
             encryptor: None,
             decryptor: None,
             require_signed: false,
@@ -245,9 +271,14 @@ impl Client {
         let channel_keys = derive(&neg, &auth);
         verify_final(&neg, &auth, &channel_keys.signing)?;
         conn.set_security(Some(Arc::new(security(&me.session, &neg, &channel_keys.signing))));
-        Ok(Client {
-            inner: Arc::new(Inner { conn, cfg, client_guid: me.client_guid, neg, session: me.session.clone(), max_read, max_write, max_transact }),
-        })
+        Ok(Client { inner: Arc::new(Inner { conn, cfg, client_guid, neg, session: me.session.clone(), max_read, max_write, max_transact }) })
+    }
+
+    /// Test hook: kills this client's connection (all clones of it), as if the network
+    /// failed. Other channels of the session are not touched.
+    #[doc(hidden)]
+    pub fn abort_connection(&self) {
+        self.inner.conn.abort();
     }
 
     /// Lists the server's network interfaces with FSCTL_QUERY_NETWORK_INTERFACE_INFO

@@ -199,6 +199,14 @@ impl Conn {
         Conn { shared, tx, reader, writer, peer }
     }
 
+    /// Test hook: drops the socket at once, as a network failure would; every waiting and
+    /// later request fails with [`ClientError::Disconnected`].
+    pub fn abort(&self) {
+        self.reader.abort();
+        self.writer.abort();
+        close(&self.shared);
+    }
+
     /// The server's address.
     pub fn peer(&self) -> Option<std::net::SocketAddr> {
         self.peer

@@ -28,7 +28,7 @@ mod file;
 mod session;
 mod tree;
 
-pub use client::{Client, ClientConfig};
+pub use client::{BindTweaks, Client, ClientConfig};
 pub use error::ClientError;
 pub use file::File;
 pub use smb_crypto::Cipher;

@@ -1,6 +1,6 @@
 //! Server settings, already validated by the caller (the CLI parses and checks TOML).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 /// Everything the SMB server needs to run.
@@ -30,6 +30,23 @@ pub struct ServerConfig {
     pub reject_unencrypted: bool,
     /// Loopback address of the admin endpoint (`braid status`, metrics); None = off.
     pub admin: Option<SocketAddr>,
+    /// SMB 3 multichannel: advertise SMB2_GLOBAL_CAP_MULTI_CHANNEL and accept session binding.
+    pub multichannel: bool,
+    /// Channels (connections) one session may have, the first included (1..=256).
+    pub max_channels: usize,
+    /// Interfaces reported by FSCTL_QUERY_NETWORK_INTERFACE_INFO; empty = the listen
+    /// addresses (wildcard listeners report the host's addresses).
+    pub interfaces: Vec<InterfaceConfig>,
+}
+
+/// One network interface as reported to multichannel clients (MS-SMB2 2.2.32.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceConfig {
+    pub address: IpAddr,
+    /// Link speed in bits per second.
+    pub speed: u64,
+    pub rss: bool,
+    pub rdma: bool,
 }
 
 /// Server-wide SMB3 encryption policy (MS-SMB2 3.3.1.5 EncryptData).
@@ -82,6 +99,9 @@ impl Default for ServerConfig {
             ciphers: vec![smb_crypto::Cipher::Aes128Gcm, smb_crypto::Cipher::Aes128Ccm, smb_crypto::Cipher::Aes256Gcm, smb_crypto::Cipher::Aes256Ccm],
             reject_unencrypted: true,
             admin: None,
+            multichannel: true,
+            max_channels: 32,
+            interfaces: Vec::new(),
         }
     }
 }

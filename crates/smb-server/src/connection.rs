@@ -14,7 +14,6 @@ use tokio::net::TcpStream;
 use tokio::sync::{Notify, Semaphore};
 
 use crate::credits::CreditWindow;
-use crate::handlers::close::close_open;
 use crate::pipeline::{self, FileTail};
 use crate::server::{lock, ServerState};
 
@@ -70,6 +69,8 @@ pub struct Connection {
     /// Bytes received and sent on this connection (for `braid status`).
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
+    /// Sessions this connection is a channel of, with their channel keys (multichannel).
+    pub channels: crate::channel::ConnChannels,
 }
 
 impl Connection {
@@ -194,6 +195,7 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
         closing: Notify::new(),
         bytes_in: AtomicU64::new(0),
         bytes_out: AtomicU64::new(0),
+        channels: Default::default(),
     });
     server.connections.insert(id, Arc::downgrade(&conn));
     tracing::debug!(conn = id, %peer, "connected");
@@ -247,15 +249,8 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     tracing::debug!(conn = id, %peer, "disconnected");
 }
 
-/// Logs off every session the connection created, closing their opens.
+/// The connection stops being a channel of its sessions; a session whose last channel it
+/// was ends, closing its opens (see `channel::connection_lost`).
 async fn teardown(conn: &Arc<Connection>) {
-    let ids: Vec<SessionId> = lock(&conn.sessions).drain(..).collect();
-    for sid in ids {
-        if let Some(s) = conn.server.sessions.remove(&sid) {
-            for o in s.take_opens(None) {
-                close_open(&conn.server, &o).await;
-            }
-            s.take_trees();
-        }
-    }
+    crate::channel::connection_lost(conn).await;
 }

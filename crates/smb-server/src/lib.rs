@@ -6,10 +6,12 @@
 //! shares, sessions and the per-file table of opens and byte-range locks.
 
 pub mod admin;
+mod channel;
 pub mod config;
 mod connection;
 mod credits;
 mod handlers;
+mod interfaces;
 mod listener;
 mod locks;
 mod open;
@@ -20,5 +22,5 @@ mod status_map;
 mod transform;
 mod tree;
 
-pub use config::{EncryptionMode, ServerConfig, ShareConfig, UserConfig};
+pub use config::{EncryptionMode, InterfaceConfig, ServerConfig, ShareConfig, UserConfig};
 pub use listener::run;

@@ -42,6 +42,20 @@ pub struct Open {
     /// FilePositionInformation (kept for clients that query it; I/O is positional).
     pub position: AtomicU64,
     pub mode: AtomicU64,
+    /// Open.ChannelSequence and its request counts (MS-SMB2 3.3.5.2.10, replay detection).
+    pub channel_seq: Mutex<ChannelSeq>,
+}
+
+/// Open.ChannelSequence, Open.OutstandingRequestCount and Open.OutstandingPreRequestCount:
+/// a client that lost a channel bumps its ChannelSequence and replays on another channel;
+/// requests still carrying an older sequence are then stale.
+#[derive(Debug, Default)]
+pub struct ChannelSeq {
+    pub seq: u16,
+    /// Requests in progress with the current sequence.
+    pub outstanding: u64,
+    /// Requests in progress with an earlier sequence.
+    pub pre_outstanding: u64,
 }
 
 impl Open {

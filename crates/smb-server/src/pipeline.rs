@@ -6,6 +6,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use smb_crypto::Signer;
 use smb_wire::header::{flags, offset};
 use smb_wire::msg::error::encode_error;
 use smb_wire::{smb1, Command, FileId, Header, NtStatus, SessionId, HEADER_LEN};
@@ -30,6 +31,13 @@ pub struct Ctx<'a> {
     /// Responses to the earlier requests of the compound, not yet sent.
     earlier: Vec<Part>,
     pub session: Option<Arc<Session>>,
+    /// This connection is a channel of `session` (multichannel: any channel serves it).
+    pub is_channel: bool,
+    /// The request was signed and verified, or arrived encrypted.
+    pub verified: bool,
+    /// The key that verified this request and signs its responses: this channel's
+    /// Channel.SigningKey, or Session.SigningKey for a binding SESSION_SETUP.
+    pub signer: Option<Arc<Signer>>,
     pub tree: Option<Arc<Tree>>,
     /// FileId produced by the previous request of a related compound.
     pub related_file: Option<FileId>,
@@ -66,6 +74,22 @@ pub struct FileTail {
 pub enum PreauthTarget {
     Connection,
     Session(Arc<Session>),
+    /// The channel preauth hash of a binding in progress on this connection.
+    Binding(SessionId),
+}
+
+/// A response in the outgoing buffer: where it starts, the key that signs it, and the
+/// preauth hash its final (signed) bytes extend.
+pub struct Part {
+    start: usize,
+    signer: Option<Arc<Signer>>,
+    preauth: Option<PreauthTarget>,
+}
+
+impl Part {
+    fn plain(start: usize) -> Part {
+        Part { start, signer: None, preauth: None }
+    }
 }
 
 impl Ctx<'_> {
@@ -155,7 +179,7 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>) {
             }
         };
         // Chain: pad the previous response to 8 bytes and point its NextCommand here.
-        if let Some(&(last, _)) = parts.last() {
+        if let Some(last) = parts.last().map(|p| p.start) {
             while (out.len() - last) % 8 != 0 {
                 out.push(0);
             }
@@ -182,16 +206,33 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>) {
 /// `parts` empty for whatever follows. Nothing is sent when there is no response (a lone
 /// CANCEL).
 async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<Part>, encrypted_by: Option<&Session>, tail: Option<FileTail>) {
-    let Some(last) = parts.last().map(|p| p.0) else { return };
+    let Some(last) = parts.last().map(|p| p.start) else { return };
     // The last response ends the chain, even if a request after it produced none.
     out[last + offset::NEXT_COMMAND..last + offset::NEXT_COMMAND + 4].copy_from_slice(&0u32.to_le_bytes());
     // Each element is signed over its padded extent; encryption replaces signing.
-    for (i, (start, signing)) in parts.iter().enumerate() {
-        let Some(signer) = signing.as_ref().filter(|_| encrypted_by.is_none()).and_then(|s| s.signer()) else { continue };
-        let stop = parts.get(i + 1).map_or(out.len(), |p| p.0);
-        let f = u32::from_le_bytes(out[start + offset::FLAGS..start + offset::FLAGS + 4].try_into().unwrap_or([0; 4]));
-        out[start + offset::FLAGS..start + offset::FLAGS + 4].copy_from_slice(&(f | flags::SIGNED).to_le_bytes());
-        signer.sign(&mut out[*start..stop]);
+    for i in 0..parts.len() {
+        let start = parts[i].start;
+        let stop = parts.get(i + 1).map_or(out.len(), |p| p.start);
+        if let Some(signer) = parts[i].signer.as_ref().filter(|_| encrypted_by.is_none()) {
+            let f = u32::from_le_bytes(out[start + offset::FLAGS..start + offset::FLAGS + 4].try_into().unwrap_or([0; 4]));
+            out[start + offset::FLAGS..start + offset::FLAGS + 4].copy_from_slice(&(f | flags::SIGNED).to_le_bytes());
+            signer.sign(&mut out[start..stop]);
+        }
+        // 3.1.1 preauth hashes cover the response as sent (a binding's signed ones too).
+        match parts[i].preauth.take() {
+            Some(PreauthTarget::Connection) => lock(&conn.preauth).update(&out[start..stop]),
+            Some(PreauthTarget::Session(s)) => {
+                if let Some(p) = lock(&s.pending).as_mut() {
+                    p.preauth.update(&out[start..stop]);
+                }
+            }
+            Some(PreauthTarget::Binding(sid)) => {
+                if let Some(b) = conn.channels.bindings().get_mut(&sid) {
+                    b.preauth.update(&out[start..stop]);
+                }
+            }
+            None => {}
+        }
     }
     parts.clear();
     let mut buf = std::mem::replace(out, response_buffer(encrypted_by.is_some()));
@@ -211,9 +252,6 @@ async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<Pa
         conn.close();
     }
 }
-
-/// A response in the outgoing buffer: where it starts, and the session whose key signs it.
-type Part = (usize, Option<Arc<Session>>);
 
 /// What a related request inherits from the one before it: session, tree, FileId, and the
 /// failure it must repeat (SUCCESS when none).
@@ -265,7 +303,7 @@ async fn process_one(
                 let consumed = lock(&conn.credits).consume(hdr.message_id.0, charge);
                 let granted = if consumed { lock(&conn.credits).grant(hdr.credits) } else { 0 };
                 set_credits(out, start, granted);
-                parts.push((start, None));
+                parts.push(Part::plain(start));
                 return Some((prev_session, prev_tree, prev_file, NtStatus::INVALID_PARAMETER));
             }
         }
@@ -280,7 +318,7 @@ async fn process_one(
         write_header(out, hdr, NtStatus::INVALID_PARAMETER, hdr.session_id.0);
         encode_error(out);
         finish_credits(conn, out, start, hdr);
-        parts.push((start, None));
+        parts.push(Part::plain(start));
         return Some((prev_session, prev_tree, prev_file, NtStatus::SUCCESS));
     };
 
@@ -295,6 +333,17 @@ async fn process_one(
     };
     let session_id = session.as_ref().map_or(hdr.session_id, |s| s.id);
 
+    // Multichannel: the request is verified (and its response signed) with the key of this
+    // connection's channel of the session. A connection that is not a channel uses
+    // Session.SigningKey: a binding SESSION_SETUP is signed with it (MS-SMB2 3.3.5.5.2), and
+    // anything else is answered USER_SESSION_DELETED, signed as clients expect.
+    let channel = session.as_ref().and_then(|s| conn.channels.get(s.id));
+    let is_channel = channel.is_some();
+    let mut req_signer: Option<Arc<Signer>> = match channel {
+        Some(signer) => signer,
+        None => session.as_ref().and_then(|s| s.signer().cloned()),
+    };
+
     // An encrypted request is authenticated by its AEAD tag, but only for the session whose
     // key opened it (MS-SMB2 3.3.5.2.1.1).
     let mut verified = false;
@@ -308,22 +357,42 @@ async fn process_one(
     }
     // Signature check: a signed request is verified whatever the command.
     if hdr.is_signed() && cmd != Command::Negotiate && encrypted_by.is_none() {
-        if let Some(signer) = session.as_ref().and_then(|s| s.signer()) {
-            let ok = match Arc::get_mut(frame) {
-                Some(f) => signer.verify(&mut f[range.clone()]),
-                None => signer.verify(&mut frame[range.clone()].to_vec()),
-            };
+        if let Some(signer) = req_signer.clone().as_ref() {
+            let mut ok = verify(frame, range.clone(), signer);
+            if !ok && cmd == Command::SessionSetup && !is_channel {
+                // A binding request may be signed with Session.SigningKey under this
+                // connection's algorithm rather than the session's (clients differ).
+                if let Some(alt) = session.as_ref().and_then(|s| binding_signer(conn, s)) {
+                    ok = verify(frame, range.clone(), &alt);
+                    if ok {
+                        req_signer = Some(alt);
+                    }
+                }
+            }
+            if !ok && cmd == Command::SessionSetup {
+                // A SESSION_SETUP signed with another key than this channel's (a second
+                // binding of a bound connection, a stale client) changes nothing: it is
+                // refused (MS-SMB2 3.3.5.2.4) and the connection and session stay.
+                tracing::info!(conn = conn.id, peer = %conn.peer, "SESSION_SETUP with a bad signature refused");
+                write_header(out, hdr, NtStatus::ACCESS_DENIED, hdr.session_id.0);
+                encode_error(out);
+                finish_credits(conn, out, start, hdr);
+                parts.push(Part::plain(start));
+                return Some((None, None, None, NtStatus::ACCESS_DENIED));
+            }
             if !ok {
                 tracing::warn!(conn = conn.id, peer = %conn.peer, ?cmd, "bad signature; disconnecting");
                 return None;
             }
             verified = true;
         } else if cmd != Command::SessionSetup {
-            // Signed, but the session has no key (unknown, in progress or guest).
-            write_header(out, hdr, if session.is_none() { NtStatus::USER_SESSION_DELETED } else { NtStatus::ACCESS_DENIED }, 0);
+            // Signed, but there is no key: unknown session, or one this connection is not a
+            // channel of; a session in progress or a guest session.
+            let deleted = session.as_ref().is_none_or(|s| s.is_valid() && !is_channel);
+            write_header(out, hdr, if deleted { NtStatus::USER_SESSION_DELETED } else { NtStatus::ACCESS_DENIED }, 0);
             encode_error(out);
             finish_credits(conn, out, start, hdr);
-            parts.push((start, None));
+            parts.push(Part::plain(start));
             return Some((session, None, None, NtStatus::ACCESS_DENIED));
         }
     }
@@ -336,6 +405,9 @@ async fn process_one(
         start,
         earlier: std::mem::take(parts),
         session: session.clone(),
+        is_channel,
+        verified,
+        signer: req_signer.clone(),
         tree: None,
         related_file: if related { prev_file } else { None },
         resp_session_id: None,
@@ -410,31 +482,40 @@ async fn process_one(
     } else {
         finish_credits(conn, out, start, hdr);
     }
-    match cx.preauth_response.take() {
-        Some(PreauthTarget::Connection) => lock(&conn.preauth).update(&out[start..]),
-        Some(PreauthTarget::Session(s)) => {
-            if let Some(p) = lock(&s.pending).as_mut() {
-                p.preauth.update(&out[start..]);
-            }
-        }
-        None => {}
-    }
     let session_now = cx.session.clone().or_else(|| cx.resp_session_id.and_then(|id| conn.server.sessions.get(&id)));
+    // Signed with the key of the channel the response goes out on: once a SESSION_SETUP
+    // completes, the new channel's; after LOGOFF, the one that verified the request.
+    let signer = session_now.as_ref().and_then(|s| conn.channels.get(s.id)).flatten().or(req_signer);
     let sign = !cx.no_sign
-        && (cx.force_sign
-            || (session_now.as_ref().and_then(|s| s.signer()).is_some()
-                && (hdr.is_signed() || session_now.as_ref().and_then(|s| s.security.get()).is_some_and(|s| s.signing_required))));
+        && signer.is_some()
+        && (cx.force_sign || hdr.is_signed() || session_now.as_ref().and_then(|s| s.security.get()).is_some_and(|s| s.signing_required));
     let file = cx.file_id_out.or(cx.related_file);
     // A TREE_CONNECT's new tree serves the related requests after it.
     let tree_now = cx.tree.clone().or_else(|| cx.resp_tree_id.and_then(|id| session_now.as_ref().and_then(|s| s.tree(id))));
     // The session is kept with the response: LOGOFF removes it from the table before the
     // response that must still be signed with its key goes out.
-    parts.push((start, if sign { session_now.clone() } else { None }));
+    parts.push(Part { start, signer: if sign { signer } else { None }, preauth: cx.preauth_response.take() });
     // Only a successful response carries file data after it.
     if status == NtStatus::SUCCESS && !sign {
         *tail = cx.tail.take();
     }
     Some((session_now, tree_now, file, chain))
+}
+
+/// Verifies the signature of one message of the frame (in place when the frame is not shared).
+fn verify(frame: &mut Arc<Vec<u8>>, range: Range<usize>, signer: &Signer) -> bool {
+    match Arc::get_mut(frame) {
+        Some(f) => signer.verify(&mut f[range]),
+        None => signer.verify(&mut frame[range].to_vec()),
+    }
+}
+
+/// Session.SigningKey under this connection's signing algorithm, when that differs from
+/// the session's.
+fn binding_signer(conn: &Connection, session: &Session) -> Option<Arc<Signer>> {
+    let algo = conn.negotiated.get()?.signing_algorithm;
+    let key = session.security.get()?.signing_key.as_ref()?;
+    (algo != session.signing_algorithm).then(|| Arc::new(Signer::new(algo, key)))
 }
 
 /// Session, tree and compound checks that precede every handler.
@@ -449,7 +530,8 @@ fn gate(cx: &mut Ctx<'_>, cmd: Command, related: bool, prev_tree: &Option<Arc<Tr
     if !session.is_valid() {
         return Err(NtStatus::USER_SESSION_DELETED);
     }
-    if session.conn_id != cx.conn.id {
+    // Any channel of the session may carry its requests; other connections may not.
+    if !cx.is_channel {
         return Err(NtStatus::USER_SESSION_DELETED);
     }
     if !verified && session.security.get().is_some_and(|s| s.signing_required && s.signer.is_some()) {
@@ -535,8 +617,7 @@ pub async fn go_async(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> u64 {
     interim[at + 32..at + 40].copy_from_slice(&aid.to_le_bytes());
     encode_error(&mut interim);
     finish_credits(cx.conn, &mut interim, at, cx.hdr);
-    let signer = cx.session.as_ref().and_then(|s| s.signer());
-    match (&encrypted_by, cx.hdr.is_signed(), signer) {
+    match (&encrypted_by, cx.hdr.is_signed(), cx.signer.as_ref()) {
         (Some(s), _, _) if transform::encrypt(s, &mut interim).is_err() => cx.conn.close(),
         (Some(_), _, _) => {}
         (None, true, Some(signer)) => {

@@ -2,10 +2,13 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use smb_crypto::{PreauthHash, Sealer, Signer};
+use smb_crypto::{Cipher, PreauthHash, Sealer, Signer, SigningAlgorithm};
 use smb_wire::SessionId;
+
+use crate::channel::ChannelList;
+use crate::connection::Connection;
 
 use crate::open::Open;
 use crate::server::lock;
@@ -23,8 +26,12 @@ pub enum User {
 #[derive(Debug)]
 pub struct SessionSecurity {
     pub user: User,
-    /// None for guest and anonymous sessions, which have no key.
-    pub signer: Option<Signer>,
+    /// Session.SigningKey; None for guest and anonymous sessions, which have no key. It is
+    /// also the first channel's key; bound channels have their own (see `channel`).
+    pub signer: Option<Arc<Signer>>,
+    /// The bytes of Session.SigningKey, to check a binding request signed with the binding
+    /// connection's algorithm rather than the session's.
+    pub signing_key: Option<Vec<u8>>,
     /// Every request must be signed (server or client required it).
     pub signing_required: bool,
     /// SMB3 encryption keys (server-to-client and client-to-server), when a cipher was
@@ -43,31 +50,67 @@ pub struct Pending {
     pub preauth: PreauthHash,
 }
 
+/// What [`Session::describe`] reports.
+#[derive(Debug, Clone)]
+pub struct SessionInfo {
+    pub id: u64,
+    /// None while authentication is in progress.
+    pub user: Option<User>,
+    pub dialect: u16,
+    /// The signing algorithm when every request is signed.
+    pub signing: Option<SigningAlgorithm>,
+    /// The session's cipher when it has encryption keys.
+    pub encryption: Option<Cipher>,
+    /// Every request must be encrypted.
+    pub encrypt_data: bool,
+    /// Connection ids of the channels.
+    pub channels: Vec<u64>,
+    pub max_channels: usize,
+}
+
 /// One session.
 #[derive(Debug)]
 pub struct Session {
     pub id: SessionId,
-    /// Connection that created it (multichannel binding comes later).
+    /// Connection that created it (the first channel).
     pub conn_id: u64,
+    /// What the first connection negotiated; a channel must match (MS-SMB2 3.3.5.5.2).
+    pub dialect: u16,
+    pub client_guid: [u8; 16],
+    pub signing_algorithm: SigningAlgorithm,
+    pub cipher: Option<Cipher>,
+    /// Channels this session may have (config `max_channels`; 1 without multichannel).
+    pub max_channels: usize,
+    /// The connections serving this session (never locked on the data path).
+    pub channels: Mutex<ChannelList>,
     pub pending: Mutex<Option<Pending>>,
     pub security: OnceLock<SessionSecurity>,
-    trees: Mutex<HashMap<u32, Arc<Tree>>>,
+    // Read-mostly (every request looks its tree and open up, from any channel): RwLock.
+    trees: RwLock<HashMap<u32, Arc<Tree>>>,
     next_tree: AtomicU32,
-    opens: Mutex<HashMap<u64, Arc<Open>>>,
+    opens: RwLock<HashMap<u64, Arc<Open>>>,
     /// Set once a request of this session arrived encrypted (for `braid status`).
     pub encrypted_seen: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
-    pub fn new(id: SessionId, conn_id: u64, pending: Pending) -> Self {
+    pub fn new(id: SessionId, conn: &Connection, pending: Pending) -> Self {
+        let neg = conn.negotiated.get();
+        let config = &conn.server.config;
         Session {
             id,
-            conn_id,
+            conn_id: conn.id,
+            dialect: conn.dialect(),
+            client_guid: neg.map_or([0; 16], |n| n.client_guid),
+            signing_algorithm: neg.map_or(SigningAlgorithm::HmacSha256, |n| n.signing_algorithm),
+            cipher: neg.and_then(|n| n.cipher),
+            max_channels: if config.multichannel { config.max_channels.max(1) } else { 1 },
+            channels: Mutex::new(ChannelList::default()),
             pending: Mutex::new(Some(pending)),
             security: OnceLock::new(),
-            trees: Mutex::new(HashMap::new()),
+            trees: RwLock::new(HashMap::new()),
             next_tree: AtomicU32::new(1),
-            opens: Mutex::new(HashMap::new()),
+            opens: RwLock::new(HashMap::new()),
             encrypted_seen: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -77,8 +120,28 @@ impl Session {
         self.security.get().is_some()
     }
 
-    pub fn signer(&self) -> Option<&Signer> {
+    pub fn signer(&self) -> Option<&Arc<Signer>> {
         self.security.get().and_then(|s| s.signer.as_ref())
+    }
+
+    /// Ids of the connections that are channels of this session, the first one first.
+    pub fn channel_ids(&self) -> Vec<u64> {
+        lock(&self.channels).ids()
+    }
+
+    /// A summary for status displays.
+    pub fn describe(&self) -> SessionInfo {
+        let sec = self.security.get();
+        SessionInfo {
+            id: self.id.0,
+            user: sec.map(|s| s.user.clone()),
+            dialect: self.dialect,
+            signing: sec.and_then(|s| s.signer.as_ref().filter(|_| s.signing_required).map(|g| g.algorithm())),
+            encryption: sec.and_then(|s| s.encryptor.as_ref().map(|e| e.cipher())),
+            encrypt_data: sec.is_some_and(|s| s.encrypt_data),
+            channels: self.channel_ids(),
+            max_channels: self.max_channels,
+        }
     }
 
     /// Whether this session can encrypt (has keys for a negotiated cipher).
@@ -93,47 +156,55 @@ impl Session {
     pub fn add_tree(&self, make: impl FnOnce(u32) -> Tree) -> Arc<Tree> {
         let id = self.next_tree.fetch_add(1, Ordering::Relaxed);
         let t = Arc::new(make(id));
-        lock(&self.trees).insert(id, t.clone());
+        write(&self.trees).insert(id, t.clone());
         t
     }
 
     pub fn tree(&self, id: u32) -> Option<Arc<Tree>> {
-        lock(&self.trees).get(&id).cloned()
+        read(&self.trees).get(&id).cloned()
     }
 
     pub fn remove_tree(&self, id: u32) -> Option<Arc<Tree>> {
-        lock(&self.trees).remove(&id)
+        write(&self.trees).remove(&id)
     }
 
     pub fn open_count(&self) -> usize {
-        lock(&self.opens).len()
+        read(&self.opens).len()
     }
 
     pub fn add_open(&self, o: Arc<Open>) {
-        lock(&self.opens).insert(o.id.volatile, o);
+        write(&self.opens).insert(o.id.volatile, o);
     }
 
     pub fn open(&self, volatile: u64) -> Option<Arc<Open>> {
-        lock(&self.opens).get(&volatile).cloned()
+        read(&self.opens).get(&volatile).cloned()
     }
 
     /// A snapshot of the session's opens.
     pub fn opens(&self) -> Vec<Arc<Open>> {
-        lock(&self.opens).values().cloned().collect()
+        read(&self.opens).values().cloned().collect()
     }
 
     pub fn remove_open(&self, volatile: u64) -> Option<Arc<Open>> {
-        lock(&self.opens).remove(&volatile)
+        write(&self.opens).remove(&volatile)
     }
 
     /// Removes every open (of one tree, or all) for closing.
     pub fn take_opens(&self, tree: Option<u32>) -> Vec<Arc<Open>> {
-        let mut opens = lock(&self.opens);
+        let mut opens = write(&self.opens);
         let ids: Vec<u64> = opens.iter().filter(|(_, o)| tree.is_none_or(|t| o.tree.id == t)).map(|(k, _)| *k).collect();
         ids.into_iter().filter_map(|k| opens.remove(&k)).collect()
     }
 
     pub fn take_trees(&self) -> Vec<Arc<Tree>> {
-        lock(&self.trees).drain().map(|(_, t)| t).collect()
+        write(&self.trees).drain().map(|(_, t)| t).collect()
     }
+}
+
+fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
 }

@@ -203,3 +203,36 @@ fn load_reads_relative_to_the_file() {
     let missing = load(&d.path().join("nope.toml")).unwrap_err();
     assert!(missing.to_string().contains("cannot read"), "{missing}");
 }
+
+#[test]
+fn multichannel_keys() {
+    let d = dir();
+    let def = parse("", "braid.toml", d.path()).unwrap().server;
+    assert!(def.multichannel);
+    assert_eq!(def.max_channels, 32);
+    assert!(def.interfaces.is_empty());
+    let text = "[server]\nmultichannel = false\nmax_channels = 4\n\n\
+                [[server.interface]]\naddress = \"192.0.2.7\"\nspeed = 1000000000\nrss = false\nrdma = true\n\n\
+                [[server.interface]]\naddress = \"2001:db8::7\"\n";
+    let c = parse(text, "braid.toml", d.path()).unwrap().server;
+    assert!(!c.multichannel);
+    assert_eq!(c.max_channels, 4);
+    assert_eq!(c.interfaces.len(), 2);
+    let a = &c.interfaces[0];
+    assert_eq!((a.address, a.speed, a.rss, a.rdma), ("192.0.2.7".parse().unwrap(), 1_000_000_000, false, true));
+    let b = &c.interfaces[1];
+    assert_eq!((b.address, b.speed, b.rss, b.rdma), ("2001:db8::7".parse().unwrap(), 10_000_000_000, true, false));
+}
+
+#[test]
+fn multichannel_errors() {
+    error("[server]\nmax_channels = 0\n", 2, &["server.max_channels", "out of range"]);
+    error("[server]\n\nmax_channels = 257\n", 3, &["server.max_channels", "257"]);
+    error("[server]\nmultichannel = \"yes\"\n", 2, &["multichannel"]);
+    error("[[server.interface]]\naddress = \"nope\"\n", 2, &["server.interface", "\"nope\""]);
+    error("[[server.interface]]\naddress = \"0.0.0.0\"\n", 2, &["server.interface", "0.0.0.0"]);
+    error("[[server.interface]]\naddress = \"10.0.0.1\"\n\n[[server.interface]]\naddress = \"10.0.0.1\"\n", 5, &["listed twice"]);
+    error("[[server.interface]]\naddress = \"10.0.0.1\"\nspeed = -1\n", 3, &["speed"]);
+    error("[[server.interface]]\nspeed = 1\n", 1, &["missing key `address`"]);
+    error("[[server.interface]]\naddress = \"10.0.0.1\"\nmtu = 9000\n", 3, &["mtu"]);
+}

@@ -257,6 +257,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         dir: tokio::sync::Mutex::new(DirCursor::default()),
         position: AtomicU64::new(0),
         mode: AtomicU64::new(u64::from(req.create_options & 0x3E)),
+        channel_seq: Default::default(),
     });
     session.add_open(open.clone());
     cx.file_id_out = Some(id);
@@ -313,6 +314,7 @@ fn open_pipe(cx: &mut Ctx<'_>, req: &CreateRequest<'_>, granted: u32, out: &mut 
         dir: tokio::sync::Mutex::new(DirCursor::default()),
         position: AtomicU64::new(0),
         mode: AtomicU64::new(0),
+        channel_seq: Default::default(),
     });
     session.add_open(open);
     cx.file_id_out = Some(id);

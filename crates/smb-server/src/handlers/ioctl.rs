@@ -1,7 +1,7 @@
 //! IOCTL (MS-SMB2 3.3.5.15): validate-negotiate, pipe transceive, and the few file FSCTLs
 //! clients need; everything else answers as Windows does for an unsupported control.
 
-use smb_wire::msg::ioctl::{encode_response, fsctl, IoctlRequest, FLAG_IS_FSCTL};
+use smb_wire::msg::ioctl::{encode_network_interfaces, encode_response, fsctl, interface_caps, IoctlRequest, NetworkInterfaceInfo, FLAG_IS_FSCTL};
 use smb_wire::reader::{PutLe, Reader};
 use smb_wire::{dialect, FileId, NtStatus};
 
@@ -20,11 +20,12 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     match req.ctl_code {
         fsctl::VALIDATE_NEGOTIATE_INFO => return validate_negotiate(cx, &req, out),
         fsctl::DFS_GET_REFERRALS | fsctl::DFS_GET_REFERRALS_EX => return Err(NtStatus::FS_DRIVER_REQUIRED),
-        fsctl::QUERY_NETWORK_INTERFACE_INFO => return Err(NtStatus::NOT_SUPPORTED),
+        fsctl::QUERY_NETWORK_INTERFACE_INFO => return network_interfaces(cx, &req, out),
         fsctl::PIPE_WAIT => return Err(NtStatus::NOT_SUPPORTED),
         _ => {}
     }
     let open = find_open(cx, req.file_id)?;
+    let _seq = super::channel_sequence(cx, &open)?;
     match (&open.kind, req.ctl_code) {
         (OpenKind::Pipe(p), fsctl::PIPE_TRANSCEIVE) => {
             let rpc = rpc_context(&cx.conn.server);
@@ -144,5 +145,34 @@ fn validate_negotiate(cx: &mut Ctx<'_>, req: &IoctlRequest<'_>, out: &mut Vec<u8
     data.put_u16(neg.dialect);
     let fid = FileId { persistent: u64::MAX, volatile: u64::MAX };
     encode_response(out, req.ctl_code, fid, &data);
+    Ok(NtStatus::SUCCESS)
+}
+
+/// FSCTL_QUERY_NETWORK_INTERFACE_INFO (MS-SMB2 3.3.5.15.11): the interfaces a multichannel
+/// client may bind more channels over.
+fn network_interfaces(cx: &mut Ctx<'_>, req: &IoctlRequest<'_>, out: &mut Vec<u8>) -> HResult {
+    let server = &cx.conn.server;
+    if !server.config.multichannel || !dialect::is_smb3(cx.conn.dialect()) {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    let all_ones = FileId { persistent: u64::MAX, volatile: u64::MAX };
+    if req.file_id != all_ones {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let list: Vec<NetworkInterfaceInfo> = crate::interfaces::list(&server.config)
+        .iter()
+        .enumerate()
+        .map(|(i, f)| NetworkInterfaceInfo {
+            if_index: u32::try_from(i + 1).unwrap_or(u32::MAX),
+            capability: if f.rss { interface_caps::RSS_CAPABLE } else { 0 } | if f.rdma { interface_caps::RDMA_CAPABLE } else { 0 },
+            link_speed: f.speed,
+            addr: Some(f.address),
+        })
+        .collect();
+    let data = encode_network_interfaces(&list);
+    if data.len() > req.max_output_response as usize {
+        return Err(NtStatus::BUFFER_TOO_SMALL);
+    }
+    encode_response(out, req.ctl_code, all_ones, &data);
     Ok(NtStatus::SUCCESS)
 }

@@ -18,13 +18,13 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     Ok(NtStatus::SUCCESS)
 }
 
-/// Deregisters a session and closes everything opened through it: LOGOFF, a failed
-/// re-authentication, or a reconnecting client naming it as its PreviousSessionId
-/// (MS-SMB2 3.3.5.5.3). The caller removes the id from its connection's list; another
-/// connection's list keeps a dead id, which its teardown skips.
+/// Deregisters a session and closes everything opened through it: LOGOFF (on any channel),
+/// a failed re-authentication, a reconnecting client naming it as its PreviousSessionId
+/// (MS-SMB2 3.3.5.5.3), or the loss of its last channel. Every channel stops serving it.
 pub async fn end_session(server: &ServerState, s: &Arc<Session>) {
     // Removed first, so no new request finds the session while its opens close.
     server.sessions.remove(&s.id);
+    crate::channel::end_all(server, s);
     for o in s.take_opens(None) {
         super::close::close_open(server, &o).await;
     }

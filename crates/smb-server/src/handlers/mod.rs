@@ -8,6 +8,7 @@ mod flush;
 mod ioctl;
 mod lock;
 mod logoff;
+pub use logoff::end_session;
 pub mod negotiate;
 mod query_directory;
 mod query_info;
@@ -59,6 +60,13 @@ pub fn payload_size(cmd: Command, msg: &[u8]) -> u32 {
     }
 }
 
+/// NTSTATUS values only multichannel uses (MS-ERREF 2.3), kept here rather than in smb-wire.
+pub mod status {
+    use smb_wire::NtStatus;
+    pub const REQUEST_OUT_OF_SEQUENCE: NtStatus = NtStatus(0xC000_042A);
+    pub const FILE_NOT_AVAILABLE: NtStatus = NtStatus(0xC000_0467);
+}
+
 /// Malformed request bodies get STATUS_INVALID_PARAMETER, with a log line.
 pub fn bad(cmd: &'static str) -> impl Fn(WireError) -> NtStatus {
     move |e| {
@@ -78,6 +86,54 @@ pub fn find_open(cx: &mut Ctx<'_>, id: smb_wire::FileId) -> Result<std::sync::Ar
     }
     cx.file_id_out = Some(open.id);
     Ok(open)
+}
+
+/// Holds an open's outstanding-request count for one request (see [`channel_sequence`]).
+pub struct SeqGuard {
+    open: std::sync::Arc<crate::open::Open>,
+    seq: u16,
+}
+
+impl Drop for SeqGuard {
+    fn drop(&mut self) {
+        let mut g = crate::server::lock(&self.open.channel_seq);
+        if g.seq == self.seq {
+            g.outstanding = g.outstanding.saturating_sub(1);
+        } else {
+            g.pre_outstanding = g.pre_outstanding.saturating_sub(1);
+        }
+    }
+}
+
+/// Verifies a 3.x request's ChannelSequence against the open (MS-SMB2 3.3.5.2.10), for the
+/// requests that modify state (WRITE, SET_INFO, IOCTL): after a client moved to a newer
+/// sequence (because a channel failed), a request with an older one is stale, and a replay
+/// (SMB2_FLAGS_REPLAY_OPERATION) waits until the requests of the older sequence are done, so
+/// a replayed write is never overtaken by its stale original. The guard counts the request
+/// as outstanding until it completes.
+pub fn channel_sequence(cx: &Ctx<'_>, open: &std::sync::Arc<crate::open::Open>) -> Result<Option<SeqGuard>, NtStatus> {
+    if !smb_wire::dialect::is_smb3(cx.conn.dialect()) {
+        return Ok(None);
+    }
+    // In 3.x requests the Status field is ChannelSequence (low 16 bits) and Reserved.
+    let seq = (cx.hdr.status & 0xFFFF) as u16;
+    let replay = cx.hdr.flags & smb_wire::header::flags::REPLAY_OPERATION != 0;
+    let mut g = crate::server::lock(&open.channel_seq);
+    if seq != g.seq {
+        if seq.wrapping_sub(g.seq) > 0x7FFF {
+            tracing::debug!(conn = cx.conn.id, seq, current = g.seq, "stale ChannelSequence");
+            return Err(status::FILE_NOT_AVAILABLE);
+        }
+        g.pre_outstanding += g.outstanding;
+        g.outstanding = 0;
+        g.seq = seq;
+    }
+    if replay && g.pre_outstanding > 0 {
+        tracing::debug!(conn = cx.conn.id, seq, "replay while requests of an older ChannelSequence are in progress");
+        return Err(status::FILE_NOT_AVAILABLE);
+    }
+    g.outstanding += 1;
+    Ok(Some(SeqGuard { open: open.clone(), seq }))
 }
 
 /// How long storage work may run before its request goes async: past this the client gets

@@ -81,6 +81,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if dialect::is_smb3(chosen) && chosen != dialect::SMB311 && cipher.is_some() {
         capabilities |= cap::ENCRYPTION;
     }
+    if dialect::is_smb3(chosen) && config.multichannel {
+        capabilities |= cap::MULTI_CHANNEL;
+    }
     let io = if chosen == dialect::SMB202 { 65536 } else { cx.conn.server.config.max_io_size };
     let security_mode = if config.signing_required { SIGNING_ENABLED | SIGNING_REQUIRED } else { SIGNING_ENABLED };
     let resp = NegotiateResponse {

@@ -1,16 +1,18 @@
 //! SESSION_SETUP (MS-SMB2 3.3.5.5): NTLM via SPNEGO, key derivation, guest mapping,
-//! re-authentication, and slowing down repeated failures.
+//! re-authentication, multichannel session binding, and slowing down repeated failures.
 
 use std::sync::Arc;
 
 use smb_auth::{AuthError, AuthStep, Identity, NtlmServer};
 use smb_crypto::{Sealer, SessionKeys, Signer, SigningAlgorithm};
 use smb_wire::msg::negotiate::SIGNING_REQUIRED;
+use smb_wire::msg::session_setup::SessionSetupRequest as Req;
 use smb_wire::msg::session_setup::{
     encode_response, SessionSetupRequest, FLAG_BINDING, SESSION_FLAG_ENCRYPT_DATA, SESSION_FLAG_IS_GUEST, SESSION_FLAG_IS_NULL,
 };
 use smb_wire::{dialect, NtStatus, SessionId};
 
+use crate::channel::{self, Binding};
 use crate::config::EncryptionMode;
 use crate::pipeline::{Ctx, HResult, PreauthTarget};
 use crate::server::lock;
@@ -19,6 +21,9 @@ use crate::session::{Pending, Session, SessionSecurity, User};
 /// Sessions one connection may hold; real clients use one or two.
 const MAX_SESSIONS_PER_CONNECTION: usize = 64;
 
+/// Bindings one connection may have in progress at once.
+const MAX_BINDINGS_PER_CONNECTION: usize = 8;
+
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let frame = cx.frame.clone();
     let req = SessionSetupRequest::decode(&frame[cx.range.clone()]).map_err(super::bad("SESSION_SETUP"))?;
@@ -26,11 +31,15 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let server = &conn.server;
     let dialect = conn.dialect();
     if req.flags & FLAG_BINDING != 0 {
-        // Multichannel binding is not offered yet (no MULTI_CHANNEL capability).
-        return Err(NtStatus::REQUEST_NOT_ACCEPTED);
+        return bind(cx, &req, out).await;
     }
     let session = match cx.session.clone() {
-        Some(s) if s.conn_id == conn.id => {
+        Some(s) if cx.is_channel => {
+            // Re-authentication, on any channel. A session that signs must sign it too.
+            if !cx.verified && s.security.get().is_some_and(|x| x.signing_required && x.signer.is_some()) {
+                tracing::info!(conn = conn.id, "unsigned re-authentication of a signing session refused");
+                return Err(NtStatus::ACCESS_DENIED);
+            }
             let mut p = lock(&s.pending);
             if p.is_none() {
                 // Re-authentication of a valid session: a fresh exchange, keys unchanged.
@@ -39,6 +48,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             drop(p);
             s
         }
+        // The first authentication, still in progress on the connection that started it.
+        Some(s) if s.conn_id == conn.id && !s.is_valid() => s,
         Some(_) => return Err(NtStatus::USER_SESSION_DELETED),
         None if cx.hdr.session_id.0 != 0 => return Err(NtStatus::USER_SESSION_DELETED),
         None => {
@@ -47,7 +58,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             }
             let id = server.new_session_id();
             let pending = Pending { ntlm: new_ntlm(cx), preauth: lock(&conn.preauth).clone() };
-            let s = Arc::new(Session::new(id, conn.id, pending));
+            let s = Arc::new(Session::new(id, conn, pending));
             server.sessions.insert(id, s.clone());
             lock(&conn.sessions).push(id);
             s
@@ -132,9 +143,6 @@ async fn end_previous_session(cx: &Ctx<'_>, session: &Arc<Session>, previous: u6
     }
     tracing::debug!(conn = cx.conn.id, old = previous, "previous session of a reconnecting client ended");
     super::logoff::end_session(&cx.conn.server, &old).await;
-    if old.conn_id == cx.conn.id {
-        lock(&cx.conn.sessions).retain(|s| *s != old.id);
-    }
 }
 
 fn new_ntlm(cx: &Ctx<'_>) -> NtlmServer {
@@ -179,7 +187,7 @@ fn finish(
                 d if d >= dialect::SMB300 => SigningAlgorithm::AesCmac,
                 _ => SigningAlgorithm::HmacSha256,
             };
-            Signer::new(algo, &k.signing)
+            Arc::new(Signer::new(algo, &k.signing))
         });
         // Guest and anonymous sessions have no key, so they can neither sign nor encrypt.
         let sealers = match (&keys, cipher) {
@@ -201,7 +209,18 @@ fn finish(
         let client_requires =
             u16::from(client_security_mode) & SIGNING_REQUIRED != 0 || neg.is_some_and(|n| n.client_security_mode & SIGNING_REQUIRED != 0);
         let signing_required = client_requires || (config.signing_required && signer.is_some());
-        let _ = session.security.set(SessionSecurity { user: user.clone(), signer, signing_required, encryptor, decryptor, encrypt_data });
+        let signing_key = keys.as_ref().map(|k| k.signing.clone());
+        let _ = session.security.set(SessionSecurity {
+            user: user.clone(),
+            signer: signer.clone(),
+            signing_key,
+            signing_required,
+            encryptor,
+            decryptor,
+            encrypt_data,
+        });
+        // The connection becomes the session's first channel, its key Session.SigningKey.
+        channel::attach(conn, session, signer)?;
     }
     conn.server.clear_failures(conn.peer.ip());
     let mut flags = match user {
@@ -217,4 +236,111 @@ fn finish(
     cx.force_sign = keyed && dialect::is_smb3(dialect);
     tracing::info!(conn = conn.id, peer = %conn.peer, user = ?user, dialect = format!("{dialect:#06x}"), "session established");
     Ok(NtStatus::SUCCESS)
+}
+
+/// Binds this connection to an existing session as one more channel (MS-SMB2 3.3.5.5.2,
+/// 3.3.5.5.3). The binding authenticates on its own (NTLM state and 3.1.1 preauth hash kept
+/// per connection); nothing about the session or its other channels changes unless it
+/// succeeds, and then only the channel list grows.
+async fn bind(cx: &mut Ctx<'_>, req: &Req<'_>, out: &mut Vec<u8>) -> HResult {
+    let conn = cx.conn;
+    let server = &conn.server;
+    let Some(neg) = conn.negotiated.get() else { return Err(NtStatus::INVALID_PARAMETER) };
+    if cx.hdr.session_id.0 == 0 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let Some(session) = cx.session.clone() else { return Err(NtStatus::USER_SESSION_DELETED) };
+    // Checked in the order Windows answers them (smbtorture smb2.session.bind_negative_*).
+    // AES-GMAC signing cannot be mixed with another algorithm across channels.
+    let (theirs, ours) = (session.signing_algorithm, neg.signing_algorithm);
+    if theirs == SigningAlgorithm::AesGmac && ours != theirs {
+        return Err(super::status::REQUEST_OUT_OF_SEQUENCE);
+    }
+    if ours == SigningAlgorithm::AesGmac && ours != theirs {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    if !dialect::is_smb3(neg.dialect) || !server.config.multichannel {
+        return Err(NtStatus::REQUEST_NOT_ACCEPTED);
+    }
+    if cx.is_channel {
+        // Already a channel of this session (and the request verified with its key).
+        return Err(NtStatus::REQUEST_NOT_ACCEPTED);
+    }
+    let Some(user) = session.user().cloned() else {
+        // Session.State is InProgress.
+        return Err(NtStatus::REQUEST_NOT_ACCEPTED);
+    };
+    if !matches!(user, User::Named(_)) {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    if !cx.hdr.is_signed() || !cx.verified {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if session.dialect != neg.dialect || session.cipher != neg.cipher {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if session.client_guid != neg.client_guid {
+        tracing::info!(conn = conn.id, "binding from another client (ClientGuid) refused");
+        return Err(NtStatus::USER_SESSION_DELETED);
+    }
+    channel::has_room(&session)?;
+    cx.resp_session_id = Some(session.id);
+
+    let (step, preauth) = {
+        let mut bindings = conn.channels.bindings();
+        if !bindings.contains_key(&session.id) && bindings.len() >= MAX_BINDINGS_PER_CONNECTION {
+            return Err(NtStatus::INSUFFICIENT_RESOURCES);
+        }
+        let b = bindings.entry(session.id).or_insert_with(|| Binding { ntlm: new_ntlm(cx), preauth: lock(&conn.preauth).clone() });
+        if neg.dialect == dialect::SMB311 {
+            b.preauth.update(cx.msg());
+        }
+        let step = b.ntlm.step(req.security_buffer, server.as_ref());
+        (step, *b.preauth.value())
+    };
+    if !matches!(step, AuthStep::Continue(_)) {
+        conn.channels.bindings().remove(&session.id);
+    }
+    match step {
+        AuthStep::Continue(token) => {
+            encode_response(out, 0, &token);
+            if neg.dialect == dialect::SMB311 {
+                cx.preauth_response = Some(PreauthTarget::Binding(session.id));
+            }
+            Ok(NtStatus::MORE_PROCESSING_REQUIRED)
+        }
+        AuthStep::Done { output, identity, session_key } => {
+            let bound_as = match identity {
+                Identity::User { name, .. } => User::Named(name),
+                Identity::Anonymous => User::Anonymous,
+            };
+            if bound_as != user {
+                tracing::warn!(conn = conn.id, peer = %conn.peer, "binding as another user refused");
+                return Err(NtStatus::ACCESS_DENIED);
+            }
+            // Channel.SigningKey: from this authentication's key and, in 3.1.1, this
+            // channel's preauth hash, for this connection's signing algorithm.
+            let keys = SessionKeys::derive(neg.dialect, &session_key, (neg.dialect == dialect::SMB311).then_some(&preauth), neg.cipher);
+            let signer = Arc::new(Signer::new(neg.signing_algorithm, &keys.signing));
+            channel::attach(conn, &session, Some(signer))?;
+            server.clear_failures(conn.peer.ip());
+            let flags = if session.security.get().is_some_and(|s| s.encrypt_data) { SESSION_FLAG_ENCRYPT_DATA } else { 0 };
+            encode_response(out, flags, &output);
+            cx.force_sign = true;
+            tracing::info!(conn = conn.id, peer = %conn.peer, session = format!("{:#x}", session.id.0), channels = session.channel_ids().len(), "channel bound");
+            Ok(NtStatus::SUCCESS)
+        }
+        AuthStep::Failed(AuthError::UnknownUser { .. }) if server.guest_enabled() => {
+            // It would be a guest: not the session's user.
+            Err(NtStatus::ACCESS_DENIED)
+        }
+        AuthStep::Failed(e) => {
+            tracing::warn!(conn = conn.id, peer = %conn.peer, error = %e, "binding logon failure");
+            let delay = server.record_failure(conn.peer.ip());
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            Err(if matches!(e, AuthError::Malformed(_)) { NtStatus::INVALID_PARAMETER } else { NtStatus::LOGON_FAILURE })
+        }
+    }
 }

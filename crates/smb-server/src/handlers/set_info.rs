@@ -39,6 +39,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let frame = cx.frame.clone();
     let req = SetInfoRequest::decode(&frame[cx.range.clone()]).map_err(super::bad("SET_INFO"))?;
     let open = find_open(cx, req.file_id)?;
+    let _seq = super::channel_sequence(cx, &open)?;
     match req.info_type {
         info_type::FILE => {}
         info_type::SECURITY => {

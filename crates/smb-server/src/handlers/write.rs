@@ -20,6 +20,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         (req.offset, req.file_id, start..start + req.data.len())
     };
     let open = find_open(cx, file_id)?;
+    let _seq = super::channel_sequence(cx, &open)?;
     let len = data_range.len();
     if len > cx.conn.server.config.max_io_size as usize {
         return Err(NtStatus::INVALID_PARAMETER);
