@@ -100,7 +100,7 @@ pub fn status(state: &ServerState) -> Status {
     let mut sessions: Vec<SessionStatus> = Vec::new();
     for s in state.sessions.values() {
         let Some(sec) = s.security.get() else { continue };
-        let channel_ids = channel_ids(&s);
+        let channel_ids = s.channel_ids();
         let channels: Vec<ChannelStatus> = channel_ids
             .iter()
             .filter_map(|id| conns.iter().find(|c| c.id == *id))
@@ -111,7 +111,7 @@ pub fn status(state: &ServerState) -> Status {
                 bytes_out: c.bytes_out.load(Ordering::Relaxed),
             })
             .collect();
-        let dialect = channel_ids.first().and_then(|id| conns.iter().find(|c| c.id == *id)).map_or(0, |c| c.dialect());
+        let dialect = s.dialect;
         sessions.push(SessionStatus {
             id: format!("{:#018x}", s.id.0),
             user: match &sec.user {
@@ -124,17 +124,12 @@ pub fn status(state: &ServerState) -> Status {
             signing: sec.signer.is_some() && sec.signing_required,
             encryption: sec.encrypt_data || s.encrypted_seen.load(Ordering::Relaxed),
             current_channels: channels.len(),
-            max_channels: 1,
+            max_channels: s.max_channels,
             channels,
         });
     }
     sessions.sort_by(|a, b| a.id.cmp(&b.id));
     Status { connections: conns.len(), sessions }
-}
-
-/// Connections that serve a session.
-fn channel_ids(s: &crate::session::Session) -> Vec<u64> {
-    vec![s.conn_id]
 }
 
 /// Prometheus text exposition of the same facts.

@@ -206,7 +206,8 @@ async fn spread_io(file: &File, channels: &[Client], seed: u64, chunks: u64, chu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bind_4_and_16_channels_with_io_over_all() {
-    let mut braid = Braid::start("");
+    let admin = free_port();
+    let mut braid = Braid::start(&format!("admin = \"127.0.0.1:{admin}\""));
     for dialects in [vec![dialect::SMB311], vec![dialect::SMB300], vec![dialect::SMB302]] {
         let first = Client::connect(braid.addr(), &config(&dialects)).await.expect("connect");
         let tree = first.tree_connect("data").await.expect("tree");
@@ -228,6 +229,14 @@ async fn bind_4_and_16_channels_with_io_over_all() {
                 assert_eq!(st.size, 4 * n as u64 * 256 * 1024);
             }
             file.close().await.expect("close");
+            // `braid status` sees the session with all n channels, each of which moved data.
+            let st: serde_json::Value = serde_json::from_str(&admin_status(admin)).expect("status JSON");
+            let sess = st["sessions"].as_array().expect("sessions").iter().find(|s| s["current_channels"].as_u64() == Some(n as u64));
+            let sess = sess.unwrap_or_else(|| panic!("no session with {n} channels: {st}"));
+            assert_eq!(sess["max_channels"].as_u64(), Some(32), "{sess}");
+            for ch in sess["channels"].as_array().expect("channels") {
+                assert!(ch["bytes_in"].as_u64().unwrap_or(0) > 256 * 1024, "a channel carried no I/O: {sess}");
+            }
         }
         // LOGOFF on one channel ends the session on all of them.
         let last = channels.pop().expect("a channel");
@@ -446,7 +455,8 @@ fn admin_status(port: u16) -> String {
     s.write_all(b"GET /status HTTP/1.0\r\n\r\n").expect("request");
     let mut text = String::new();
     s.read_to_string(&mut text).expect("response");
-    text.replace([' ', '\n'], "")
+    // The body only, without layout whitespace (names and addresses contain no spaces).
+    text.split_once("\r\n\r\n").map_or(text.clone(), |(_, b)| b.to_string()).replace([' ', '\n'], "")
 }
 
 /// One round of the load test; returns how many I/O rounds ran.
