@@ -7,7 +7,7 @@
 # env:   BENCH_ARGS   workload flags of `braid bench`
 #                     (default "-b 4k -t 4 -o 8 -w 30 -r -c 256m -d 10 -W 2")
 #        BRAID_BIN    (default: built with `cargo build --release -p braid`, target/release/braid)
-#        BRAID_PORT (4493), SAMBA_PORT (4494), MAX_IO (Braid's max_io_size, default 1M)
+#        BRAID_PORT (4493), SAMBA_PORT (4494), MAX_IO (Braid's max_io_size; default: Braid's own, 2 MiB)
 #        KEEP_JSON=FILE   also append every run's JSON report to FILE
 # Shares and state live under /dev/shm. Needs root for the Samba peer (scripts/samba-peer.sh).
 set -euo pipefail
@@ -27,11 +27,13 @@ if [[ -z "${BRAID_BIN:-}" ]]; then
 fi
 
 mkdir -p "$WORK/braid-share"
+IO_LINE=""
+[[ -n "${MAX_IO:-}" ]] && IO_LINE="max_io_size = \"$MAX_IO\""
 cat > "$WORK/braid.toml" <<CONF
 [server]
 listen = ["127.0.0.1:$BRAID_PORT"]
 log = "warn"
-max_io_size = "${MAX_IO:-1M}"
+$IO_LINE
 [[share]]
 name = "data"
 path = "$WORK/braid-share"

@@ -5,7 +5,7 @@
 # usage: bench/smbclient-1g.sh [ROUNDS]        (default 3; best-of per server is reported)
 # env:   PROTECTION=off|sign|encrypt  (smbclient --client-protection, default off)
 #        BRAID_BIN (default target/release/braid), BRAID_PORT (4491), SAMBA_PORT (4492)
-#        MAX_IO (Braid's max_io_size, default "1M", Braid's own default; Samba 4.17 offers 8M)
+#        MAX_IO (Braid's max_io_size; default: Braid's own default, 2 MiB; Samba 4.17 offers 8M)
 # Shares, file and state live on /dev/shm. Needs root for the Samba peer.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,11 +19,13 @@ PW=bench-pw-1
 rm -rf "$WORK"; mkdir -p "$WORK/braid-share" "$WORK/local"
 head -c $((1 << 30)) /dev/urandom > "$WORK/local/src.bin"
 
+IO_LINE=""
+[[ -n "${MAX_IO:-}" ]] && IO_LINE="max_io_size = \"$MAX_IO\""
 cat > "$WORK/braid.toml" <<CONF
 [server]
 listen = ["127.0.0.1:$BRAID_PORT"]
 log = "warn"
-max_io_size = "${MAX_IO:-1M}"
+$IO_LINE
 [[share]]
 name = "data"
 path = "$WORK/braid-share"

@@ -90,7 +90,7 @@ impl Default for ServerConfig {
             domain: "WORKGROUP".into(),
             users: Vec::new(),
             shares: Vec::new(),
-            max_io_size: 1 << 20,
+            max_io_size: 2 << 20,
             max_connections: 1024,
             max_opens_per_session: 16384,
             signing_required: false,

@@ -21,11 +21,6 @@ use crate::server::{lock, ServerState};
 /// back-pressure) beyond it.
 const MAX_IN_FLIGHT: u32 = 256;
 
-/// Buffers smaller than this are not worth pooling.
-const POOL_MIN: usize = 64 * 1024;
-/// Buffers kept per connection.
-const POOL_MAX: usize = 8;
-
 /// What NEGOTIATE settled (MS-SMB2 3.3.5.4).
 #[derive(Debug)]
 pub struct Negotiated {
@@ -60,8 +55,6 @@ pub struct Connection {
     pub preauth: Mutex<PreauthHash>,
     pub sessions: Mutex<Vec<SessionId>>,
     pub pending: Mutex<HashMap<u64, PendingOp>>,
-    /// Reusable large buffers (see `take_buffer`).
-    pool: Mutex<Vec<Vec<u8>>>,
     closed: AtomicBool,
     /// Wakes the reader when the connection is closed, so a dropped connection does not
     /// wait for the client's next frame.
@@ -103,30 +96,14 @@ impl Connection {
         r.map_err(|_| std::io::Error::other("sendfile task failed"))?
     }
 
-    /// A buffer of at least `len` initialised bytes (contents arbitrary), from the pool when
-    /// one is free. Large READ responses and WRITE frames reuse these instead of asking the
-    /// allocator for fresh pages, which the kernel would zero on first touch every time.
+    /// A buffer of at least `len` bytes from the server's pool (see `buffers.rs`).
     pub fn take_buffer(&self, len: usize) -> Vec<u8> {
-        if len >= POOL_MIN {
-            let mut pool = lock(&self.pool);
-            if let Some(i) = pool.iter().position(|b| b.len() >= len) {
-                return pool.swap_remove(i);
-            }
-        }
-        vec![0u8; len]
+        self.server.buffers.take(len)
     }
 
-    /// Returns a large buffer to the pool (bounded; small buffers are just dropped).
-    pub fn recycle(&self, mut buf: Vec<u8>) {
-        if buf.capacity() < POOL_MIN {
-            return;
-        }
-        let mut pool = lock(&self.pool);
-        if pool.len() < POOL_MAX {
-            // Only the bytes past the current length need initialising.
-            buf.resize(buf.capacity(), 0);
-            pool.push(buf);
-        }
+    /// Returns a large buffer to the server's pool.
+    pub fn recycle(&self, buf: Vec<u8>) {
+        self.server.buffers.give(buf);
     }
 
     /// Marks the connection for closing: the reader stops at its next frame.
@@ -190,7 +167,6 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
         preauth: Mutex::new(PreauthHash::new()),
         sessions: Mutex::new(Vec::new()),
         pending: Mutex::new(HashMap::new()),
-        pool: Mutex::new(Vec::new()),
         closed: AtomicBool::new(false),
         closing: Notify::new(),
         bytes_in: AtomicU64::new(0),

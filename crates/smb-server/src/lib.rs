@@ -6,6 +6,7 @@
 //! shares, sessions and the per-file table of opens and byte-range locks.
 
 pub mod admin;
+mod buffers;
 mod channel;
 pub mod config;
 mod connection;

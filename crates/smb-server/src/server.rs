@@ -84,6 +84,8 @@ pub struct ServerState {
     pub next_conn: AtomicU64,
     /// Live connections, for the admin endpoint (weak: a connection's lifetime is its own).
     pub connections: Sharded<u64, std::sync::Weak<crate::connection::Connection>>,
+    /// Large I/O buffers shared by all connections.
+    pub buffers: crate::buffers::BufferPool,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
 }
 
@@ -113,6 +115,7 @@ impl ServerState {
             next_async: AtomicU64::new(1),
             next_conn: AtomicU64::new(1),
             connections: Sharded::new(16),
+            buffers: crate::buffers::BufferPool::default(),
             failures: Mutex::new(HashMap::new()),
         })
     }
