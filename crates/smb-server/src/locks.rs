@@ -96,10 +96,6 @@ pub struct FileNode {
     pub delete_pending: AtomicBool,
     /// Woken whenever a lock or an open is released, for blocked LOCK requests.
     pub unlocked: Notify,
-    /// Serialises WRITEs to this file. The kernel serialises them anyway (inode lock), but
-    /// by spinning on it: with few cores, concurrent writers then burn a core doing nothing.
-    /// Waiting here costs no CPU.
-    pub write_gate: tokio::sync::Mutex<()>,
     /// Opens whose LOCK requests are checked for replays (resilient or durable opens),
     /// keyed by open id; dropped with the open.
     sequences: Mutex<HashMap<u64, LockSequences>>,

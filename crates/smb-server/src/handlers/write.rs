@@ -56,7 +56,6 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     drop(frame);
     let frame = cx.frame.clone();
-    let _gate = node.write_gate.lock().await;
     let (n, off) = super::storage_or_pending(cx, out, move || {
         let off = if append { handle.attrs()?.size } else { offset };
         Ok((handle.write_at(&frame[data_range], off)?, off))
