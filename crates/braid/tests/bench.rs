@@ -187,3 +187,60 @@ fn wrong_password_and_unreachable_host_are_one_line() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).starts_with("braid: error: -t \"zero\""));
 }
+
+/// A private Samba smbd (scripts/samba-peer.sh) for side-by-side runs; stopped on drop.
+struct SambaPeer {
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Drop for SambaPeer {
+    fn drop(&mut self) {
+        let _ =
+            Command::new("bash").arg(samba_script()).arg("down").env("PORT", self.port.to_string()).env("DIR", &self.dir).env("WIPE", "1").output();
+    }
+}
+
+fn samba_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/samba-peer.sh")
+}
+
+/// Starts the Samba peer with user alice/pw-alice, or None (with a message) when smbd is not
+/// installed or cannot start here.
+fn start_samba() -> Option<SambaPeer> {
+    if Command::new("smbd").arg("--version").output().is_err() {
+        eprintln!("skipping: smbd is not installed");
+        return None;
+    }
+    let port = free_port()?;
+    let dir = PathBuf::from(format!("/dev/shm/braid-bench-samba-{}", std::process::id()));
+    let out = Command::new("bash")
+        .arg(samba_script())
+        .arg("up")
+        .env("PORT", port.to_string())
+        .env("DIR", &dir)
+        .env("USERS", "alice:pw-alice")
+        .output()
+        .ok()?;
+    let peer = SambaPeer { port, dir };
+    if !out.status.success() {
+        eprintln!("skipping: samba peer did not start: {}", text(&out.stderr));
+        return None;
+    }
+    Some(peer)
+}
+
+/// The same verified workload against Samba: the bench and its client work with an
+/// independent server, not only with Braid.
+#[test]
+fn verified_workload_against_samba() {
+    let Some(peer) = start_samba() else { return };
+    let url = format!("smb://alice:pw-alice@127.0.0.1:{}/data", peer.port);
+    let out = bench(&["-d", "2", "-t", "2", "-o", "4", "-w", "50", "-r", "-b", "64k", "-c", "4m", "-f", "2", "--verify", "--json", &url]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = text(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(v["errors"], 0, "{v}");
+    assert!(v["iops"].as_f64().unwrap() > 0.0, "{v}");
+}
