@@ -182,32 +182,40 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> braid_vfs::Result<T
     }
 }
 
-/// Builds the MS-FSCC view of an open file's metadata.
-pub fn file_info(a: &braid_vfs::FileAttrs, open: &crate::open::Open) -> smb_fscc::FileInfo {
+/// The MS-FSCC view of stored metadata alone (what a directory entry reports).
+pub fn attrs_info(a: &braid_vfs::FileAttrs) -> smb_fscc::FileInfo {
     use smb_fscc::system_time_to_filetime as ft;
-    use std::sync::atomic::Ordering;
-    let path = crate::server::lock(&open.path).to_smb_string();
-    let delete_pending = open.node().is_some_and(|n| n.delete_pending.load(Ordering::Acquire)) || open.delete_on_close.load(Ordering::Acquire);
     smb_fscc::FileInfo {
         creation_time: ft(a.created),
         last_access_time: ft(a.accessed),
         last_write_time: ft(a.modified),
         change_time: ft(a.changed),
         attributes: a.dos_attributes,
+        // Windows reports no size for directories.
         end_of_file: if a.is_dir { 0 } else { a.size },
         allocation_size: if a.is_dir { 0 } else { a.alloc_size },
         file_id: a.file_id,
+        number_of_links: a.nlink,
+        is_directory: a.is_dir,
+        ..smb_fscc::FileInfo::default()
+    }
+}
+
+/// The MS-FSCC view of an open file: stored metadata plus the open's own state.
+pub fn file_info(a: &braid_vfs::FileAttrs, open: &crate::open::Open) -> smb_fscc::FileInfo {
+    use std::sync::atomic::Ordering;
+    let path = crate::server::lock(&open.path).to_smb_string();
+    let delete_pending = open.node().is_some_and(|n| n.delete_pending.load(Ordering::Acquire)) || open.delete_on_close.load(Ordering::Acquire);
+    smb_fscc::FileInfo {
         // A link about to be deleted no longer counts (as Windows reports it).
         number_of_links: if delete_pending { a.nlink.saturating_sub(1) } else { a.nlink },
         delete_pending,
-        is_directory: a.is_dir,
-        ea_size: 0,
         access_mask: open.access,
         current_offset: open.position.load(Ordering::Relaxed),
         mode: u32::try_from(open.mode.load(Ordering::Relaxed)).unwrap_or(0),
-        alignment_requirement: 0,
         name: format!("\\{path}"),
         volume_serial: 0x4252_4149,
+        ..attrs_info(a)
     }
 }
 

@@ -97,7 +97,7 @@ fn fill(
         let matches = if exact { e.name.eq_ignore_ascii_case(pattern) || e.name == pattern } else { wildcard_match(pattern, &e.name) };
         let gone = || verify && e.name != "." && e.name != ".." && matches!(handle.has_child(&e.name), Ok(false));
         if matches && !gone() {
-            let info = entry_info(e);
+            let info = super::attrs_info(&e.attrs);
             if !w.push(&e.name, &info) {
                 break;
             }
@@ -111,20 +111,3 @@ fn fill(
     pos
 }
 
-fn entry_info(e: &DirEntry) -> smb_fscc::FileInfo {
-    use smb_fscc::system_time_to_filetime as ft;
-    let a = &e.attrs;
-    smb_fscc::FileInfo {
-        creation_time: ft(a.created),
-        last_access_time: ft(a.accessed),
-        last_write_time: ft(a.modified),
-        change_time: ft(a.changed),
-        attributes: a.dos_attributes,
-        end_of_file: if a.is_dir { 0 } else { a.size },
-        allocation_size: if a.is_dir { 0 } else { a.alloc_size },
-        file_id: a.file_id,
-        number_of_links: a.nlink,
-        is_directory: a.is_dir,
-        ..smb_fscc::FileInfo::default()
-    }
-}
