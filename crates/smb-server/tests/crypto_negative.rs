@@ -8,9 +8,12 @@
 //! The binary is `$BRAID_BIN`, else `braid` next to this test's target directory (build it
 //! first: `cargo build -p braid`), else `$CARGO_TARGET_DIR` or the workspace `target/`.
 
+mod common;
+use common::{braid_bin, free_port, unique};
+
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::net::TcpStream;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -121,35 +124,6 @@ impl Drop for Braid {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn unique() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    N.fetch_add(1, Ordering::Relaxed)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port()
-}
-
-fn braid_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("BRAID_BIN") {
-        return PathBuf::from(p);
-    }
-    let mut candidates = Vec::new();
-    // target/<profile>/deps/this-test -> target/<profile>/braid
-    if let Some(profile_dir) = std::env::current_exe().ok().and_then(|e| e.parent()?.parent().map(Path::to_path_buf)) {
-        candidates.push(profile_dir.join("braid"));
-    }
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    candidates.push(target.join("debug/braid"));
-    candidates.push(target.join("release/braid"));
-    candidates
-        .into_iter()
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("braid binary not found: build it with `cargo build -p braid` or set BRAID_BIN"))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,37 @@
+//! Helpers shared by the integration tests that drive the real `braid` binary.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A number unique within this test process (for directory names).
+pub fn unique() -> u64 {
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port()
+}
+
+/// The `braid` binary: `BRAID_BIN`, else the one built beside this test, else the
+/// workspace's debug or release build.
+pub fn braid_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("BRAID_BIN") {
+        return PathBuf::from(p);
+    }
+    let mut candidates = Vec::new();
+    // target/<profile>/deps/this-test -> target/<profile>/braid
+    if let Some(profile_dir) = std::env::current_exe().ok().and_then(|e| e.parent()?.parent().map(Path::to_path_buf)) {
+        candidates.push(profile_dir.join("braid"));
+    }
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    candidates.push(target.join("debug/braid"));
+    candidates.push(target.join("release/braid"));
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("braid binary not found: build it with `cargo build -p braid` or set BRAID_BIN"))
+}
