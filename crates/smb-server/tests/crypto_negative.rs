@@ -9,7 +9,7 @@
 //! first: `cargo build -p braid`), else `$CARGO_TARGET_DIR` or the workspace `target/`.
 
 mod common;
-use common::{braid_bin, free_port, unique};
+use common::{add_user, braid_bin, free_port, unique};
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -71,16 +71,7 @@ impl Braid {
             enc = dir.join("enc").display(),
         );
         std::fs::write(&config, toml).expect("write config");
-        let mut add = Command::new(&bin)
-            .args(["user", "add", USER, "--config"])
-            .arg(&config)
-            .arg("--password-stdin")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e} (cargo build -p braid, or set BRAID_BIN)", bin.display()));
-        add.stdin.take().expect("stdin").write_all(format!("{PASSWORD}\n").as_bytes()).expect("password");
-        assert!(add.wait().expect("braid user add").success(), "braid user add failed");
+        add_user(&bin, &config, USER, PASSWORD);
         let log = std::fs::File::create(dir.join("braid.log")).expect("log file");
         let child = Command::new(&bin)
             .args(["serve", "--config"])

@@ -7,7 +7,7 @@
 //! first: `cargo build -p braid`), else `$CARGO_TARGET_DIR` or the workspace `target/`.
 
 mod common;
-use common::{braid_bin, free_port, unique};
+use common::{add_user, braid_bin, free_port, unique};
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
@@ -53,16 +53,7 @@ impl Braid {
         );
         std::fs::write(&config, toml).expect("write config");
         for (user, pw) in [(USER, PASSWORD), (OTHER, OTHER_PASSWORD)] {
-            let mut add = Command::new(&bin)
-                .args(["user", "add", user, "--config"])
-                .arg(&config)
-                .arg("--password-stdin")
-                .stdin(Stdio::piped())
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e} (cargo build -p braid, or set BRAID_BIN)", bin.display()));
-            add.stdin.take().expect("stdin").write_all(format!("{pw}\n").as_bytes()).expect("password");
-            assert!(add.wait().expect("braid user add").success(), "braid user add failed");
+            add_user(&bin, &config, user, pw);
         }
         let log = std::fs::File::create(dir.join("braid.log")).expect("log file");
         let child = Command::new(&bin)

@@ -35,3 +35,19 @@ pub fn braid_bin() -> PathBuf {
         .find(|p| p.is_file())
         .unwrap_or_else(|| panic!("braid binary not found: build it with `cargo build -p braid` or set BRAID_BIN"))
 }
+
+/// Adds a user to a config file with `braid user add --password-stdin`.
+pub fn add_user(bin: &Path, config: &Path, user: &str, password: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut add = Command::new(bin)
+        .args(["user", "add", user, "--config"])
+        .arg(config)
+        .arg("--password-stdin")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e} (cargo build -p braid, or set BRAID_BIN)", bin.display()));
+    add.stdin.take().expect("stdin").write_all(format!("{password}\n").as_bytes()).expect("password");
+    assert!(add.wait().expect("braid user add").success(), "braid user add failed");
+}
