@@ -26,29 +26,9 @@ if [[ -z "${BRAID_BIN:-}" ]]; then
   BRAID_BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/braid"
 fi
 
-mkdir -p "$WORK/braid-share"
-IO_LINE=""
-[[ -n "${MAX_IO:-}" ]] && IO_LINE="max_io_size = \"$MAX_IO\""
-cat > "$WORK/braid.toml" <<CONF
-[server]
-listen = ["127.0.0.1:$BRAID_PORT"]
-log = "warn"
-$IO_LINE
-[[share]]
-name = "data"
-path = "$WORK/braid-share"
-CONF
-echo "$PW" | "$BRAID_BIN" user add alice --config "$WORK/braid.toml" --password-stdin >/dev/null
-"$BRAID_BIN" serve --config "$WORK/braid.toml" >"$WORK/braid.log" 2>&1 &
-BRAID_PID=$!
-cleanup() {
-  kill "$BRAID_PID" 2>/dev/null || true
-  PORT=$SAMBA_PORT DIR="$WORK/samba" "$REPO/scripts/samba-peer.sh" down >/dev/null 2>&1 || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-PORT=$SAMBA_PORT DIR="$WORK/samba" USERS="alice:$PW" "$REPO/scripts/samba-peer.sh" up >/dev/null
-for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$BRAID_PORT") 2>/dev/null && break; sleep 0.1; done
+# shellcheck source=bench/peers.sh
+source "$REPO/bench/peers.sh"
+start_peers
 
 declare -A URL=([braid]="smb://alice@127.0.0.1:$BRAID_PORT/data" [samba]="smb://alice@127.0.0.1:$SAMBA_PORT/data")
 export BRAID_BENCH_PASSWORD="$PW"

@@ -19,31 +19,9 @@ PW=bench-pw-1
 rm -rf "$WORK"; mkdir -p "$WORK/braid-share" "$WORK/local"
 head -c $((1 << 30)) /dev/urandom > "$WORK/local/src.bin"
 
-IO_LINE=""
-[[ -n "${MAX_IO:-}" ]] && IO_LINE="max_io_size = \"$MAX_IO\""
-cat > "$WORK/braid.toml" <<CONF
-[server]
-listen = ["127.0.0.1:$BRAID_PORT"]
-log = "warn"
-$IO_LINE
-[[share]]
-name = "data"
-path = "$WORK/braid-share"
-CONF
-echo "$PW" | "$BRAID_BIN" user add alice --config "$WORK/braid.toml" --password-stdin >/dev/null
-# A stale server on the port would answer instead of this one (and serve other data).
-if (exec 3<>/dev/tcp/127.0.0.1/"$BRAID_PORT") 2>/dev/null; then echo "port $BRAID_PORT is already in use" >&2; exit 1; fi
-"$BRAID_BIN" serve --config "$WORK/braid.toml" >"$WORK/braid.log" 2>&1 &
-BRAID_PID=$!
-PORT=$SAMBA_PORT DIR="$WORK/samba" USERS="alice:$PW" "$REPO/scripts/samba-peer.sh" up >/dev/null
-cleanup() {
-  kill "$BRAID_PID" 2>/dev/null || true
-  PORT=$SAMBA_PORT DIR="$WORK/samba" "$REPO/scripts/samba-peer.sh" down >/dev/null 2>&1 || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/"$BRAID_PORT") 2>/dev/null && break; sleep 0.1; done
-kill -0 "$BRAID_PID" 2>/dev/null || { echo "braid did not start:" >&2; cat "$WORK/braid.log" >&2; exit 1; }
+# shellcheck source=bench/peers.sh
+source "$REPO/bench/peers.sh"
+start_peers
 
 # one transfer; prints MiB/s computed from wall time
 xfer() {  # server port dir(put|get)
