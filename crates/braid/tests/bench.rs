@@ -87,6 +87,16 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// A `--json` run that succeeded with I/O done and no errors.
+fn assert_clean_run(out: &Output) {
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = text(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(v["errors"], 0, "{v}");
+    assert!(v["iops"].as_f64().unwrap() > 0.0, "{v}");
+}
+
 /// Large unsigned reads take the server's sendfile path; many in flight at once, every byte
 /// checked.
 #[test]
@@ -94,12 +104,7 @@ fn verified_large_blocks_zero_copy_path() {
     let Some(srv) = start_server("verify-large") else { return };
     let url = format!("smb://alice:pw-alice@127.0.0.1:{}/data", srv.port);
     let out = bench(&["-d", "2", "-t", "2", "-o", "8", "-w", "30", "-r", "-b", "256k", "-c", "8m", "-f", "2", "--verify", "--json", &url]);
-    let stderr = text(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let stdout = text(&out.stdout);
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    assert_eq!(v["errors"], 0, "{v}");
-    assert!(v["iops"].as_f64().unwrap() > 0.0, "{v}");
+    assert_clean_run(&out);
 }
 
 #[test]
@@ -237,10 +242,5 @@ fn verified_workload_against_samba() {
     let Some(peer) = start_samba() else { return };
     let url = format!("smb://alice:pw-alice@127.0.0.1:{}/data", peer.port);
     let out = bench(&["-d", "2", "-t", "2", "-o", "4", "-w", "50", "-r", "-b", "64k", "-c", "4m", "-f", "2", "--verify", "--json", &url]);
-    let stderr = text(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let stdout = text(&out.stdout);
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    assert_eq!(v["errors"], 0, "{v}");
-    assert!(v["iops"].as_f64().unwrap() > 0.0, "{v}");
+    assert_clean_run(&out);
 }
