@@ -6,14 +6,20 @@
 # env:   SUITES="smb2.connect ..."  override the suite list
 #        RESULTS=target/test-logs/torture-results.txt
 #        TEST_TIMEOUT=30 TOTAL_TIMEOUT=900 JOBS=2   passed on to torture.sh
-#        TORTURE_OPTS="--option=..."  extra smbtorture options, passed on to torture.sh (e.g. for
-#                     smb2.multichannel: --option=torture:use_iptables=yes
-#                     --option=torture:iptables_command=/usr/sbin/iptables, as root)
+#        SLOW_TESTS="..."  subtests allowed SLOW_TIMEOUT (90 s): the break-timeout ones
+#        TORTURE_OPTS="--option=..."  extra smbtorture options, passed on to torture.sh; as root
+#                     with /usr/sbin/iptables present it defaults to the iptables options
+#                     smb2.multichannel needs (torture:use_iptables, torture:iptables_command)
 # Ends with "N passed, N failed" (from torture-check.sh; +1 failed if braid crashed or did not start).
 set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${BRAID_BIN:-$REPO/target/release/braid}"
-SUITES="${SUITES:-smb2.connect smb2.read smb2.create smb2.dir smb2.getinfo smb2.setinfo smb2.lock smb2.rename smb2.compound smb2.credits smb2.session smb2.multichannel}"
+SUITES="${SUITES:-smb2.connect smb2.read smb2.create smb2.dir smb2.getinfo smb2.setinfo smb2.lock smb2.rename smb2.compound smb2.credits smb2.session smb2.multichannel smb2.oplock smb2.lease}"
+# smb2.multichannel blocks channels with iptables (the oplocks.* and leases.* tests need it):
+# as root with iptables present, that is switched on unless TORTURE_OPTS says otherwise.
+if [[ -z "${TORTURE_OPTS:-}" && $(id -u) == 0 && -x /usr/sbin/iptables ]]; then
+  TORTURE_OPTS="--option=torture:use_iptables=yes --option=torture:iptables_command=/usr/sbin/iptables"
+fi
 LOGS="$REPO/target/test-logs"; mkdir -p "$LOGS"
 RESULTS="${RESULTS:-$LOGS/torture-results.txt}"
 TUSER=torture TPASS="Torture-Pw-1"
@@ -57,6 +63,10 @@ if [[ $up != 1 ]]; then
   echo "braid did not start listening on 127.0.0.1:$PORT; log $LOG:"; tail -n 20 "$LOG"
   echo "0 passed, 1 failed"; exit 1
 fi
+
+# Subtests that wait out the 35 s oplock/lease break timeout on purpose.
+SLOW_TESTS="${SLOW_TESTS:-smb2.oplock.batch22a smb2.lease.oplock smb2.multichannel.oplocks.test3_specification}"
+export SLOW_TESTS
 
 # shellcheck disable=SC2086
 TEST_TIMEOUT="${TEST_TIMEOUT:-30}" TOTAL_TIMEOUT="${TOTAL_TIMEOUT:-900}" JOBS="${JOBS:-2}" RESULTS="$RESULTS" TORTURE_OPTS="${TORTURE_OPTS:-}" \

@@ -13,6 +13,7 @@
 #   RESULTS=$OUTDIR/results.txt   results file
 #   OUTDIR=$(mktemp -d /tmp/braid-torture.XXXXXX)   raw smbtorture output, one file per subtest
 #   TEST_TIMEOUT=60               seconds per subtest (SIGTERM, SIGKILL 5 s later) -> TIMEOUT
+#   SLOW_TESTS=                   subtest names (space-separated) that get SLOW_TIMEOUT (90) instead
 #   JOBS=1                        suites run in parallel (2 is OK on 2 cores; subtests of one suite
 #                                 always run one after the other: they share file names on the share)
 #   TOTAL_TIMEOUT=0               if > 0: seconds for the whole run; subtests not started by then are
@@ -38,7 +39,9 @@ if [[ "${1:-}" == "__suite" ]]; then
       echo "$safe NOTRUN" >>"$out"; echo "$safe NOTRUN"; continue
     fi
     raw="$OUTDIR/raw/$safe.subunit"
-    timeout -k 5 "$TEST_TIMEOUT" smbtorture -s "$CLIENT_CONF" "//$T_HOST/$T_SHARE" -p "$T_PORT" \
+    limit="$TEST_TIMEOUT"
+    [[ " ${SLOW_TESTS:-} " == *" $name "* ]] && limit="${SLOW_TIMEOUT:-90}"
+    timeout -k 5 "$limit" smbtorture -s "$CLIENT_CONF" "//$T_HOST/$T_SHARE" -p "$T_PORT" \
       -U "$T_USER" --password="$T_PASS" --format=subunit --fullname --basedir="$OUTDIR/base" \
       "${extra[@]}" "$name" >"$raw" 2>&1 </dev/null
     rc=$?

@@ -16,6 +16,7 @@ mod interfaces;
 mod listener;
 mod locks;
 mod open;
+mod oplocks;
 mod pipeline;
 mod server;
 mod session;

@@ -99,6 +99,14 @@ pub struct FileNode {
     /// Opens whose LOCK requests are checked for replays (resilient or durable opens),
     /// keyed by open id; dropped with the open.
     sequences: Mutex<HashMap<u64, LockSequences>>,
+    /// Oplocks and leases (see `oplocks.rs`).
+    pub oplocks: crate::oplocks::NodeOplocks,
+}
+
+/// An open asking only for attributes and SYNCHRONIZE: it breaks no oplock and gets none
+/// (what Windows calls a stat open).
+pub fn is_stat_open(acc: u32) -> bool {
+    acc & !(access::FILE_READ_ATTRIBUTES | access::FILE_WRITE_ATTRIBUTES | access::SYNCHRONIZE) == 0
 }
 
 const DATA_ACCESS: u32 = access::FILE_READ_DATA | access::FILE_WRITE_DATA | access::FILE_APPEND_DATA | access::FILE_EXECUTE | access::DELETE;
@@ -107,6 +115,18 @@ impl FileNode {
     /// Checks share modes against the other opens and records this one (MS-FSA 2.1.5.1.2).
     pub fn claim(&self, open: u64, acc: u32, shr: u32) -> Result<(), NtStatus> {
         let mut claims = lock(&self.claims);
+        Self::share_check(&claims, acc, shr)?;
+        claims.push(OpenClaim { open, access: acc, share: shr });
+        Ok(())
+    }
+
+    /// Whether an open with these access and share modes would be refused, without
+    /// recording it (a conflicting CREATE first breaks batch oplocks and handle caching).
+    pub fn would_conflict(&self, acc: u32, shr: u32) -> bool {
+        Self::share_check(&lock(&self.claims), acc, shr).is_err()
+    }
+
+    fn share_check(claims: &[OpenClaim], acc: u32, shr: u32) -> Result<(), NtStatus> {
         if acc & DATA_ACCESS != 0 {
             for c in claims.iter().filter(|c| c.access & DATA_ACCESS != 0) {
                 let conflict = (acc & (access::FILE_READ_DATA | access::FILE_EXECUTE) != 0 && c.share & share::READ == 0)
@@ -120,8 +140,13 @@ impl FileNode {
                 }
             }
         }
-        claims.push(OpenClaim { open, access: acc, share: shr });
         Ok(())
+    }
+
+    /// Opens of this file, leaving out those `skip` (open id, access) names: whether a new open is alone for
+    /// oplock and lease purposes (stat opens count: they hold oplocks too).
+    pub fn other_opens(&self, skip: impl Fn(u64, u32) -> bool) -> usize {
+        lock(&self.claims).iter().filter(|c| !skip(c.open, c.access)).count()
     }
 
     /// Drops an open's claim and locks; returns true when it was the last open.
@@ -132,6 +157,7 @@ impl FileNode {
             claims.is_empty()
         };
         lock(&self.sequences).remove(&open);
+        self.oplocks.release(open);
         {
             let mut locks = lock(&self.locks);
             locks.retain(|l| l.open != open);
@@ -220,11 +246,14 @@ impl FileNode {
 #[derive(Debug)]
 pub struct FileTable {
     nodes: Sharded<FileKey, Arc<FileNode>>,
+    /// Lease table (MS-SMB2 3.3.1.4): which file each ClientGuid + LeaseKey is on; a key
+    /// belongs to one file while any open uses it.
+    leases: Sharded<crate::oplocks::LeaseId, FileKey>,
 }
 
 impl FileTable {
     pub fn new() -> Self {
-        FileTable { nodes: Sharded::new(32) }
+        FileTable { nodes: Sharded::new(32), leases: Sharded::new(16) }
     }
 
     /// The node for `key`, created if absent.
@@ -237,12 +266,32 @@ impl FileTable {
         self.nodes.get(&key)
     }
 
+    /// Binds lease `id` to file `key`; refused when the key is already on another file.
+    pub fn bind_lease(&self, id: crate::oplocks::LeaseId, key: FileKey) -> Result<(), NtStatus> {
+        self.leases.with(&id, |m| match m.get(&id) {
+            Some(k) if *k != key => Err(NtStatus::INVALID_PARAMETER),
+            _ => {
+                m.insert(id, key);
+                Ok(())
+            }
+        })
+    }
+
+    /// The file lease `id` is on, if any.
+    pub fn lease_file(&self, id: crate::oplocks::LeaseId) -> Option<FileKey> {
+        self.leases.get(&id)
+    }
+
     /// Releases `open`; drops the node when no open remains. Returns whether it was last and
     /// whether delete was pending.
     pub fn release(&self, key: FileKey, open: u64) -> (bool, bool) {
         self.nodes.with(&key, |m| {
             let Some(n) = m.get(&key).cloned() else { return (true, false) };
+            let freed = n.oplocks.lease_of(open).filter(|id| n.oplocks.lease_opens(*id).len() == 1);
             let last = n.release(open);
+            if let Some(id) = freed {
+                self.leases.remove(&id);
+            }
             let pending = n.delete_pending.load(Ordering::Acquire);
             if last {
                 m.remove(&key);

@@ -44,6 +44,8 @@ pub struct Open {
     pub mode: AtomicU64,
     /// Open.ChannelSequence and its request counts (MS-SMB2 3.3.5.2.10, replay detection).
     pub channel_seq: Mutex<ChannelSeq>,
+    /// The lease (ClientGuid, LeaseKey) this open was granted under, if any.
+    pub lease: Option<crate::oplocks::LeaseId>,
 }
 
 /// Open.ChannelSequence, Open.OutstandingRequestCount and Open.OutstandingPreRequestCount:

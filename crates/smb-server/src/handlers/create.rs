@@ -6,12 +6,17 @@ use std::sync::{Arc, Mutex};
 
 use braid_vfs::{CreateMode, OpenOptions, OpenOutcome, SharePath};
 use smb_fscc::FileInfo;
-use smb_wire::msg::create::{access, action, disposition, encode_contexts, options, CreateRequest, CreateResponse};
-use smb_wire::{FileId, NtStatus};
+use smb_wire::msg::create::{access, action, disposition, encode_contexts, oplock, options, CreateRequest, CreateResponse};
+use smb_wire::msg::oplock::{lease_flags, LeaseContext};
+use smb_wire::{dialect, FileId, NtStatus};
 
 use super::{blocking, file_info};
+use crate::connection::PendingOp;
+use crate::locks::{is_stat_open, FileNode};
 use crate::open::{DirCursor, Open, OpenKind};
-use crate::pipeline::{Ctx, HResult};
+use crate::oplocks::{Event, Owner, Requester};
+use crate::pipeline::{go_async, Ctx, HResult};
+use crate::server::lock;
 use crate::tree::TreeKind;
 
 /// FILE_CREATE_TREE_CONNECTION (MS-SMB2 2.2.13).
@@ -59,6 +64,18 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if req.contexts.iter().any(|c| c.name.len() < 4) {
         return Err(NtStatus::INVALID_PARAMETER);
     }
+    // A lease request (MS-SMB2 2.2.13.2.8, 2.2.13.2.10): only with OplockLevel LEASE, from
+    // 2.1 on; v2 contexts only mean v2 in 3.x. A wrong size is refused.
+    let lease_req = match req.context(b"RqLs") {
+        Some(d) if req.oplock_level == oplock::LEASE && cx.conn.dialect() >= dialect::SMB210 => {
+            let mut l = LeaseContext::decode(d).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+            if !dialect::is_smb3(cx.conn.dialect()) {
+                l.v2 = None;
+            }
+            Some(l)
+        }
+        _ => None,
+    };
     if req.create_disposition > disposition::OVERWRITE_IF
         || req.create_options & options::RESERVED_MASK != 0
         || (req.create_options & options::DIRECTORY_FILE != 0 && req.create_options & options::NON_DIRECTORY_FILE != 0)
@@ -167,16 +184,28 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         return Err(NtStatus::ACCESS_DENIED);
     }
     let key = (share.index, attrs.file_id);
-    let files = &cx.conn.server.files;
-    let node = files.node(key);
+    let server = cx.conn.server.clone();
+    let files = &server.files;
     let volatile = cx.conn.server.new_file_id();
+    if let Some(l) = lease_req {
+        // A lease key names one file (MS-SMB2 3.3.5.9.11), checked for directories too.
+        if files.lease_file((session.client_guid, l.key)).is_some_and(|k| k != key) {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+    }
+    // Directories get neither oplocks nor leases (directory leasing is not offered).
+    let lease_id = lease_req.filter(|_| !is_dir).map(|l| (session.client_guid, l.key));
+    let who = Requester { open: volatile, lease: lease_id };
+    let node = match claim_after_breaks(cx, out, key, who, granted, req.share_access, truncate).await {
+        Ok(n) => n,
+        Err(st) => {
+            files.release(key, volatile);
+            return Err(st);
+        }
+    };
     if node.delete_pending.load(Ordering::Acquire) {
         files.release(key, volatile);
         return Err(NtStatus::DELETE_PENDING);
-    }
-    if let Err(st) = node.claim(volatile, granted, req.share_access) {
-        files.release(key, volatile);
-        return Err(st);
     }
     let mut attrs = attrs;
     let mut create_action = if created { action::CREATED } else { action::OPENED };
@@ -247,6 +276,38 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         }
     }
     let id = FileId { persistent: volatile, volatile };
+    // Oplock or lease (MS-SMB2 3.3.5.9.8, 3.3.5.9.11), now that the open is sure to exist.
+    let owner = Owner { session: session.id, conn: cx.conn.id, encrypt: tree.encrypt };
+    let mut lease_ctx = None;
+    let oplock_level = match (lease_req, lease_id) {
+        (Some(l), Some(lid)) => {
+            let mine = node.oplocks.lease_opens(lid);
+            // Stat opens without a lease of their own do not stop write caching.
+            let others = node.other_opens(|o, acc| {
+                o == volatile || mine.contains(&o) || (is_stat_open(acc & !access::READ_CONTROL) && node.oplocks.lease_of(o).is_none())
+            });
+            let g = node.oplocks.grant_lease(volatile, owner, lid.0, lid.1, l.state, l.v2, others);
+            if files.bind_lease(lid, key).is_err() {
+                tracing::debug!("lease key raced onto another file");
+            }
+            let mut flags = 0;
+            if g.breaking_to.is_some() {
+                flags |= lease_flags::BREAK_IN_PROGRESS;
+            }
+            if g.parent.is_some() {
+                flags |= lease_flags::PARENT_LEASE_KEY_SET;
+            }
+            // The answer has the lease's version, whatever version this request used.
+            let v2 = g.v2.then(|| (g.parent.unwrap_or([0; 16]), g.epoch));
+            lease_ctx = Some(LeaseContext { key: g.key, state: g.state, flags, v2 }.encode());
+            oplock::LEASE
+        }
+        _ if is_dir || req.oplock_level == oplock::NONE || req.oplock_level == oplock::LEASE => oplock::NONE,
+        _ => {
+            let others = node.other_opens(|o, _| o == volatile);
+            node.oplocks.grant_oplock(volatile, id, req.oplock_level, others, owner)
+        }
+    };
     let open = Arc::new(Open {
         id,
         tree: tree.clone(),
@@ -258,6 +319,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         position: AtomicU64::new(0),
         mode: AtomicU64::new(u64::from(req.create_options & 0x3E)),
         channel_seq: Default::default(),
+        lease: lease_id.filter(|_| oplock_level == oplock::LEASE),
     });
     session.add_open(open.clone());
     cx.file_id_out = Some(id);
@@ -276,8 +338,11 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         d[16..24].copy_from_slice(&(share.index as u64 + 1).to_le_bytes());
         ctxs.push((b"QFid", d));
     }
+    if let Some(d) = lease_ctx {
+        ctxs.push((b"RqLs", d));
+    }
     CreateResponse {
-        oplock_level: 0,
+        oplock_level,
         flags: 0,
         create_action,
         creation_time: info.creation_time,
@@ -315,6 +380,7 @@ fn open_pipe(cx: &mut Ctx<'_>, req: &CreateRequest<'_>, granted: u32, out: &mut 
         position: AtomicU64::new(0),
         mode: AtomicU64::new(0),
         channel_seq: Default::default(),
+        lease: None,
     });
     session.add_open(open);
     cx.file_id_out = Some(id);
@@ -335,4 +401,107 @@ fn open_pipe(cx: &mut Ctx<'_>, req: &CreateRequest<'_>, granted: u32, out: &mut 
     }
     .encode(out);
     Ok(NtStatus::SUCCESS)
+}
+
+/// Breaks what the new open conflicts with, waits for the acknowledgments, then checks
+/// share modes and records the open on the file's node. An open that would meet a sharing
+/// violation breaks only batch oplocks and handle caching (their holders may close cached
+/// handles) and is checked once more; exclusive oplocks stay. A stat open (attributes and
+/// SYNCHRONIZE only, not truncating) breaks nothing. Returns the node the open is on.
+async fn claim_after_breaks(
+    cx: &mut Ctx<'_>,
+    out: &mut Vec<u8>,
+    key: crate::locks::FileKey,
+    who: Requester,
+    granted: u32,
+    share_access: u32,
+    truncate: bool,
+) -> Result<Arc<FileNode>, NtStatus> {
+    let server = cx.conn.server.clone();
+    let files = &server.files;
+    let stat = is_stat_open(granted) && !truncate;
+    // For leases READ_CONTROL is a stat right too (what Windows does; not for oplocks).
+    let spare_leases = is_stat_open(granted & !access::READ_CONTROL) && !truncate;
+    // Windows order: the open's own breaks first (W, exclusive and batch oplocks), then,
+    // if share modes still conflict, handle caching, then the share check itself.
+    let mut step = 0;
+    loop {
+        let node = files.node(key);
+        if !stat && step < 2 {
+            let conflict = node.would_conflict(granted, share_access);
+            let event = match step {
+                0 => Event::Open { truncate, spare_leases, share_conflict: conflict },
+                _ if conflict => Event::SharingViolation,
+                _ => {
+                    step = 2;
+                    continue;
+                }
+            };
+            step += 1;
+            let acted = wait_breaks(cx, out, &node, who, event).await?;
+            // Every other open may have closed while we waited, dropping that node.
+            if acted && !Arc::ptr_eq(&node, &files.node(key)) {
+                step = 0;
+            }
+            continue;
+        }
+        return node.claim(who.open, granted, share_access).map(|()| node);
+    }
+}
+
+/// How long a break goes unacknowledged before it is sent again on another channel.
+const BREAK_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Starts the breaks `event` calls for and waits until none is pending (acknowledged,
+/// closed or timed out), going async (STATUS_PENDING) when it has to wait. CANCEL or the
+/// loss of the connection ends the wait with STATUS_CANCELLED. Returns whether anything
+/// was broken or waited for.
+async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<FileNode>, who: Requester, event: Event) -> Result<bool, NtStatus> {
+    let server = cx.conn.server.clone();
+    let mut registered: Option<u64> = None;
+    let cancel = Arc::new(tokio::sync::Notify::new());
+    let mut acted = false;
+    // Breaks awaiting an acknowledgment, with the channels they went to.
+    let mut sent: Vec<(crate::oplocks::Notice, Vec<u64>)> = Vec::new();
+    let result = loop {
+        // Subscribe before looking, so an acknowledgment between the two is not missed.
+        let changed = node.oplocks.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let b = node.oplocks.start_breaks(who, event, tokio::time::Instant::now());
+        acted |= !b.notices.is_empty() || b.wait_until.is_some();
+        for n in b.notices {
+            let mut tried = Vec::new();
+            crate::oplocks::send_notice(&server, &n, &mut tried).await;
+            if n.needs_ack() {
+                sent.push((n, tried));
+            }
+        }
+        let Some(until) = b.wait_until else { break Ok(acted) };
+        if registered.is_none() {
+            let async_id = go_async(cx, out).await;
+            let mid = cx.hdr.message_id.0;
+            lock(&cx.conn.pending).insert(mid, PendingOp { async_id, cancel: cancel.clone() });
+            registered = Some(mid);
+        }
+        if cx.conn.is_closed() {
+            break Err(NtStatus::CANCELLED);
+        }
+        tokio::select! {
+            _ = &mut changed => {}
+            _ = tokio::time::sleep_until(until) => node.oplocks.expire_now(),
+            // No acknowledgment yet: the break goes again on another channel, if any
+            // (multichannel: the first one may be dead without the server knowing).
+            _ = tokio::time::sleep(BREAK_RETRY), if !sent.is_empty() => {
+                for (n, tried) in sent.iter_mut() {
+                    crate::oplocks::send_notice(&server, n, tried).await;
+                }
+            }
+            _ = cancel.notified() => break Err(NtStatus::CANCELLED),
+        }
+    };
+    if let Some(mid) = registered {
+        lock(&cx.conn.pending).remove(&mid);
+    }
+    result
 }

@@ -60,6 +60,8 @@ async fn apply(cx: &mut Ctx<'_>, open: &Arc<Open>, node: &Arc<FileNode>, req: &L
             return Err(NtStatus::INVALID_PARAMETER);
         }
     }
+    // A byte-range lock ends level II oplocks and read caching of the other opens.
+    crate::oplocks::break_level2(&cx.conn.server, open);
     let mut taken: Vec<ByteLock> = Vec::new();
     for l in &req.locks {
         let bl = ByteLock { open: owner, offset: l.offset, length: l.length, exclusive: l.flags & flags::EXCLUSIVE_LOCK != 0 };

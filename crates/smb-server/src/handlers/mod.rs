@@ -8,6 +8,7 @@ mod flush;
 mod ioctl;
 mod lock;
 mod logoff;
+mod oplock_break;
 pub use logoff::end_session;
 pub mod negotiate;
 mod query_directory;
@@ -43,7 +44,8 @@ pub async fn dispatch(cx: &mut Ctx<'_>, cmd: Command, out: &mut Vec<u8>) -> HRes
         Command::QueryDirectory => query_directory::handle(cx, out).await,
         Command::QueryInfo => query_info::handle(cx, out).await,
         Command::SetInfo => set_info::handle(cx, out).await,
-        Command::ChangeNotify | Command::OplockBreak => Err(NtStatus::NOT_SUPPORTED),
+        Command::OplockBreak => oplock_break::handle(cx, out).await,
+        Command::ChangeNotify => Err(NtStatus::NOT_SUPPORTED),
     }
 }
 
@@ -60,11 +62,13 @@ pub fn payload_size(cmd: Command, msg: &[u8]) -> u32 {
     }
 }
 
-/// NTSTATUS values only multichannel uses (MS-ERREF 2.3), kept here rather than in smb-wire.
+/// NTSTATUS values only multichannel and lease acknowledgments use (MS-ERREF 2.3), kept
+/// here rather than in smb-wire.
 pub mod status {
     use smb_wire::NtStatus;
     pub const REQUEST_OUT_OF_SEQUENCE: NtStatus = NtStatus(0xC000_042A);
     pub const FILE_NOT_AVAILABLE: NtStatus = NtStatus(0xC000_0467);
+    pub const REQUEST_NOT_ACCEPTED: NtStatus = NtStatus(0xC000_00D0);
 }
 
 /// Malformed request bodies get STATUS_INVALID_PARAMETER, with a log line.

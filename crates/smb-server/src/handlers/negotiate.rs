@@ -76,7 +76,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     let mut capabilities = 0;
     if chosen >= dialect::SMB210 {
-        capabilities |= cap::LARGE_MTU;
+        // Leases are granted from 2.1 on (see `oplocks.rs`); directory leases are not.
+        capabilities |= cap::LARGE_MTU | cap::LEASING;
     }
     if dialect::is_smb3(chosen) && chosen != dialect::SMB311 && cipher.is_some() {
         capabilities |= cap::ENCRYPTION;

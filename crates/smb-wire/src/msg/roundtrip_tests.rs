@@ -326,3 +326,71 @@ fn set_info_flush_and_empty() {
     error::encode_error(&mut m);
     assert_eq!(error::decode_error(&m).unwrap(), &[] as &[u8]);
 }
+
+#[test]
+fn oplock_break_messages() {
+    use oplock::*;
+    let b = OplockBreak { oplock_level: create::oplock::II, file_id: FID };
+    let mut m = hdr(0x12, true);
+    b.encode(&mut m);
+    assert_eq!(m.len(), 64 + 24);
+    assert_eq!(OplockBreak::decode(&m).unwrap(), b);
+    assert_eq!(break_ack_kind(&m), Some(OPLOCK_BREAK_SIZE));
+
+    let ack = LeaseAck { flags: 0, lease_key: [7; 16], lease_state: lease_state::READ | lease_state::HANDLE, lease_duration: 0 };
+    let mut m = hdr(0x12, false);
+    ack.encode(&mut m);
+    assert_eq!(m.len(), 64 + 36);
+    assert_eq!(LeaseAck::decode(&m).unwrap(), ack);
+    assert_eq!(break_ack_kind(&m), Some(LEASE_ACK_SIZE));
+    // The other shape's decoder refuses it; a short body is malformed, not a panic.
+    assert!(OplockBreak::decode(&m).is_err());
+    assert!(LeaseAck::decode(&m[..80]).is_err());
+
+    let n = LeaseBreak {
+        new_epoch: 3,
+        flags: LEASE_BREAK_ACK_REQUIRED,
+        lease_key: [9; 16],
+        current_state: lease_state::ALL,
+        new_state: lease_state::READ,
+    };
+    let mut m = hdr(0x12, true);
+    n.encode(&mut m);
+    assert_eq!(m.len(), 64 + 44);
+    assert_eq!(LeaseBreak::decode(&m).unwrap(), n);
+    assert_eq!(break_ack_kind(&m), None);
+    assert_eq!(break_ack_kind(&m[..65]), None);
+}
+
+#[test]
+fn lease_contexts() {
+    use oplock::*;
+    let v1 = LeaseContext { key: [1; 16], state: lease_state::ALL, flags: 0, v2: None };
+    let d = v1.encode();
+    assert_eq!(d.len(), LEASE_V1_LEN);
+    assert_eq!(LeaseContext::decode(&d).unwrap(), v1);
+    let v2 = LeaseContext { key: [2; 16], state: lease_state::READ, flags: lease_flags::PARENT_LEASE_KEY_SET, v2: Some(([3; 16], 0x1234)) };
+    let d = v2.encode();
+    assert_eq!(d.len(), LEASE_V2_LEN);
+    assert_eq!(LeaseContext::decode(&d).unwrap(), v2);
+    // Inside a CREATE request's context chain, as a client sends it.
+    let req = create::CreateRequest {
+        security_flags: 0,
+        oplock_level: create::oplock::LEASE,
+        impersonation_level: 2,
+        desired_access: 1,
+        file_attributes: 0,
+        share_access: 7,
+        create_disposition: 3,
+        create_options: 0,
+        name: "a.txt".into(),
+        contexts: vec![create::CreateContext { name: b"RqLs", data: &d }],
+    };
+    let mut m = hdr(5, false);
+    req.encode(&mut m);
+    let dec = create::CreateRequest::decode(&m).unwrap();
+    assert_eq!(LeaseContext::decode(dec.context(b"RqLs").unwrap()).unwrap(), v2);
+    for bad in [0usize, 31, 33, 51, 53] {
+        assert!(LeaseContext::decode(&vec![0; bad]).is_err(), "{bad} bytes");
+    }
+}
