@@ -22,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = simple::FlushRequest::decode(data);
     let _ = read::ReadRequest::decode(data);
     let _ = write::WriteRequest::decode(data);
+    let _ = write::WriteFixed::decode(data);
     let _ = lock::LockRequest::decode(data);
     let _ = ioctl::IoctlRequest::decode(data);
     let _ = query_directory::QueryDirectoryRequest::decode(data);

@@ -25,25 +25,30 @@ impl BufferPool {
     pub fn take(&self, len: usize) -> Vec<u8> {
         if len >= MIN_LEN {
             let mut g = lock(&self.free);
-            if let Some(i) = g.0.iter().position(|b| b.len() >= len) {
-                let b = g.0.swap_remove(i);
+            if let Some(i) = g.0.iter().position(|b| b.capacity() >= len) {
+                let mut b = g.0.swap_remove(i);
                 g.1 -= b.capacity();
+                drop(g);
+                // Zero only what was never initialised: a 2 MiB buffer that last held a
+                // 64 KiB response is not wiped whole for the next 64 KiB one.
+                if b.len() < len {
+                    b.resize(len, 0);
+                }
                 return b;
             }
         }
         vec![0u8; len]
     }
 
-    /// Returns a buffer; small ones, and any beyond the byte bound, are dropped.
-    pub fn give(&self, mut buf: Vec<u8>) {
+    /// Returns a buffer (its length marks how much of it is initialised); small ones, and
+    /// any beyond the byte bound, are dropped.
+    pub fn give(&self, buf: Vec<u8>) {
         let cap = buf.capacity();
         if cap < MIN_LEN {
             return;
         }
         let mut g = lock(&self.free);
         if g.1 + cap <= MAX_BYTES {
-            // Only the bytes past the current length need initialising.
-            buf.resize(cap, 0);
             g.1 += cap;
             g.0.push(buf);
         }

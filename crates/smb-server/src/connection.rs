@@ -9,13 +9,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use smb_crypto::{Cipher, PreauthHash, SigningAlgorithm};
 use smb_wire::{frame, SessionId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, Semaphore};
 
 use crate::credits::CreditWindow;
 use crate::pipeline::{self, FileTail};
 use crate::server::{lock, ServerState};
+use crate::splice::{self, Payload, Received};
 
 /// Requests one connection may have in progress at once; the reader stops reading (TCP
 /// back-pressure) beyond it.
@@ -194,20 +195,16 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
                 break;
             }
         };
-        let mut buf = conn.take_buffer(len);
-        buf.truncate(len);
         let read = tokio::select! {
-            r = rd.read_exact(&mut buf) => r.is_ok(),
-            _ = conn.closing.notified() => false,
+            r = read_frame(&conn, &mut rd, len) => r,
+            _ = conn.closing.notified() => Err(std::io::ErrorKind::ConnectionAborted.into()),
         };
-        if !read {
-            break;
-        }
+        let Ok((buf, payload)) = read else { break };
         conn.bytes_in.fetch_add(4 + len as u64, Ordering::Relaxed);
         let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
         let c = conn.clone();
         tokio::spawn(async move {
-            pipeline::process_frame(&c, buf).await;
+            pipeline::process_frame(&c, buf, payload).await;
             drop(permit);
         });
         if conn.is_closed() {
@@ -223,6 +220,34 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     teardown(&conn).await;
     server.connections.remove(&id);
     tracing::debug!(conn = id, %peer, "disconnected");
+}
+
+/// Reads the `len` bytes of one frame. A large plain WRITE leaves its payload in a pipe
+/// (zero-copy receive, see `splice.rs`); everything else arrives whole in a pooled buffer.
+async fn read_frame(conn: &Connection, rd: &mut OwnedReadHalf, len: usize) -> std::io::Result<(Vec<u8>, Option<Payload>)> {
+    let pipes = &conn.server.pipes;
+    if len < splice::PREFIX || !pipes.fits(len - splice::PREFIX) {
+        let mut buf = conn.take_buffer(len);
+        buf.truncate(len);
+        rd.read_exact(&mut buf).await?;
+        return Ok((buf, None));
+    }
+    let mut prefix = [0u8; splice::PREFIX];
+    rd.read_exact(&mut prefix).await?;
+    let mut head = Vec::new();
+    if splice::is_spliceable(&prefix, len) {
+        match splice::receive(pipes, rd.as_ref(), len - splice::PREFIX).await? {
+            Received::Spliced(payload) => return Ok((prefix.to_vec(), Some(payload))),
+            Received::Partial(h) => head = h,
+        }
+    }
+    let mut buf = conn.take_buffer(len);
+    buf.truncate(len);
+    buf[..splice::PREFIX].copy_from_slice(&prefix);
+    let have = splice::PREFIX + head.len();
+    buf[splice::PREFIX..have].copy_from_slice(&head);
+    rd.read_exact(&mut buf[have..]).await?;
+    Ok((buf, None))
 }
 
 /// The connection stops being a channel of its sessions; a session whose last channel it

@@ -20,6 +20,7 @@ mod oplocks;
 mod pipeline;
 mod server;
 mod session;
+mod splice;
 mod status_map;
 mod transform;
 mod tree;

@@ -61,6 +61,8 @@ pub struct Ctx<'a> {
     encrypted_by: Option<Arc<Session>>,
     /// File data that follows the response on the wire, sent with sendfile (READ).
     pub tail: Option<FileTail>,
+    /// A WRITE payload received into a pipe instead of the frame (see `splice.rs`).
+    pub payload: Option<crate::splice::Payload>,
 }
 
 /// File bytes sent straight from the file to the socket after a response (zero copy).
@@ -132,7 +134,7 @@ fn response_buffer(encrypted: bool) -> Vec<u8> {
 }
 
 /// Handles one received frame.
-pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>) {
+pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>, mut payload: Option<crate::splice::Payload>) {
     if frame.len() >= 4 && frame[..4] == smb1::SMB1_PROTOCOL_ID {
         handlers::negotiate::smb1(conn, &frame).await;
         return;
@@ -186,7 +188,9 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>) {
             let next = u32::try_from(out.len() - last).unwrap_or(0);
             out[last + offset::NEXT_COMMAND..last + offset::NEXT_COMMAND + 4].copy_from_slice(&next.to_le_bytes());
         }
-        let Some(state) = process_one(conn, &mut frame, pos..end, &hdr, prev.take(), &mut out, &mut parts, &encrypted_by, &mut tail).await else {
+        let Some(state) =
+            process_one(conn, &mut frame, pos..end, &hdr, prev.take(), &mut out, &mut parts, &encrypted_by, &mut tail, &mut payload).await
+        else {
             conn.close();
             return;
         };
@@ -272,6 +276,7 @@ async fn process_one(
     parts: &mut Vec<Part>,
     encrypted_by: &Option<Arc<Session>>,
     tail: &mut Option<FileTail>,
+    payload: &mut Option<crate::splice::Payload>,
 ) -> Option<PrevState> {
     let start = out.len();
     let related = hdr.is_related() && prev.is_some();
@@ -420,6 +425,7 @@ async fn process_one(
         preauth_response: None,
         encrypted_by: encrypted_by.clone(),
         tail: None,
+        payload: payload.take(),
     };
     write_header(out, hdr, NtStatus::SUCCESS, session_id.0);
     // Compound rules (MS-SMB2 3.3.5.2.7): the first request cannot be related, and related

@@ -86,6 +86,8 @@ pub struct ServerState {
     pub connections: Sharded<u64, std::sync::Weak<crate::connection::Connection>>,
     /// Large I/O buffers shared by all connections.
     pub buffers: crate::buffers::BufferPool,
+    /// Pipes for zero-copy WRITE receive (see `splice.rs`).
+    pub pipes: Arc<crate::splice::PipePool>,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
 }
 
@@ -99,6 +101,7 @@ impl ServerState {
         }
         let users = config.users.iter().map(|u| (u.name.to_lowercase(), u.nt_hash)).collect();
         let server_guid: [u8; 16] = rand::random();
+        let pipes = Arc::new(crate::splice::PipePool::new(config.max_io_size as usize));
         let start_time = smb_fscc::system_time_to_filetime(std::time::SystemTime::now());
         // Session ids start at a random point so they are not guessable across restarts.
         let first_session = (rand::random::<u64>() & 0x0000_ffff_ffff_0000) | 1;
@@ -116,6 +119,7 @@ impl ServerState {
             next_conn: AtomicU64::new(1),
             connections: Sharded::new(16),
             buffers: crate::buffers::BufferPool::default(),
+            pipes,
             failures: Mutex::new(HashMap::new()),
         })
     }

@@ -778,3 +778,100 @@ fn signing_required_refuses_unsigned_tree_connect() {
     c.assert_dropped("tampered TREE_CONNECT");
     srv.assert_serving();
 }
+
+// ---------------------------------------------------------------------------------------------
+// zero-copy WRITE receive: a large unsigned WRITE's payload goes from the socket into a pipe
+// before any check ran; it must reach the file only when every check passes.
+// ---------------------------------------------------------------------------------------------
+
+/// A payload large enough for the server's splice path (above 256 KiB).
+fn big_payload(seed: u8) -> Vec<u8> {
+    (0..(1usize << 20) + 3).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+impl Client {
+    /// Sends an unsigned, unencrypted WRITE with the credit charge its size needs; with
+    /// `cut` it sends only that many payload bytes and then stops sending.
+    fn send_big_write(&mut self, fid: &[u8; 16], offset: u64, data: &[u8], cut: Option<usize>) {
+        let charge = u16::try_from(data.len().div_ceil(65536)).expect("charge");
+        let mut msg = self.header(WRITE, 0);
+        msg[6..8].copy_from_slice(&charge.to_le_bytes());
+        self.mid += u64::from(charge) - 1;
+        msg.extend_from_slice(&Client::write_body(fid, offset, data));
+        let mut f = u32::try_from(msg.len()).expect("frame").to_be_bytes().to_vec();
+        f.extend_from_slice(&msg);
+        match cut {
+            None => self.sock.write_all(&f).expect("send"),
+            Some(n) => {
+                self.sock.write_all(&f[..4 + 112 + n]).expect("send");
+                self.sock.shutdown(std::net::Shutdown::Write).expect("shutdown");
+            }
+        }
+    }
+}
+
+#[test]
+fn large_plain_write_lands_whole() {
+    let mut srv = Braid::start("");
+    let mut c = Client::connect(srv.port);
+    c.negotiate_311(&[Cipher::Aes128Gcm]);
+    c.session_setup();
+    c.tree_connect("plain");
+    let fid = prepared_file(&mut c, "big.bin", b"HEAD", Prot::Signed);
+    let data = big_payload(7);
+    for _ in 0..3 {
+        c.send_big_write(&fid, 4, &data, None);
+        let resp = c.recv();
+        assert_eq!(resp.status, SUCCESS, "large WRITE");
+        assert_eq!(get32(resp.body(), 4) as usize, data.len(), "Count");
+    }
+    let on_disk = std::fs::read(srv.path("plain", "big.bin")).expect("file");
+    assert_eq!(&on_disk[..4], b"HEAD");
+    assert!(on_disk[4..] == data[..], "payload differs on disk");
+    srv.assert_serving();
+}
+
+#[test]
+fn large_unsigned_write_is_refused_where_protection_is_required() {
+    // An encrypt = true share: the unencrypted WRITE is denied and its payload discarded.
+    let mut srv = Braid::start("");
+    let mut c = Client::connect(srv.port);
+    c.negotiate_311(&[Cipher::Aes128Gcm]);
+    c.session_setup();
+    c.tree_connect("enc");
+    let fid = prepared_file(&mut c, "f.bin", b"GOOD", Prot::Sealed);
+    c.send_big_write(&fid, 0, &big_payload(1), None);
+    assert_eq!(c.recv().status, ACCESS_DENIED, "unencrypted large WRITE to an encrypted share");
+    assert_eq!(std::fs::read(srv.path("enc", "f.bin")).expect("file"), b"GOOD");
+    // The connection stays in step: the next (sealed) request is served.
+    c.close(&fid, Prot::Sealed);
+    srv.assert_serving();
+
+    // A server that requires signing: the unsigned WRITE is refused, nothing written.
+    let mut srv = Braid::start("signing = \"required\"");
+    let mut c = Client::connect(srv.port);
+    c.negotiate_311(&[Cipher::Aes128Gcm]);
+    c.session_setup();
+    c.tree_connect("plain");
+    let fid = prepared_file(&mut c, "f.bin", b"GOOD", Prot::Signed);
+    c.send_big_write(&fid, 0, &big_payload(2), None);
+    if let Some(f) = c.recv_frame() {
+        assert_ne!(get32(&f, 8), SUCCESS, "unsigned large WRITE on a signing-required session");
+    }
+    assert_eq!(std::fs::read(srv.path("plain", "f.bin")).expect("file"), b"GOOD");
+    srv.assert_serving();
+}
+
+#[test]
+fn large_write_cut_short_writes_nothing() {
+    let mut srv = Braid::start("");
+    let mut c = Client::connect(srv.port);
+    c.negotiate_311(&[Cipher::Aes128Gcm]);
+    c.session_setup();
+    c.tree_connect("plain");
+    let fid = prepared_file(&mut c, "f.bin", b"GOOD", Prot::Signed);
+    c.send_big_write(&fid, 0, &big_payload(3), Some(700 * 1024));
+    c.assert_dropped("a WRITE whose payload never arrives");
+    assert_eq!(std::fs::read(srv.path("plain", "f.bin")).expect("file"), b"GOOD");
+    srv.assert_serving();
+}

@@ -161,6 +161,17 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     fn can_send_to(&self) -> bool {
         false
     }
+    /// Moves exactly `len` bytes from the pipe `from` into the file at `offset` with
+    /// splice(2), so they never pass through user space; returns bytes written. The
+    /// default (and a backend that cannot) answers `Unsupported` before taking any byte.
+    fn splice_from(&self, from: std::os::fd::BorrowedFd<'_>, offset: u64, len: usize) -> Result<usize> {
+        let _ = (from, offset, len);
+        Err(VfsError::Io(std::io::ErrorKind::Unsupported.into()))
+    }
+    /// Whether [`FileHandle::splice_from`] works on this handle.
+    fn can_splice_from(&self) -> bool {
+        false
+    }
     /// Current metadata.
     fn attrs(&self) -> Result<FileAttrs>;
     /// Sets the end of file (truncate or extend with zeros).

@@ -1,27 +1,72 @@
-//! WRITE (MS-SMB2 3.3.5.13): the payload goes from the received frame to the file with no
+//! WRITE (MS-SMB2 3.3.5.13): the payload goes from the received frame (or, for a large
+//! plain WRITE, from the pipe it was spliced into, see `splice.rs`) to the file with no
 //! intermediate copy; pipe writes on IPC$ feed the RPC server.
 
+use std::ops::Range;
+use std::sync::Arc;
+
 use smb_wire::msg::create::access;
-use smb_wire::msg::write::{encode_response, WriteRequest};
+use smb_wire::msg::write::{encode_response, WriteFixed, WriteRequest};
 use smb_wire::NtStatus;
 
 use super::{find_open, rpc_context};
 use crate::open::OpenKind;
 use crate::pipeline::{Ctx, HResult};
 use crate::server::lock;
+use crate::splice::Payload;
+
+/// Where a WRITE's bytes are.
+enum Data {
+    Frame(Arc<Vec<u8>>, Range<usize>),
+    Pipe(Payload),
+}
+
+impl Data {
+    fn len(&self) -> usize {
+        match self {
+            Data::Frame(_, r) => r.len(),
+            Data::Pipe(p) => p.len(),
+        }
+    }
+
+    /// Writes everything at `off`, returning the bytes written.
+    fn write_to(self, handle: &dyn braid_vfs::FileHandle, off: u64) -> braid_vfs::Result<usize> {
+        match self {
+            Data::Frame(frame, r) => handle.write_at(&frame[r], off),
+            Data::Pipe(mut p) if handle.can_splice_from() => {
+                let mut at = off;
+                p.drain(|fd, n| {
+                    let done = handle.splice_from(fd, at, n)?;
+                    at += done as u64;
+                    Ok(done)
+                })
+            }
+            Data::Pipe(mut p) => handle.write_at(&p.read_all().map_err(braid_vfs::VfsError::Io)?, off),
+        }
+    }
+}
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let frame = cx.frame.clone();
-    let range = cx.range.clone();
-    let (offset, file_id, data_range) = {
-        let msg = &frame[range.clone()];
-        let req = WriteRequest::decode(msg).map_err(super::bad("WRITE"))?;
-        let start = req.data.as_ptr() as usize - frame.as_ptr() as usize;
-        (req.offset, req.file_id, start..start + req.data.len())
+    let msg = &frame[cx.range.clone()];
+    let (offset, file_id, data) = match cx.payload.take() {
+        // The reader checked that the payload is the rest of the frame.
+        Some(p) => {
+            let req = WriteFixed::decode(msg).map_err(super::bad("WRITE"))?;
+            if req.length as usize != p.len() {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            (req.offset, req.file_id, Data::Pipe(p))
+        }
+        None => {
+            let req = WriteRequest::decode(msg).map_err(super::bad("WRITE"))?;
+            let start = req.data.as_ptr() as usize - frame.as_ptr() as usize;
+            (req.offset, req.file_id, Data::Frame(frame.clone(), start..start + req.data.len()))
+        }
     };
     let open = find_open(cx, file_id)?;
     let _seq = super::channel_sequence(cx, &open)?;
-    let len = data_range.len();
+    let len = data.len();
     if len > cx.conn.server.config.max_io_size as usize {
         return Err(NtStatus::INVALID_PARAMETER);
     }
@@ -29,7 +74,15 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         OpenKind::Pipe(p) => {
             let server = &cx.conn.server;
             let rpc = rpc_context(server);
-            lock(p).write(&frame[data_range], &rpc.ctx()).map_err(|e| {
+            let spliced;
+            let bytes = match data {
+                Data::Frame(ref f, ref r) => &f[r.clone()],
+                Data::Pipe(mut p) => {
+                    spliced = p.read_all().map_err(|_| NtStatus::INVALID_PARAMETER)?;
+                    &spliced[..]
+                }
+            };
+            lock(p).write(bytes, &rpc.ctx()).map_err(|e| {
                 tracing::debug!(error = %e, "RPC pipe error");
                 NtStatus::INVALID_PARAMETER
             })?;
@@ -45,6 +98,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if open.tree.read_only {
         return Err(NtStatus::MEDIA_WRITE_PROTECTED);
     }
+    crate::oplocks::break_level2(&cx.conn.server, &open);
     // Offset 0xFFFFFFFF_FFFFFFFF means "append" only with FILE_APPEND_DATA; otherwise the end
     // of the write must stay within the largest file offset.
     let append = offset == u64::MAX;
@@ -55,10 +109,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         return Err(NtStatus::FILE_LOCK_CONFLICT);
     }
     drop(frame);
-    let frame = cx.frame.clone();
     let (n, off) = super::storage_or_pending(cx, out, move || {
         let off = if append { handle.attrs()?.size } else { offset };
-        Ok((handle.write_at(&frame[data_range], off)?, off))
+        Ok((data.write_to(handle.as_ref(), off)?, off))
     })
     .await?;
     // FilePositionInformation follows the last synchronous transfer on the open.

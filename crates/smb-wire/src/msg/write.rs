@@ -13,19 +13,38 @@ pub struct WriteRequest<'a> {
     pub data: &'a [u8],
 }
 
-impl<'a> WriteRequest<'a> {
-    pub fn decode(msg: &'a [u8]) -> Result<Self, WireError> {
+/// The fixed part of a WRITE request, for a payload that is not in the frame (received
+/// straight into a pipe, see the server's splice path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteFixed {
+    pub data_offset: u16,
+    pub length: u32,
+    pub offset: u64,
+    pub file_id: FileId,
+    pub channel: u32,
+    pub flags: u32,
+}
+
+impl WriteFixed {
+    pub fn decode(msg: &[u8]) -> Result<Self, WireError> {
         let mut r = super::body(msg, 49)?;
-        let data_off = usize::from(r.u16()?);
-        let length = r.u32()? as usize;
+        let data_offset = r.u16()?;
+        let length = r.u32()?;
         let offset = r.u64()?;
         let file_id = FileId::from_bytes(r.array()?);
         let channel = r.u32()?;
         r.skip(4)?; // RemainingBytes
         r.skip(4)?; // WriteChannelInfoOffset/Length
         let flags = r.u32()?;
-        let data = slice_at(msg, data_off, length)?;
-        Ok(WriteRequest { offset, file_id, channel, flags, data })
+        Ok(WriteFixed { data_offset, length, offset, file_id, channel, flags })
+    }
+}
+
+impl<'a> WriteRequest<'a> {
+    pub fn decode(msg: &'a [u8]) -> Result<Self, WireError> {
+        let f = WriteFixed::decode(msg)?;
+        let data = slice_at(msg, usize::from(f.data_offset), f.length as usize)?;
+        Ok(WriteRequest { offset: f.offset, file_id: f.file_id, channel: f.channel, flags: f.flags, data })
     }
 
     /// Payload length as sent (for credit checks before decoding the whole request).

@@ -205,6 +205,35 @@ impl FileHandle for LocalHandle {
         Ok(u64::try_from(st.st_size).unwrap_or(0))
     }
 
+    fn can_splice_from(&self) -> bool {
+        !self.is_dir && self.allow_write && self.access != FdAccess::PathOnly
+    }
+
+    fn splice_from(&self, from: std::os::fd::BorrowedFd<'_>, offset: u64, len: usize) -> Result<usize> {
+        self.keeping_ctime(|| {
+            self.check_data_change()?;
+            if !self.can_splice_from() {
+                return Err(VfsError::PermissionDenied);
+            }
+            match offset.checked_add(len as u64) {
+                Some(end) if end <= MAX_OFFSET => {}
+                _ => return Err(VfsError::TooLarge),
+            }
+            let mut off = offset;
+            let mut done = 0;
+            while done < len {
+                match rustix::pipe::splice(from, None, &self.fd, Some(&mut off), len - done, rustix::pipe::SpliceFlags::MOVE) {
+                    // The pipe holds the whole payload: running dry means the caller lied.
+                    Ok(0) => return Err(VfsError::Io(std::io::ErrorKind::UnexpectedEof.into())),
+                    Ok(n) => done += n,
+                    Err(Errno::INTR) => continue,
+                    Err(e) => return Err(map_errno(e)),
+                }
+            }
+            Ok(done)
+        })
+    }
+
     fn can_send_to(&self) -> bool {
         !self.is_dir && self.allow_read && self.access != FdAccess::PathOnly
     }
