@@ -6,11 +6,16 @@
 # env:   PROTECTION=off|sign|encrypt  (smbclient --client-protection, default off)
 #        BRAID_BIN (default target/release/braid), BRAID_PORT (4491), SAMBA_PORT (4492)
 #        MAX_IO (Braid's max_io_size; default: Braid's own default, 2 MiB; Samba 4.17 offers 8M)
+#        PUT_MODE=new|overwrite  new (default): the put creates the file (the old copy is removed
+#                 on the server before the clock starts); overwrite: the put truncates the
+#                 previous 1 GiB copy first, which frees 1 GiB of tmpfs pages inside the timed
+#                 CREATE on both servers alike
 # Shares, file and state live on /dev/shm. Needs root for the Samba peer.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROUNDS="${1:-3}"
 PROTECTION="${PROTECTION:-off}"
+PUT_MODE="${PUT_MODE:-new}"
 BRAID_BIN="${BRAID_BIN:-$REPO/target/release/braid}"
 BRAID_PORT="${BRAID_PORT:-4491}"
 SAMBA_PORT="${SAMBA_PORT:-4492}"
@@ -26,7 +31,14 @@ start_peers
 # one transfer; prints MiB/s computed from wall time
 xfer() {  # server port dir(put|get)
   local port=$1 op=$2 t0 t1 cmd
-  if [[ $op == put ]]; then cmd="put $WORK/local/src.bin f.bin"; else cmd="get f.bin $WORK/local/back.bin"; fi
+  if [[ $op == put ]]; then
+    cmd="put $WORK/local/src.bin f.bin"
+    if [[ $PUT_MODE == new ]]; then
+      if [[ $port == "$BRAID_PORT" ]]; then rm -f "$WORK/braid-share/f.bin"; else rm -f "$WORK/samba/shares/data/f.bin"; fi
+    fi
+  else
+    cmd="get f.bin $WORK/local/back.bin"
+  fi
   t0=$(date +%s.%N)
   smbclient //127.0.0.1/data -p "$port" -U "alice%$PW" --client-protection="$PROTECTION" -c "$cmd" >/dev/null 2>&1
   t1=$(date +%s.%N)
@@ -49,5 +61,5 @@ for r in $(seq "$ROUNDS"); do
 done
 for op in put get; do
   ratio=$(echo "scale=2; ${best[braid-$op]} / ${best[samba-$op]}" | bc)
-  echo "RESULT $op protection=$PROTECTION braid=${best[braid-$op]} samba=${best[samba-$op]} MiB/s ratio=${ratio}x"
+  echo "RESULT $op protection=$PROTECTION put_mode=$PUT_MODE braid=${best[braid-$op]} samba=${best[samba-$op]} MiB/s ratio=${ratio}x"
 done

@@ -6,11 +6,13 @@
 #
 # All state lives under $DIR: smb.conf, private tdbsam passdb, lock/state/cache/pid dirs,
 # logs and (by default) the shares.  Nothing from /etc/samba or /var/lib/samba is used.
-# Listens on 127.0.0.1:$PORT only, NetBIOS disabled.  Needs root (creates Unix accounts
+# Listens on $BIND_ADDR:$PORT only (default 127.0.0.1), NetBIOS disabled.  Needs root (creates Unix accounts
 # for the SMB users, like any standalone Samba).
 #
 # env (all optional):
 #   PORT=4475                          TCP port on 127.0.0.1
+#   BIND_ADDR=127.0.0.1                IPv4 address smbd listens on (and its `interfaces`); e.g. a
+#                                      veth address when run with `ip netns exec` (bench/netns.sh)
 #   DIR=/dev/shm/braid-samba-peer      state root (tmpfs recommended)
 #   SHARE_ROOT=$DIR/shares             each share NAME is $SHARE_ROOT/NAME
 #   USERS="alice:alice-pw bob:bob-pw"  space separated NAME:PASSWORD (passwords are (re)set on every `up`)
@@ -26,6 +28,7 @@ set -euo pipefail
 
 cmd="${1:-}"
 PORT="${PORT:-4475}"
+BIND_ADDR="${BIND_ADDR:-127.0.0.1}"
 DIR="${DIR:-/dev/shm/braid-samba-peer}"
 SHARE_ROOT="${SHARE_ROOT:-$DIR/shares}"
 USERS="${USERS:-alice:alice-pw bob:bob-pw}"
@@ -49,7 +52,7 @@ peer_pids() {
   return 0
 }
 
-port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null; }
+port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/$BIND_ADDR/$PORT" 2>/dev/null; }
 
 running() {
   [[ -s "$PIDFILE" ]] || return 1
@@ -71,7 +74,7 @@ write_conf() {
   netbios name = BRAIDPEER
   disable netbios = yes
   smb ports = $PORT
-  interfaces = 127.0.0.1
+  interfaces = $BIND_ADDR
   bind interfaces only = yes
   private dir = $DIR/private
   passdb backend = tdbsam:$DIR/private/passdb.tdb
@@ -147,10 +150,10 @@ up() {
   set_users
   if running; then
     smbcontrol -s "$CONF" "$(cat "$PIDFILE")" reload-config >/dev/null 2>&1 || true
-    echo "samba-peer up (already running) 127.0.0.1:$PORT pid=$(cat "$PIDFILE") dir=$DIR"
+    echo "samba-peer up (already running) $BIND_ADDR:$PORT pid=$(cat "$PIDFILE") dir=$DIR"
     return 0
   fi
-  port_open && die "127.0.0.1:$PORT is already in use"
+  port_open && die "$BIND_ADDR:$PORT is already in use"
   # --foreground: $! is smbd itself (it makes its own process group).
   smbd --foreground -s "$CONF" </dev/null >>"$DIR/log/smbd.out" 2>&1 &
   local pid=$!
@@ -158,7 +161,7 @@ up() {
   local i
   for i in $(seq 1 100); do   # <= 10 s
     if port_open; then
-      echo "samba-peer up 127.0.0.1:$PORT pid=$pid dir=$DIR"
+      echo "samba-peer up $BIND_ADDR:$PORT pid=$pid dir=$DIR"
       return 0
     fi
     kill -0 "$pid" 2>/dev/null || break
@@ -166,7 +169,7 @@ up() {
   done
   tail -n 20 "$DIR/log/smbd.out" "$DIR/log/log.smbd" >&2 2>/dev/null || true
   down >/dev/null
-  die "smbd did not start listening on 127.0.0.1:$PORT"
+  die "smbd did not start listening on $BIND_ADDR:$PORT"
 }
 
 down() {

@@ -177,15 +177,21 @@ async fn run_io<S: Session>(channels: &[S], wl: &Workload, name: &str, bar: &Pro
     let total = layout.total_blocks();
     let mode = if wl.write_pct == 0 && !wl.verify { OpenMode::Read } else { OpenMode::ReadWrite };
 
-    // Handles per thread, opened on the thread's channel (threads spread round-robin).
+    // Handles per thread, opened on the thread's channel (threads spread round-robin), and
+    // each handle as seen through every channel: a slot sends its successive requests over
+    // the channels in turn, as SMB 3 multichannel clients spread requests, so even one
+    // thread with one request in flight uses every channel.
     let mut handles = Vec::new();
+    let mut views = Vec::new();
     for t in 0..wl.threads {
         let ch = &channels[t as usize % channels.len()];
         let mut files = Vec::new();
         for i in 0..wl.files {
             files.push(ch.open(&file_path(wl, i), mode).await?);
         }
-        handles.push(Arc::new(files));
+        let per_channel: Vec<Arc<Vec<S::File>>> = channels.iter().map(|c| Arc::new(files.iter().map(|f| c.adopt(f)).collect())).collect();
+        views.push(Arc::new(per_channel));
+        handles.push(files);
     }
 
     let live = Arc::new(Live::default());
@@ -213,7 +219,8 @@ async fn run_io<S: Session>(channels: &[S], wl: &Workload, name: &str, bar: &Pro
             } else {
                 Source::Shared(shared.clone())
             };
-            set.spawn(worker(handles[t as usize].clone(), source, layout, wl.clone(), win, live.clone()));
+            let first_channel = k as usize % channels.len();
+            set.spawn(worker(views[t as usize].clone(), first_channel, source, layout, wl.clone(), win, live.clone()));
         }
     }
 
@@ -233,12 +240,11 @@ async fn run_io<S: Session>(channels: &[S], wl: &Workload, name: &str, bar: &Pro
     }
     live.stop.store(true, Ordering::Relaxed);
     let _ = ticker.await;
+    drop(views);
     for files in handles {
-        if let Ok(files) = Arc::try_unwrap(files) {
-            for f in files {
-                // A failed close does not change the measurement.
-                let _ = f.close().await;
-            }
+        for f in files {
+            // A failed close does not change the measurement.
+            let _ = f.close().await;
         }
     }
     if let Some(e) = verify_err {
@@ -256,7 +262,8 @@ async fn run_io<S: Session>(channels: &[S], wl: &Workload, name: &str, bar: &Pro
 /// One in-flight slot: issues I/Os back to back until the window ends. With `--verify` it
 /// then reads back every block of its stripe.
 async fn worker<F: BenchFile>(
-    files: Arc<Vec<F>>,
+    channels: Arc<Vec<Arc<Vec<F>>>>,
+    mut next_channel: usize,
     mut source: Source,
     layout: Layout,
     wl: Workload,
@@ -287,7 +294,8 @@ async fn worker<F: BenchFile>(
         // An empty stripe (more slots than blocks) has nothing to do.
         let Some(block) = block else { break };
         let (fi, off) = layout.locate(block);
-        let file = &files[fi];
+        let file = &channels[next_channel][fi];
+        next_channel = (next_channel + 1) % channels.len();
         let t0 = Instant::now();
         let result = if is_write {
             if let Source::Own { stripe, gens, .. } = &mut source {
@@ -353,7 +361,7 @@ async fn worker<F: BenchFile>(
             }
             let block = stripe.first + stripe.stride * m as u64;
             let (fi, off) = layout.locate(block);
-            let data = files[fi].read(off, bs as u32).await?;
+            let data = channels[0][fi].read(off, bs as u32).await?;
             if let Err(mm) = pattern::check(data.as_ref(), bs, fi as u32, off, g) {
                 live.stop.store(true, Ordering::Relaxed);
                 return Err(BenchError::Verify(format!("{} (final read-back): {mm}", file_path(&wl, fi as u32))));

@@ -42,6 +42,10 @@ pub trait Session: Clone + Send + Sync + 'static {
     /// Largest READ/WRITE payload the server accepts.
     fn max_io(&self) -> u32;
 
+    /// The same open, used through this channel (an SMB 3 FileId belongs to the session, so
+    /// a file opened on one channel may be read and written on any channel of the session).
+    fn adopt(&self, file: &Self::File) -> Self::File;
+
     /// Opens (or creates) a file.
     fn open(&self, path: &str, mode: OpenMode) -> impl Future<Output = Result<Self::File, BenchError>> + Send;
 
@@ -121,12 +125,30 @@ pub mod mock {
         cfg: Arc<MockConfig>,
         writes: Arc<AtomicU64>,
         name: String,
+        /// Which channel of the session this is (0: the first connection).
+        channel: usize,
+        /// Reads and writes served per channel (index: channel).
+        channel_ops: Arc<Mutex<Vec<u64>>>,
     }
 
     impl MockTarget {
         /// A mock named `name` (shown in reports).
         pub fn new(name: &str, cfg: MockConfig) -> Self {
-            Self { fs: Arc::default(), cfg: Arc::new(cfg), writes: Arc::default(), name: name.into() }
+            Self { fs: Arc::default(), cfg: Arc::new(cfg), writes: Arc::default(), name: name.into(), channel: 0, channel_ops: Arc::default() }
+        }
+
+        /// Reads and writes served on each channel (index: channel; 0 is the first one).
+        pub fn ops_per_channel(&self) -> Vec<u64> {
+            self.channel_ops.lock().map(|v| v.clone()).unwrap_or_default()
+        }
+
+        fn count_op(&self) {
+            if let Ok(mut v) = self.channel_ops.lock() {
+                if v.len() <= self.channel {
+                    v.resize(self.channel + 1, 0);
+                }
+                v[self.channel] += 1;
+            }
         }
 
         /// A copy of a file's contents.
@@ -189,11 +211,18 @@ pub mod mock {
             if self.cfg.no_multichannel {
                 return Err(BenchError::NotSupported("the server does not support multichannel".into()));
             }
-            Ok(self.clone())
+            let mut v = self.channel_ops.lock().map_err(|_| poisoned())?;
+            let channel = v.len().max(1);
+            v.resize(channel + 1, 0);
+            Ok(MockTarget { channel, ..self.clone() })
         }
 
         fn max_io(&self) -> u32 {
             self.cfg.max_io.unwrap_or(8 << 20)
+        }
+
+        fn adopt(&self, file: &MockFile) -> MockFile {
+            MockFile { data: file.data.clone(), target: self.clone() }
         }
 
         async fn open(&self, path: &str, mode: OpenMode) -> Result<MockFile, BenchError> {
@@ -273,6 +302,7 @@ pub mod mock {
 
         async fn read(&self, offset: u64, len: u32) -> Result<Vec<u8>, BenchError> {
             self.target.pause().await;
+            self.target.count_op();
             let d = self.data.read().map_err(|_| poisoned())?;
             let start = (offset as usize).min(d.len());
             let end = (start + len as usize).min(d.len());
@@ -281,6 +311,7 @@ pub mod mock {
 
         async fn write(&self, offset: u64, data: &[u8]) -> Result<u32, BenchError> {
             self.target.pause().await;
+            self.target.count_op();
             let n = self.target.writes.fetch_add(1, Ordering::Relaxed);
             let mut d = self.data.write().map_err(|_| poisoned())?;
             let end = offset as usize + data.len();

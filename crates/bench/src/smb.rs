@@ -138,6 +138,10 @@ impl Session for SmbSession {
         self.client.max_read().min(self.client.max_write())
     }
 
+    fn adopt(&self, file: &smb_client::File) -> smb_client::File {
+        file.on_channel(&self.client)
+    }
+
     async fn open(&self, path: &str, mode: OpenMode) -> Result<smb_client::File, BenchError> {
         let opts = match mode {
             OpenMode::Read => CreateOptions::open_read(),

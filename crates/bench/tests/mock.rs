@@ -46,6 +46,21 @@ async fn verify_catches_corruption() {
     assert_eq!(msg.lines().count(), 1);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_rotate_over_channels() {
+    // One thread, one request in flight: its requests still go over every channel in turn.
+    let t = MockTarget::new("mock", MockConfig { delay: Some(Duration::from_micros(100)), ..Default::default() });
+    let wl = Workload { channels: 4, threads: 1, queue_depth: 1, write_pct: 50, ..quick() };
+    let r = run_target(&t, &wl, false).await.unwrap();
+    assert_eq!(r.errors, 0);
+    let per = t.ops_per_channel();
+    assert_eq!(per.len(), 4, "{per:?}");
+    // Channel 0 also laid down the file; the others saw the rotation only.
+    let (lo, hi) = (per[1..].iter().min().copied().unwrap(), per[1..].iter().max().copied().unwrap());
+    assert!(lo > 10 && hi - lo <= 1, "{per:?}");
+    assert!(per[0] >= lo, "{per:?}");
+}
+
 #[tokio::test]
 async fn channels_not_supported_and_bad_input() {
     let t = MockTarget::new("mock", MockConfig { no_multichannel: true, ..Default::default() });
