@@ -97,6 +97,17 @@ def send_create(smb, f, req_and_recv):
     return lambda: recv(request)
 
 
+def start_reader_open(smb, name, *, oplock, contexts=None):
+    """Sends a read-only FILE_OPEN that may have to wait for a break; returns the Open and a
+    function that waits for the CREATE's answer."""
+    f = Open(smb.tree, name)
+    req = f.create(ImpersonationLevel.Impersonation, A.GENERIC_READ, FileAttributes.FILE_ATTRIBUTE_NORMAL,
+                   ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE,
+                   CreateDisposition.FILE_OPEN, CreateOptions.FILE_NON_DIRECTORY_FILE,
+                   oplock_level=oplock, create_contexts=contexts, send=False)
+    return f, send_create(smb, f, req)
+
+
 def test_batch_for_a_sole_opener_then_break_to_level2(braid_server, scratch):
     name, _ = scratch
     with Smb(braid_server) as a, Smb(braid_server) as b:
@@ -107,12 +118,7 @@ def test_batch_for_a_sole_opener_then_break_to_level2(braid_server, scratch):
         status, _ = ack(a, struct.pack("<HBBI", 24, LEVEL_II, 0, 0) + fa.file_id)
         assert status == STATUS_INVALID_OPLOCK_PROTOCOL
         # A second open from another client breaks the batch oplock and waits for the ack.
-        fb = Open(b.tree, rf"{name}\batch.bin")
-        pending = send_create(b, fb, fb.create(ImpersonationLevel.Impersonation, A.GENERIC_READ,
-                                               FileAttributes.FILE_ATTRIBUTE_NORMAL,
-                                               ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE,
-                                               CreateDisposition.FILE_OPEN, CreateOptions.FILE_NON_DIRECTORY_FILE,
-                                               oplock_level=RequestedOplockLevel.SMB2_OPLOCK_LEVEL_BATCH, send=False))
+        fb, pending = start_reader_open(b, rf"{name}\batch.bin", oplock=RequestedOplockLevel.SMB2_OPLOCK_LEVEL_BATCH)
         body = catcher.wait()
         assert body is not None, "no oplock break notification"
         size, level = struct.unpack_from("<HB", body)
@@ -139,12 +145,7 @@ def test_close_releases_a_waiting_open(braid_server, scratch):
         catcher = BreakCatcher(a.conn)
         fa, _ = create(a, rf"{name}\close.bin", oplock=RequestedOplockLevel.SMB2_OPLOCK_LEVEL_EXCLUSIVE)
         assert fa.oplock_level == 0x08
-        fb = Open(b.tree, rf"{name}\close.bin")
-        pending = send_create(b, fb, fb.create(ImpersonationLevel.Impersonation, A.GENERIC_READ,
-                                               FileAttributes.FILE_ATTRIBUTE_NORMAL,
-                                               ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE,
-                                               CreateDisposition.FILE_OPEN, CreateOptions.FILE_NON_DIRECTORY_FILE,
-                                               oplock_level=RequestedOplockLevel.SMB2_OPLOCK_LEVEL_BATCH, send=False))
+        fb, pending = start_reader_open(b, rf"{name}\close.bin", oplock=RequestedOplockLevel.SMB2_OPLOCK_LEVEL_BATCH)
         assert catcher.wait() is not None
         fa.close()  # instead of acknowledging
         pending()
@@ -170,13 +171,7 @@ def test_lease_v2_rwh_broken_to_rh(braid_server, scratch, dialect):
             create(a, rf"{name}\other.bin", oplock=LEASE, contexts=[lease_v2(key1, R)])
         assert ei.value.status == 0xC000000D  # STATUS_INVALID_PARAMETER
         # Another client opens: W is broken (RWH -> RH), and its open waits for the ack.
-        fb = Open(b.tree, rf"{name}\lease.bin")
-        pending = send_create(b, fb, fb.create(ImpersonationLevel.Impersonation, A.GENERIC_READ,
-                                               FileAttributes.FILE_ATTRIBUTE_NORMAL,
-                                               ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE,
-                                               CreateDisposition.FILE_OPEN, CreateOptions.FILE_NON_DIRECTORY_FILE,
-                                               oplock_level=LEASE, create_contexts=[lease_v2(key2, R | W | H)],
-                                               send=False))
+        fb, pending = start_reader_open(b, rf"{name}\lease.bin", oplock=LEASE, contexts=[lease_v2(key2, R | W | H)])
         body = catcher.wait()
         assert body is not None, "no lease break notification"
         size, epoch, flags = struct.unpack_from("<HHI", body)

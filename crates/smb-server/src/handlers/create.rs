@@ -11,11 +11,10 @@ use smb_wire::msg::oplock::{lease_flags, LeaseContext};
 use smb_wire::{dialect, FileId, NtStatus};
 
 use super::{blocking, file_info};
-use crate::connection::PendingOp;
 use crate::locks::{is_stat_open, FileNode};
 use crate::open::{DirCursor, Open, OpenKind};
 use crate::oplocks::{Event, Owner, Requester};
-use crate::pipeline::{go_async, Ctx, HResult};
+use crate::pipeline::{Ctx, HResult};
 use crate::server::lock;
 use crate::tree::TreeKind;
 
@@ -479,10 +478,7 @@ async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<FileNode>, 
         }
         let Some(until) = b.wait_until else { break Ok(acted) };
         if registered.is_none() {
-            let async_id = go_async(cx, out).await;
-            let mid = cx.hdr.message_id.0;
-            lock(&cx.conn.pending).insert(mid, PendingOp { async_id, cancel: cancel.clone() });
-            registered = Some(mid);
+            registered = Some(super::go_pending(cx, out, &cancel).await);
         }
         if cx.conn.is_closed() {
             break Err(NtStatus::CANCELLED);

@@ -9,10 +9,9 @@ use smb_wire::msg::simple::encode_empty;
 use smb_wire::{dialect, NtStatus};
 
 use super::find_open;
-use crate::connection::PendingOp;
 use crate::locks::{ByteLock, FileNode};
 use crate::open::Open;
-use crate::pipeline::{go_async, Ctx, HResult};
+use crate::pipeline::{Ctx, HResult};
 use crate::server::lock;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
@@ -111,10 +110,7 @@ async fn wait_for_lock(cx: &mut Ctx<'_>, open: &Arc<Open>, node: &Arc<FileNode>,
             Err(_) => {}
         }
         if registered.is_none() {
-            let async_id = go_async(cx, out).await;
-            let mid = cx.hdr.message_id.0;
-            lock(&cx.conn.pending).insert(mid, PendingOp { async_id, cancel: cancel.clone() });
-            registered = Some(mid);
+            registered = Some(super::go_pending(cx, out, &cancel).await);
             if cx.conn.is_closed() {
                 break Err(NtStatus::CANCELLED);
             }

@@ -144,6 +144,16 @@ pub fn channel_sequence(cx: &Ctx<'_>, open: &std::sync::Arc<crate::open::Open>) 
 /// STATUS_PENDING (and its credits back) instead of waiting on a silent request.
 const ASYNC_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// Answers STATUS_PENDING (MS-SMB2 3.3.4.2) and registers the request so CANCEL and a lost
+/// connection can wake it through `cancel`; returns its MessageId, to remove from
+/// `Connection::pending` when it completes.
+pub async fn go_pending(cx: &mut Ctx<'_>, out: &mut Vec<u8>, cancel: &std::sync::Arc<tokio::sync::Notify>) -> u64 {
+    let async_id = crate::pipeline::go_async(cx, out).await;
+    let mid = cx.hdr.message_id.0;
+    crate::server::lock(&cx.conn.pending).insert(mid, crate::connection::PendingOp { async_id, cancel: cancel.clone() });
+    mid
+}
+
 /// Runs blocking work on the blocking pool; if it outlasts [`ASYNC_AFTER`], the request is
 /// answered STATUS_PENDING first and completes asynchronously (MS-SMB2 3.3.4.2).
 pub async fn blocking_or_pending<T: Send + 'static>(
