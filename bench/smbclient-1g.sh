@@ -7,9 +7,9 @@
 #        BRAID_BIN (default target/release/braid), BRAID_PORT (4491), SAMBA_PORT (4492)
 #        MAX_IO (Braid's max_io_size; default: Braid's own default, 2 MiB; Samba 4.17 offers 8M)
 #        PUT_MODE=new|overwrite  new (default): the put creates the file (the old copy is removed
-#                 on the server before the clock starts); overwrite: the put truncates the
-#                 previous 1 GiB copy first, which frees 1 GiB of tmpfs pages inside the timed
-#                 CREATE on both servers alike
+#                 on the server before the clock starts) and the get writes a new local file;
+#                 overwrite: each transfer first truncates the previous 1 GiB copy, which frees
+#                 1 GiB of tmpfs pages inside the timed run, for both servers alike
 # Shares, file and state live on /dev/shm. Needs root for the Samba peer.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,6 +38,9 @@ xfer() {  # server port dir(put|get)
     fi
   else
     cmd="get f.bin $WORK/local/back.bin"
+    # Same reason as a new-file put: a get over the previous local copy would first
+    # truncate 1 GiB on the client inside the timed run.
+    [[ $PUT_MODE == new ]] && rm -f "$WORK/local/back.bin"
   fi
   t0=$(date +%s.%N)
   smbclient //127.0.0.1/data -p "$port" -U "alice%$PW" --client-protection="$PROTECTION" -c "$cmd" >/dev/null 2>&1
