@@ -6,6 +6,7 @@ Also a tiny CLI used by scripts/test.sh:  python3 tests/harness.py nthash PASSWO
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -119,6 +120,15 @@ class St:
 # --------------------------------------------------------------------------------------------
 # processes and ports
 # --------------------------------------------------------------------------------------------
+
+def sha256_file(p: Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB pieces."""
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -8,7 +8,6 @@ ciphertext, wrong session ids, downgrade detection) are in crates/smb-server/tes
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import shutil
@@ -20,7 +19,7 @@ from smbprotocol.connection import Ciphers, Dialects
 from smbprotocol.exceptions import SMBResponseException
 
 import harness
-from harness import Smb, St
+from harness import Smb, St, sha256_file
 
 pytestmark = pytest.mark.skipif(os.environ.get("BRAID_TEST_TARGET", "braid").strip().lower() != "braid",
                                 reason="starts braid with custom [server] settings")
@@ -89,14 +88,6 @@ def local_tmp():
     d = _tmp_dir("braid-crypto-local-")
     yield d
     shutil.rmtree(d, ignore_errors=True)
-
-
-def sha256_file(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def status_of(excinfo) -> int:

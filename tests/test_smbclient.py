@@ -1,6 +1,5 @@
 """Interop with Samba's smbclient command line tool."""
 
-import hashlib
 import os
 import re
 import secrets
@@ -9,13 +8,7 @@ from pathlib import Path
 
 import pytest
 
-
-def sha256_file(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+from harness import sha256_file
 
 
 @pytest.fixture

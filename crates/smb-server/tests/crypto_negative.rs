@@ -9,13 +9,13 @@
 //! first: `cargo build -p braid`), else `$CARGO_TARGET_DIR` or the workspace `target/`.
 
 mod common;
-use common::{add_user, braid_bin, free_port, unique};
+use common::{add_user, braid_bin, free_port, serve, unique};
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
+use std::time::Duration;
 
 use smb_auth::NtlmClient;
 use smb_crypto::{Cipher, PreauthHash, Sealer, SessionKeys, Signer, SigningAlgorithm};
@@ -72,22 +72,8 @@ impl Braid {
         );
         std::fs::write(&config, toml).expect("write config");
         add_user(&bin, &config, USER, PASSWORD);
-        let log = std::fs::File::create(dir.join("braid.log")).expect("log file");
-        let child = Command::new(&bin)
-            .args(["serve", "--config"])
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("start braid");
-        let braid = Braid { child, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "braid did not listen on port {port}; log:\n{}", braid.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        braid
+        let child = serve(&bin, &config, &dir.join("braid.log"), port);
+        Braid { child, port, dir }
     }
 
     fn path(&self, share: &str, name: &str) -> PathBuf {

@@ -7,12 +7,12 @@
 //! first: `cargo build -p braid`), else `$CARGO_TARGET_DIR` or the workspace `target/`.
 
 mod common;
-use common::{add_user, braid_bin, free_port, unique};
+use common::{add_user, braid_bin, free_port, serve, unique};
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,23 +55,8 @@ impl Braid {
         for (user, pw) in [(USER, PASSWORD), (OTHER, OTHER_PASSWORD)] {
             add_user(&bin, &config, user, pw);
         }
-        let log = std::fs::File::create(dir.join("braid.log")).expect("log file");
-        let child = Command::new(&bin)
-            .args(["serve", "--config"])
-            .arg(&config)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("start braid");
-        let braid = Braid { child, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "braid did not listen on port {port}; log:\n{}", braid.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        braid
+        let child = serve(&bin, &config, &dir.join("braid.log"), port);
+        Braid { child, port, dir }
     }
 
     fn addr(&self) -> SocketAddr {

@@ -1,8 +1,10 @@
 //! Helpers shared by the integration tests that drive the real `braid` binary.
 
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// A number unique within this test process (for directory names).
 pub fn unique() -> u64 {
@@ -39,7 +41,6 @@ pub fn braid_bin() -> PathBuf {
 /// Adds a user to a config file with `braid user add --password-stdin`.
 pub fn add_user(bin: &Path, config: &Path, user: &str, password: &str) {
     use std::io::Write;
-    use std::process::{Command, Stdio};
     let mut add = Command::new(bin)
         .args(["user", "add", user, "--config"])
         .arg(config)
@@ -50,4 +51,28 @@ pub fn add_user(bin: &Path, config: &Path, user: &str, password: &str) {
         .unwrap_or_else(|e| panic!("cannot run {}: {e} (cargo build -p braid, or set BRAID_BIN)", bin.display()));
     add.stdin.take().expect("stdin").write_all(format!("{password}\n").as_bytes()).expect("password");
     assert!(add.wait().expect("braid user add").success(), "braid user add failed");
+}
+
+/// Runs `braid serve --config CONFIG` with its output in `log`, and returns once it accepts
+/// connections on `port` (panicking with the log after 10 s).
+pub fn serve(bin: &Path, config: &Path, log: &Path, port: u16) -> Child {
+    let out = std::fs::File::create(log).expect("log file");
+    let mut child = Command::new(bin)
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("log"))
+        .stderr(out)
+        .spawn()
+        .expect("start braid");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("braid did not listen on port {port}; log:\n{}", std::fs::read_to_string(log).unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
 }
