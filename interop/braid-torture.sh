@@ -21,6 +21,7 @@ if [[ -z "${TORTURE_OPTS:-}" && $(id -u) == 0 && -x /usr/sbin/iptables ]]; then
   TORTURE_OPTS="--option=torture:use_iptables=yes --option=torture:iptables_command=/usr/sbin/iptables"
 fi
 LOGS="$REPO/target/test-logs"; mkdir -p "$LOGS"
+bash "$REPO/interop/iptables-clean.sh"   # a killed earlier run may have left DROP rules
 RESULTS="${RESULTS:-$LOGS/torture-results.txt}"
 TUSER=torture TPASS="Torture-Pw-1"
 
@@ -50,7 +51,7 @@ LOG="$LOGS/braid-torture.log"
 # own session: whatever the server does to its process group cannot hit this script
 RUST_BACKTRACE=1 setsid "$BIN" serve --config "$D/braid.toml" </dev/null >"$LOG" 2>&1 &
 BPID=$!
-cleanup() { kill -TERM "$BPID" 2>/dev/null; rm -rf -- "$D"; }
+cleanup() { kill -TERM "$BPID" 2>/dev/null; rm -rf -- "$D"; bash "$REPO/interop/iptables-clean.sh"; }
 trap cleanup EXIT
 
 up=0

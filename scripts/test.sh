@@ -28,6 +28,9 @@ if ! bash scripts/install-deps.sh </dev/null; then
   echo "install-deps failed"; F=$((F+1))
 fi
 
+# Stale smbtorture DROP rules (from a run killed earlier on this machine) hang loopback connects.
+bash interop/iptables-clean.sh
+
 stage "cargo build --release --workspace"
 build_ok=1
 cargo build --release --workspace </dev/null 2>&1 | tee "$LOGS/cargo-build.log" | grep -E '^(error|warning: unused)|Finished' | tail -n 20
@@ -37,7 +40,7 @@ if [[ ${PIPESTATUS[0]} -ne 0 ]]; then
 fi
 
 stage "cargo test --workspace --release"
-cargo test --workspace --release </dev/null >"$LOGS/cargo-test.log" 2>&1
+cargo test --workspace --release --no-fail-fast </dev/null >"$LOGS/cargo-test.log" 2>&1
 rc=$?
 cp=0; cf=0
 while read -r l; do
@@ -45,6 +48,8 @@ while read -r l; do
   [[ -n "$a" ]] && { cp=$((cp + ${a% *})); cf=$((cf + ${a#* })); }
 done < <(grep '^test result:' "$LOGS/cargo-test.log")
 grep -E '^test .* FAILED$|^error(\[|:)' "$LOGS/cargo-test.log" | head -n 30
+# Why each failed: the panic line and the message under it.
+grep -A3 -E "^thread '.*' .*panicked at" "$LOGS/cargo-test.log" | grep -v '^stack backtrace:' | head -n 40
 if [[ $rc -ne 0 && $cf -eq 0 ]]; then
   echo "cargo test failed without a test failure (compile error?); log: $LOGS/cargo-test.log"
   tail -n 20 "$LOGS/cargo-test.log"; cf=1

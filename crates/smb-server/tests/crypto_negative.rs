@@ -186,7 +186,7 @@ struct Client {
 
 impl Client {
     fn connect(port: u16) -> Client {
-        let sock = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        let sock = common::connect(port);
         sock.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
         sock.set_nodelay(true).expect("nodelay");
         Client {

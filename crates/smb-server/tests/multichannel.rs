@@ -10,7 +10,7 @@ mod common;
 use common::{add_user, braid_bin, free_port, serve, unique};
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -402,7 +402,7 @@ async fn load_many_sessions_and_channels() {
 /// GET /status from the admin endpoint.
 fn admin_status(port: u16) -> String {
     use std::io::Read;
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("admin endpoint");
+    let mut s = common::connect(port);
     s.write_all(b"GET /status HTTP/1.0\r\n\r\n").expect("request");
     let mut text = String::new();
     s.read_to_string(&mut text).expect("response");

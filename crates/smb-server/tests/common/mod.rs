@@ -12,6 +12,12 @@ pub fn unique() -> u64 {
     N.fetch_add(1, Ordering::Relaxed)
 }
 
+/// Connects to braid on loopback, failing within a few seconds rather than hanging.
+pub fn connect(port: u16) -> TcpStream {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap_or_else(|e| panic!("connect to 127.0.0.1:{port}: {e}"))
+}
+
 /// A loopback port that was free a moment ago.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port()
@@ -67,7 +73,9 @@ pub fn serve(bin: &Path, config: &Path, log: &Path, port: u16) -> Child {
         .spawn()
         .expect("start braid");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    // A bounded connect: a dropped SYN must not stall the test for minutes.
+    while TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err() {
         if Instant::now() >= deadline {
             let _ = child.kill();
             panic!("braid did not listen on port {port}; log:\n{}", std::fs::read_to_string(log).unwrap_or_default());
