@@ -2,7 +2,7 @@
 # smbclient-1g.sh - 1 GiB put/get through Samba's smbclient, Braid vs a Samba peer, interleaved
 # in one run so machine drift hits both alike. Prints MiB/s per run and the Braid/Samba ratio.
 #
-# usage: bench/smbclient-1g.sh [ROUNDS]        (default 3; best-of per server is reported)
+# usage: bench/smbclient-1g.sh [ROUNDS]        (default 3; median and best per server are reported)
 # env:   PROTECTION=off|sign|encrypt  (smbclient --client-protection, default off)
 #        BRAID_BIN (default target/release/braid), BRAID_PORT (4491), SAMBA_PORT (4492)
 #        MAX_IO (Braid's max_io_size; default: Braid's own default, 2 MiB; Samba 4.17 offers 8M)
@@ -10,12 +10,23 @@
 #                 on the server before the clock starts) and the get writes a new local file;
 #                 overwrite: each transfer first truncates the previous 1 GiB copy, which frees
 #                 1 GiB of tmpfs pages inside the timed run, for both servers alike
-# Shares, file and state live on /dev/shm. Needs root for the Samba peer.
+#        GET_DEST=null|file  null (default): the get writes to /dev/null, so the figure is the
+#                 server and the wire, not smbclient's local tmpfs writes (each server's copy is
+#                 checked once, untimed, with a get into a file and cmp); file: into a new local file
+#        WARM=1 (default) | 0  before each timed transfer, write and delete 1.5 GiB on /dev/shm.
+#                 This VM's virtio-balloon reports freed pages to the host after ~2 s; touching
+#                 such a page again costs a host fault (dd into fresh tmpfs: 365 MB/s, into warm
+#                 pages: 6.6-9.3 GB/s), so without it a transfer's speed depends on how long ago
+#                 memory was freed. Warm-up hands both servers pages just freed by the guest.
+# Rounds alternate which server goes first. Shares, file and state live on /dev/shm. Needs
+# root for the Samba peer.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROUNDS="${1:-3}"
 PROTECTION="${PROTECTION:-off}"
 PUT_MODE="${PUT_MODE:-new}"
+GET_DEST="${GET_DEST:-null}"
+WARM="${WARM:-1}"
 BRAID_BIN="${BRAID_BIN:-$REPO/target/release/braid}"
 BRAID_PORT="${BRAID_PORT:-4491}"
 SAMBA_PORT="${SAMBA_PORT:-4492}"
@@ -36,33 +47,46 @@ xfer() {  # server port dir(put|get)
     if [[ $PUT_MODE == new ]]; then
       if [[ $port == "$BRAID_PORT" ]]; then rm -f "$WORK/braid-share/f.bin"; else rm -f "$WORK/samba/shares/data/f.bin"; fi
     fi
+  elif [[ $GET_DEST == null ]]; then
+    cmd="get f.bin /dev/null"
   else
     cmd="get f.bin $WORK/local/back.bin"
     # Same reason as a new-file put: a get over the previous local copy would first
     # truncate 1 GiB on the client inside the timed run.
     [[ $PUT_MODE == new ]] && rm -f "$WORK/local/back.bin"
   fi
+  if [[ $WARM == 1 ]]; then head -c 1536M /dev/zero >"$WORK/warm.bin"; rm -f "$WORK/warm.bin"; fi
   t0=$(date +%s.%N)
   smbclient //127.0.0.1/data -p "$port" -U "alice%$PW" --client-protection="$PROTECTION" -c "$cmd" >/dev/null 2>&1
   t1=$(date +%s.%N)
-  if [[ $op == get ]]; then cmp "$WORK/local/src.bin" "$WORK/local/back.bin" >&2 || { echo "MISMATCH on port $port" >&2; ls -la "$WORK/local" >&2; exit 1; }; fi
+  if [[ $op == get && $GET_DEST != null ]]; then cmp "$WORK/local/src.bin" "$WORK/local/back.bin" >&2 || { echo "MISMATCH on port $port" >&2; ls -la "$WORK/local" >&2; exit 1; }; fi
   echo "scale=1; 1024 / ($t1 - $t0)" | bc
 }
 
-declare -A best=([braid-put]=0 [braid-get]=0 [samba-put]=0 [samba-get]=0)
-# untimed warm-up: first writes into a fresh tmpfs are slower (page allocation)
-xfer "$BRAID_PORT" put >/dev/null; xfer "$SAMBA_PORT" put >/dev/null
+# Untimed: one put to each server, and each server's copy read back and compared.
+for port in "$BRAID_PORT" "$SAMBA_PORT"; do
+  xfer "$port" put >/dev/null
+  GET_DEST=file xfer "$port" get >/dev/null
+done
+rm -f "$WORK/local/back.bin"
+declare -A all=()
 for r in $(seq "$ROUNDS"); do
-  for srv in braid samba; do
+  if (( r % 2 )); then order="braid samba"; else order="samba braid"; fi
+  for srv in $order; do
     port=$BRAID_PORT; [[ $srv == samba ]] && port=$SAMBA_PORT
     for op in put get; do
       v=$(xfer "$port" "$op")
       echo "round $r $srv $op: $v MiB/s"
-      if (( $(echo "$v > ${best[$srv-$op]}" | bc) )); then best[$srv-$op]=$v; fi
+      all[$srv-$op]+="$v "
     done
   done
 done
+median() { tr ' ' '\n' | sed '/^$/d' | sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+best() { tr ' ' '\n' | sed '/^$/d' | sort -n | tail -n 1; }
 for op in put get; do
-  ratio=$(echo "scale=2; ${best[braid-$op]} / ${best[samba-$op]}" | bc)
-  echo "RESULT $op protection=$PROTECTION put_mode=$PUT_MODE braid=${best[braid-$op]} samba=${best[samba-$op]} MiB/s ratio=${ratio}x"
+  bm=$(median <<<"${all[braid-$op]}"); sm=$(median <<<"${all[samba-$op]}")
+  bb=$(best <<<"${all[braid-$op]}"); sb=$(best <<<"${all[samba-$op]}")
+  echo "RESULT $op protection=$PROTECTION put_mode=$PUT_MODE get_dest=$GET_DEST warm=$WARM" \
+    "median braid=$bm samba=$sm MiB/s ratio=$(echo "scale=2; $bm / $sm" | bc)x;" \
+    "best braid=$bb samba=$sb ratio=$(echo "scale=2; $bb / $sb" | bc)x"
 done

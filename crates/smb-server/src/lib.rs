@@ -24,6 +24,7 @@ mod splice;
 mod status_map;
 mod transform;
 mod tree;
+mod write_queue;
 
 pub use config::{EncryptionMode, InterfaceConfig, ServerConfig, ShareConfig, UserConfig};
 pub use listener::run;

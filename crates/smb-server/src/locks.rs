@@ -101,6 +101,8 @@ pub struct FileNode {
     sequences: Mutex<HashMap<u64, LockSequences>>,
     /// Oplocks and leases (see `oplocks.rs`).
     pub oplocks: crate::oplocks::NodeOplocks,
+    /// WRITEs to this file, one at a time (see `write_queue.rs`).
+    pub writes: crate::write_queue::WriteQueue,
 }
 
 /// An open asking only for attributes and SYNCHRONIZE: it breaks no oplock and gets none

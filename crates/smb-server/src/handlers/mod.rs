@@ -161,15 +161,39 @@ pub async fn blocking_or_pending<T: Send + 'static>(
     out: &mut Vec<u8>,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, NtStatus> {
-    let mut task = tokio::task::spawn_blocking(f);
+    pending_after(cx, out, tokio::task::spawn_blocking(f)).await
+}
+
+/// Awaits work already started elsewhere (the blocking pool, a file's write queue); past
+/// [`ASYNC_AFTER`] the request is answered STATUS_PENDING first. An error from `work` means
+/// the work died (panicked) without a result.
+async fn pending_after<T, E>(
+    cx: &mut Ctx<'_>,
+    out: &mut Vec<u8>,
+    mut work: impl std::future::Future<Output = Result<T, E>> + Unpin,
+) -> Result<T, NtStatus> {
     let r = tokio::select! {
-        r = &mut task => r,
+        r = &mut work => r,
         _ = tokio::time::sleep(ASYNC_AFTER) => {
             crate::pipeline::go_async(cx, out).await;
-            task.await
+            work.await
         }
     };
     r.map_err(|_| NtStatus::INTERNAL_ERROR)
+}
+
+/// [`storage_or_pending`] for a write: `f` runs after the file's earlier writes, on the
+/// thread running them (see `write_queue.rs`).
+pub async fn write_or_pending<T: Send + 'static>(
+    cx: &mut Ctx<'_>,
+    out: &mut Vec<u8>,
+    queue: &crate::write_queue::WriteQueue,
+    f: impl FnOnce() -> braid_vfs::Result<T> + Send + 'static,
+) -> Result<T, NtStatus> {
+    pending_after(cx, out, queue.submit(f)).await?.map_err(|e| {
+        tracing::debug!(error = %e, "storage error");
+        crate::status_map::vfs_status(&e)
+    })
 }
 
 /// [`blocking_or_pending`] for storage calls, mapping storage errors to NTSTATUS.

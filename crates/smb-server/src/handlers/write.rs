@@ -109,7 +109,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         return Err(NtStatus::FILE_LOCK_CONFLICT);
     }
     drop(frame);
-    let (n, off) = super::storage_or_pending(cx, out, move || {
+    let queue = node.writes.clone();
+    let (n, off) = super::write_or_pending(cx, out, &queue, move || {
         let off = if append { handle.attrs()?.size } else { offset };
         Ok((data.write_to(handle.as_ref(), off)?, off))
     })
