@@ -319,6 +319,11 @@ impl Client {
         Request::new(command, tree_id, self.encrypts(tree_encrypt))
     }
 
+    /// [`Client::request`] with room for a body of `body` bytes.
+    pub(crate) fn request_with_room(&self, command: Command, tree_id: u32, tree_encrypt: bool, body: usize) -> Request {
+        Request::with_body_room(command, tree_id, self.encrypts(tree_encrypt), body)
+    }
+
     fn opts(&self, encrypted: bool) -> SendOpts {
         SendOpts { encrypt: encrypted, sign: self.inner.session.signed, verify: true, capture: false, session_id: None }
     }

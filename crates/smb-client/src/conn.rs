@@ -43,8 +43,14 @@ pub(crate) struct Request {
 impl Request {
     /// Starts a request; `encrypted` reserves room for the TRANSFORM_HEADER.
     pub fn new(command: Command, tree_id: u32, encrypted: bool) -> Request {
+        Request::with_body_room(command, tree_id, encrypted, 128)
+    }
+
+    /// [`Request::new`] for a body of about `body` bytes (a WRITE's payload), in a reused
+    /// buffer when it is large.
+    pub fn with_body_room(command: Command, tree_id: u32, encrypted: bool, body: usize) -> Request {
         let prefix = 4 + if encrypted { TRANSFORM_HEADER_LEN } else { 0 };
-        let mut buf = Vec::with_capacity(prefix + HEADER_LEN + 128);
+        let mut buf = crate::buffers::empty(prefix + HEADER_LEN + body);
         buf.resize(prefix + HEADER_LEN, 0);
         Request { command, buf, prefix, tree_id, charge: 1, related: false }
     }
@@ -366,6 +372,7 @@ async fn writer_loop(shared: Arc<Shared>, mut wr: OwnedWriteHalf, mut rx: mpsc::
             close(&shared);
             return;
         }
+        crate::buffers::give(frame);
     }
     let _ = wr.shutdown().await;
 }
@@ -380,7 +387,7 @@ async fn reader_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
             tracing::debug!("smb-client: bad or oversized frame from server");
             break;
         };
-        let mut frame = vec![0u8; len];
+        let mut frame = crate::buffers::filled(len);
         if rd.read_exact(&mut frame).await.is_err() {
             break;
         }
@@ -473,7 +480,7 @@ fn process_frame(shared: &Shared, mut frame: Vec<u8>) -> Result<(), &'static str
         }
         errors.push(err);
     }
-    let frame = Bytes::from(frame);
+    let frame = crate::buffers::share(frame);
     for ((hdr, range), err) in msgs.into_iter().zip(errors) {
         dispatch(shared, hdr, frame.clone(), range, err);
     }

@@ -123,7 +123,9 @@ impl File {
         let max = client.max_write() as usize;
         let mut total = 0u32;
         for (i, chunk) in data.chunks(max.max(1)).enumerate() {
-            let mut r = self.tree.request(Command::Write);
+            // Header, fixed WRITE fields and payload (a signature or transform header fits
+            // in the prefix the request reserves).
+            let mut r = self.tree.request_with_room(Command::Write, 48 + chunk.len());
             r.charge = client.charge(chunk.len() as u32);
             let at = offset + (i * max) as u64;
             WriteRequest { offset: at, file_id: self.id, channel: 0, flags: 0, data: chunk }.encode(r.body());

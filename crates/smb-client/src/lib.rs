@@ -21,6 +21,7 @@
 
 #![warn(missing_docs)]
 
+mod buffers;
 mod client;
 mod conn;
 mod error;

@@ -176,6 +176,11 @@ impl Tree {
         self.client.request(command, self.id, self.encrypt)
     }
 
+    /// [`Tree::request`] with room for a body of `body` bytes (a WRITE's payload).
+    pub(crate) fn request_with_room(&self, command: Command, body: usize) -> Request {
+        self.client.request_with_room(command, self.id, self.encrypt, body)
+    }
+
     fn create_request(&self, path: &str, opts: &CreateOptions) -> Request {
         let mut r = self.request(Command::Create);
         CreateRequest {
