@@ -144,6 +144,12 @@ pub struct FsStats {
 pub trait FileHandle: Send + Sync + std::fmt::Debug {
     /// Reads up to `buf.len()` bytes at `offset`; returns bytes read (0 at end of file).
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize>;
+    /// [`FileHandle::read_at`] only if it cannot block on storage: the data is in memory
+    /// (page cache, or a memory file system). `None` means "could block": call `read_at` on a
+    /// thread that may. Lets a server answer cached reads without a thread hand-off.
+    fn read_at_nowait(&self, _buf: &mut [u8], _offset: u64) -> Option<Result<usize>> {
+        None
+    }
     /// Writes all of `buf` at `offset`; returns bytes written.
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize>;
     /// End of file, cheaper than [`FileHandle::attrs`] where the backend can tell it alone.

@@ -331,12 +331,14 @@ impl LocalBackend {
     }
 
     fn handle(&self, fd: OwnedFd, is_dir: bool, access: FdAccess, path: &SharePath, opts: OpenOptions) -> LocalHandle {
+        let memory_backed = opts.read && !is_dir && handle::is_memory_fs(&fd);
         LocalHandle {
             fd,
             is_dir,
             access,
             allow_read: opts.read,
             allow_write: opts.write,
+            memory_backed,
             sticky_ctime: std::sync::atomic::AtomicBool::new(false),
             path: path.clone(),
             root: Arc::clone(&self.root),

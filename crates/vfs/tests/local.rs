@@ -639,3 +639,48 @@ fn extended_attributes_round_trip() {
     h.set_security_descriptor(&[1, 2, 3]).unwrap();
     assert_eq!(h.extended_attributes().unwrap().len(), braid_vfs::MAX_EAS);
 }
+
+/// A non-blocking read returns exactly what `read_at` returns, or declines; never other bytes.
+fn check_nowait(dir: &Path, expect_inline: bool) {
+    let share = dir.join("nowait-share");
+    fs::create_dir_all(&share).unwrap();
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    fs::write(share.join("f.bin"), &data).unwrap();
+    let b = LocalBackend::new(&share, false).unwrap();
+    let h = open(&b, "f.bin", read_only_opts()).unwrap();
+    let mut buf = vec![0u8; 65536];
+    match h.read_at_nowait(&mut buf, 4096) {
+        Some(r) => {
+            assert_eq!(r.unwrap(), 65536);
+            assert_eq!(buf, data[4096..4096 + 65536]);
+        }
+        None => assert!(!expect_inline, "a tmpfs read was not served inline"),
+    }
+    // Past the end: a memory file system answers the short read; a disk one may decline.
+    let mut tail = vec![0u8; 1000];
+    if let Some(r) = h.read_at_nowait(&mut tail, 299_500) {
+        assert_eq!(r.unwrap(), 500);
+        assert_eq!(tail[..500], data[299_500..]);
+    }
+    // A handle without read access never reads.
+    let w = open(&b, "f.bin", OpenOptions { read: false, ..opts(CreateMode::OpenExisting) }).unwrap();
+    assert!(w.read_at_nowait(&mut buf, 0).is_none());
+    fs::remove_dir_all(&share).unwrap();
+}
+
+#[test]
+fn read_at_nowait_on_tmpfs_is_inline_and_exact() {
+    if !Path::new("/dev/shm").is_dir() {
+        return;
+    }
+    let s = Scratch::new();
+    check_nowait(&s.0, true);
+}
+
+#[test]
+fn read_at_nowait_on_a_disk_file_system_is_exact_or_declines() {
+    let dir = std::env::temp_dir().join(format!("braid-vfs-nowait-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    check_nowait(&dir, false);
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -36,6 +36,8 @@ pub struct LocalHandle {
     pub(crate) access: FdAccess,
     pub(crate) allow_read: bool,
     pub(crate) allow_write: bool,
+    /// The file lives on tmpfs or ramfs: reads never wait for a device.
+    pub(crate) memory_backed: bool,
     /// Path at open time; used to resolve symlinks met while listing (stale after a rename
     /// of an ancestor, which only affects such symlink entries).
     pub(crate) path: SharePath,
@@ -43,6 +45,18 @@ pub struct LocalHandle {
     /// Set once a change time was set through this handle: like Windows (MS-FSA
     /// 2.1.5.14.2, Open.UserSetChangeTime), later changes through it keep that time.
     pub(crate) sticky_ctime: std::sync::atomic::AtomicBool,
+}
+
+/// Whether `fd` is on a file system kept in memory (tmpfs, ramfs), whose reads never wait
+/// for a device. (A tmpfs page in swap is the exception; reading it back blocks briefly.)
+pub(crate) fn is_memory_fs(fd: &OwnedFd) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    rustix::fs::fstatfs(fd).is_ok_and(|s| {
+        #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+        let t = s.f_type as i64;
+        t == TMPFS_MAGIC || t == RAMFS_MAGIC
+    })
 }
 
 impl fmt::Debug for LocalHandle {
@@ -175,6 +189,25 @@ impl FileHandle for LocalHandle {
             }
         }
         Ok(done)
+    }
+
+    fn read_at_nowait(&self, buf: &mut [u8], offset: u64) -> Option<Result<usize>> {
+        if self.is_dir || !self.allow_read || self.access == FdAccess::PathOnly {
+            return None;
+        }
+        if self.memory_backed {
+            // tmpfs answers RWF_NOWAIT with EOPNOTSUPP, but its pages are memory already.
+            return Some(self.read_at(buf, offset));
+        }
+        if offset.checked_add(buf.len() as u64).is_none_or(|e| e > MAX_OFFSET) {
+            return None;
+        }
+        // Whole or nothing: a short read may be a partly cached range, which the blocking
+        // path then reads in full.
+        match rustix::io::preadv2(&self.fd, &mut [std::io::IoSliceMut::new(buf)], offset, rustix::io::ReadWriteFlags::NOWAIT) {
+            Ok(n) if n == buf.len() => Some(Ok(n)),
+            _ => None,
+        }
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize> {
