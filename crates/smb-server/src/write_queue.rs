@@ -62,6 +62,40 @@ impl WriteQueue {
         rx
     }
 
+    /// Runs `f` on this thread if no write of the file is running, else hands `f` back.
+    /// Writes queued while it ran are then started on the blocking pool. For writes that
+    /// cannot wait for a device (a small write to a memory file system).
+    pub fn run_here<T, F: FnOnce() -> T>(&self, f: F) -> Result<T, F> {
+        {
+            let mut s = lock(&self.state);
+            if s.running {
+                return Err(f);
+            }
+            s.running = true;
+        }
+        // Let go of the queue even if `f` panics (see `drain`).
+        struct Release<'a>(&'a WriteQueue);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                let next = {
+                    let mut s = lock(&self.0.state);
+                    if std::thread::panicking() {
+                        s.jobs.clear();
+                    }
+                    let next = s.jobs.pop_front();
+                    s.running = next.is_some();
+                    next
+                };
+                if let Some(first) = next {
+                    let q = self.0.clone();
+                    tokio::task::spawn_blocking(move || q.drain(first));
+                }
+            }
+        }
+        let _release = Release(self);
+        Ok(f())
+    }
+
     /// Runs `first`, then every job queued meanwhile, until the queue is empty.
     fn drain(&self, first: Job) {
         // Cleared even if a job panics, so later writes are not queued behind a dead runner.
@@ -124,6 +158,31 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "the runner never finished");
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn run_here_runs_only_when_idle_and_starts_what_queued_behind_it() {
+        let q = WriteQueue::default();
+        assert_eq!(q.run_here(|| 1).ok(), Some(1));
+        let gate = Arc::new(std::sync::Barrier::new(2));
+        let g = gate.clone();
+        let busy = q.submit(move || {
+            g.wait();
+            2
+        });
+        // Busy: the closure comes back unrun.
+        let back = q.run_here(|| 3).expect_err("ran while another write was running");
+        gate.wait();
+        assert_eq!(busy.await.expect("busy"), 2);
+        // A write queued while an inline one runs is started when it ends.
+        let (q2, queued) = (q.clone(), std::sync::Mutex::new(None));
+        let r = q.run_here(|| {
+            *queued.lock().unwrap() = Some(q2.submit(|| 4));
+            back()
+        });
+        assert_eq!(r.ok(), Some(3));
+        let rx = queued.lock().unwrap().take().expect("queued");
+        assert_eq!(rx.await.expect("queued write ran"), 4);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -150,6 +150,11 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     fn read_at_nowait(&self, _buf: &mut [u8], _offset: u64) -> Option<Result<usize>> {
         None
     }
+    /// Whether this file's data lives in memory (tmpfs, ramfs), so small reads and writes
+    /// never wait for a device (short of swap or memory reclaim).
+    fn in_memory(&self) -> bool {
+        false
+    }
     /// Writes all of `buf` at `offset`; returns bytes written.
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize>;
     /// End of file, cheaper than [`FileHandle::attrs`] where the backend can tell it alone.

@@ -331,7 +331,7 @@ impl LocalBackend {
     }
 
     fn handle(&self, fd: OwnedFd, is_dir: bool, access: FdAccess, path: &SharePath, opts: OpenOptions) -> LocalHandle {
-        let memory_backed = opts.read && !is_dir && handle::is_memory_fs(&fd);
+        let memory_backed = (opts.read || opts.write) && !is_dir && handle::is_memory_fs(&fd);
         LocalHandle {
             fd,
             is_dir,

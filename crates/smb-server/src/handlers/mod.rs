@@ -190,10 +190,13 @@ pub async fn write_or_pending<T: Send + 'static>(
     queue: &crate::write_queue::WriteQueue,
     f: impl FnOnce() -> braid_vfs::Result<T> + Send + 'static,
 ) -> Result<T, NtStatus> {
-    pending_after(cx, out, queue.submit(f)).await?.map_err(|e| {
-        tracing::debug!(error = %e, "storage error");
-        crate::status_map::vfs_status(&e)
-    })
+    pending_after(cx, out, queue.submit(f)).await?.map_err(storage_status)
+}
+
+/// The NTSTATUS for a storage error (logged at debug level).
+pub fn storage_status(e: braid_vfs::VfsError) -> NtStatus {
+    tracing::debug!(error = %e, "storage error");
+    crate::status_map::vfs_status(&e)
 }
 
 /// [`blocking_or_pending`] for storage calls, mapping storage errors to NTSTATUS.
@@ -202,20 +205,14 @@ pub async fn storage_or_pending<T: Send + 'static>(
     out: &mut Vec<u8>,
     f: impl FnOnce() -> braid_vfs::Result<T> + Send + 'static,
 ) -> Result<T, NtStatus> {
-    blocking_or_pending(cx, out, f).await?.map_err(|e| {
-        tracing::debug!(error = %e, "storage error");
-        crate::status_map::vfs_status(&e)
-    })
+    blocking_or_pending(cx, out, f).await?.map_err(storage_status)
 }
 
 /// Runs blocking storage work on the blocking pool, mapping storage errors to NTSTATUS.
 pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> braid_vfs::Result<T> + Send + 'static) -> Result<T, NtStatus> {
     match tokio::task::spawn_blocking(f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => {
-            tracing::debug!(error = %e, "storage error");
-            Err(crate::status_map::vfs_status(&e))
-        }
+        Ok(Err(e)) => Err(storage_status(e)),
         Err(_) => Err(NtStatus::INTERNAL_ERROR),
     }
 }

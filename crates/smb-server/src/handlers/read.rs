@@ -74,7 +74,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             .await?
         }
     };
-    let n = n.map_err(|e| crate::status_map::vfs_status(&e))?;
+    let n = n.map_err(super::storage_status)?;
     // Going async may have sent earlier compound responses, shortening what precedes the
     // data; then the data moves down (rare: only a slow READ inside a compound).
     let prefix = out.len();

@@ -46,6 +46,9 @@ impl Data {
     }
 }
 
+/// Largest WRITE done on the async worker (to a memory file system only), as for READs.
+const INLINE_WRITE_MAX: usize = 256 << 10;
+
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let frame = cx.frame.clone();
     let msg = &frame[cx.range.clone()];
@@ -110,11 +113,18 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     drop(frame);
     let queue = node.writes.clone();
-    let (n, off) = super::write_or_pending(cx, out, &queue, move || {
+    let inline = len <= INLINE_WRITE_MAX && matches!(data, Data::Frame(..)) && handle.in_memory();
+    let job = move || -> braid_vfs::Result<(usize, u64)> {
         let off = if append { handle.attrs()?.size } else { offset };
         Ok((data.write_to(handle.as_ref(), off)?, off))
-    })
-    .await?;
+    };
+    // A small write to a memory file system is a copy: done here when the file is not
+    // being written, saving the hand-off to the blocking pool and back.
+    let done = if inline { queue.run_here(job) } else { Err(job) };
+    let (n, off) = match done {
+        Ok(r) => r.map_err(super::storage_status)?,
+        Err(job) => super::write_or_pending(cx, out, &queue, job).await?,
+    };
     // FilePositionInformation follows the last synchronous transfer on the open.
     open.position.store(off.saturating_add(n as u64), std::sync::atomic::Ordering::Relaxed);
     encode_response(out, u32::try_from(n).unwrap_or(0));

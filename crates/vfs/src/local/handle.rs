@@ -191,6 +191,10 @@ impl FileHandle for LocalHandle {
         Ok(done)
     }
 
+    fn in_memory(&self) -> bool {
+        self.memory_backed
+    }
+
     fn read_at_nowait(&self, buf: &mut [u8], offset: u64) -> Option<Result<usize>> {
         if self.is_dir || !self.allow_read || self.access == FdAccess::PathOnly {
             return None;
