@@ -56,8 +56,7 @@ impl WriteQueue {
             }
         };
         if let Some(first) = start {
-            let q = self.clone();
-            tokio::task::spawn_blocking(move || q.drain(first));
+            self.start_draining(first);
         }
         rx
     }
@@ -73,55 +72,49 @@ impl WriteQueue {
             }
             s.running = true;
         }
-        // Let go of the queue even if `f` panics (see `drain`).
-        struct Release<'a>(&'a WriteQueue);
-        impl Drop for Release<'_> {
-            fn drop(&mut self) {
-                let next = {
-                    let mut s = lock(&self.0.state);
-                    if std::thread::panicking() {
-                        s.jobs.clear();
-                    }
-                    let next = s.jobs.pop_front();
-                    s.running = next.is_some();
-                    next
-                };
-                if let Some(first) = next {
-                    let q = self.0.clone();
-                    tokio::task::spawn_blocking(move || q.drain(first));
-                }
-            }
+        let guard = PanicGuard(self);
+        let r = f();
+        drop(guard);
+        if let Some(first) = self.next_or_idle() {
+            self.start_draining(first);
         }
-        let _release = Release(self);
-        Ok(f())
+        Ok(r)
+    }
+
+    fn start_draining(&self, first: Job) {
+        let q = self.clone();
+        tokio::task::spawn_blocking(move || q.drain(first));
     }
 
     /// Runs `first`, then every job queued meanwhile, until the queue is empty.
     fn drain(&self, first: Job) {
-        // Cleared even if a job panics, so later writes are not queued behind a dead runner.
-        struct Running<'a>(&'a WriteQueue);
-        impl Drop for Running<'_> {
-            fn drop(&mut self) {
-                let mut s = lock(&self.0.state);
-                if std::thread::panicking() {
-                    // Queued jobs are dropped with their senders: their requests fail.
-                    s.jobs.clear();
-                    s.running = false;
-                }
-            }
-        }
-        let _guard = Running(self);
-        let mut job = first;
-        loop {
+        let _guard = PanicGuard(self);
+        let mut next = Some(first);
+        while let Some(job) = next {
             job();
-            let mut s = lock(&self.state);
-            match s.jobs.pop_front() {
-                Some(next) => job = next,
-                None => {
-                    s.running = false;
-                    return;
-                }
-            }
+            next = self.next_or_idle();
+        }
+    }
+
+    /// The next queued job, or (none queued) the queue marked idle.
+    fn next_or_idle(&self) -> Option<Job> {
+        let mut s = lock(&self.state);
+        let next = s.jobs.pop_front();
+        s.running = next.is_some();
+        next
+    }
+}
+
+/// Frees the queue if the running job panics, so later writes are not queued behind a dead
+/// runner; the queued jobs are dropped with their senders, so their requests fail.
+struct PanicGuard<'a>(&'a WriteQueue);
+
+impl Drop for PanicGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut s = lock(&self.0.state);
+            s.jobs.clear();
+            s.running = false;
         }
     }
 }

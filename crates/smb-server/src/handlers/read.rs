@@ -62,7 +62,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let mut buf = cx.conn.take_buffer(data_at + len);
     let offset = req.offset;
     // Data already in memory is copied right here: a hand-off to the blocking pool and back
-    // costs two thread switches, more than copying up to a MiB (see INLINE_READ_MAX).
+    // costs two thread switches, more than a copy of up to INLINE_READ_MAX bytes.
     let inline = if len <= INLINE_READ_MAX { handle.read_at_nowait(&mut buf[data_at..data_at + len], offset) } else { None };
     let (mut buf, n) = match inline {
         Some(n) => (buf, n),

@@ -112,7 +112,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         return Err(NtStatus::FILE_LOCK_CONFLICT);
     }
     drop(frame);
-    let queue = node.writes.clone();
+    let queue = &node.writes;
     let inline = len <= INLINE_WRITE_MAX && matches!(data, Data::Frame(..)) && handle.in_memory();
     let job = move || -> braid_vfs::Result<(usize, u64)> {
         let off = if append { handle.attrs()?.size } else { offset };
@@ -123,7 +123,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let done = if inline { queue.run_here(job) } else { Err(job) };
     let (n, off) = match done {
         Ok(r) => r.map_err(super::storage_status)?,
-        Err(job) => super::write_or_pending(cx, out, &queue, job).await?,
+        Err(job) => super::write_or_pending(cx, out, queue, job).await?,
     };
     // FilePositionInformation follows the last synchronous transfer on the open.
     open.position.store(off.saturating_add(n as u64), std::sync::atomic::Ordering::Relaxed);
