@@ -86,6 +86,28 @@ def test_random_io(braid_server, scratch, dialect):
     assert (path / "random.bin").read_bytes() == bytes(model)
 
 
+def test_large_reads_one_at_a_time(smb, scratch):
+    """READs of 256 KiB to 2 MiB with nothing else in flight are copied on the server's
+    async worker, not its blocking pool: the bytes, short reads at EOF and END_OF_FILE past
+    it must be the same as on the other path."""
+    name, path = scratch
+    data = os.urandom(5 * 1024 * 1024 + 12345)
+    (path / "big.bin").write_bytes(data)
+    f = smb.open(rf"{name}\big.bin", access=A.GENERIC_READ, disposition=CreateDisposition.FILE_OPEN)
+    max_read = smb.conn.max_read_size
+    rng = random.Random(0x10E)
+    for size in (256 * 1024 + 1, 1024 * 1024, max_read):
+        for _ in range(4):
+            off = rng.randrange(len(data))
+            assert f.read(off, size) == data[off:off + size], f"read({off}, {size})"
+    # the last bytes: a short read, then nothing
+    assert f.read(len(data) - 1000, max_read) == data[-1000:]
+    with pytest.raises(SMBResponseException) as ei:
+        f.read(len(data), max_read)
+    assert ei.value.status == St.END_OF_FILE
+    f.close()
+
+
 def test_truncate_and_extend(smb, scratch):
     name, path = scratch
     f = smb.open(rf"{name}\trunc.bin")

@@ -65,9 +65,16 @@ pub struct Connection {
     pub bytes_out: AtomicU64,
     /// Sessions this connection is a channel of, with their channel keys (multichannel).
     pub channels: crate::channel::ConnChannels,
+    /// Permits of requests in progress; the reader waits for one before dispatching a frame.
+    in_flight: Arc<Semaphore>,
 }
 
 impl Connection {
+    /// Frames of this connection being processed now (the caller's included).
+    pub fn requests_in_progress(&self) -> usize {
+        MAX_IN_FLIGHT as usize - self.in_flight.available_permits()
+    }
+
     pub fn dialect(&self) -> u16 {
         self.negotiated.get().map_or(0, |n| n.dialect)
     }
@@ -173,10 +180,11 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
         bytes_in: AtomicU64::new(0),
         bytes_out: AtomicU64::new(0),
         channels: Default::default(),
+        in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
     });
     server.connections.insert(id, Arc::downgrade(&conn));
     tracing::debug!(conn = id, %peer, "connected");
-    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize));
+    let in_flight = conn.in_flight.clone();
     // Largest frame: a maximal WRITE plus headers, or a compound of small requests.
     let cap = (server.config.max_io_size as usize + 64 * 1024).min(frame::MAX_FRAME);
     loop {
