@@ -459,8 +459,11 @@ fn process_frame(shared: &Shared, mut frame: Vec<u8>) -> Result<(), &'static str
             Err(_) => false,
         };
         let interim = hdr.nt_status() == NtStatus::PENDING && hdr.is_async();
+        // A server that no longer has the session cannot sign this answer, whatever its
+        // SIGNED flag says; it ends the session either way.
+        let gone = hdr.nt_status() == NtStatus::USER_SESSION_DELETED;
         let mut err = None;
-        if verify && !encrypted && !interim {
+        if verify && !encrypted && !interim && !gone {
             match sec.as_ref() {
                 Some(s) if hdr.is_signed() => {
                     if let Some(signer) = &s.signer {

@@ -379,10 +379,15 @@ async fn process_one(
                 // binding of a bound connection, a stale client) changes nothing: it is
                 // refused (MS-SMB2 3.3.5.2.4) and the connection and session stay.
                 tracing::info!(conn = conn.id, peer = %conn.peer, "SESSION_SETUP with a bad signature refused");
+                // A client re-binding a connection that is already a channel signs with
+                // Session.SigningKey (its new channel has no key yet) and drops an answer
+                // that is not signed with it as forged; so when that key verifies, the
+                // refusal is signed with it.
+                let reply = session.as_ref().and_then(|s| s.signer().cloned()).filter(|s| verify(frame, range.clone(), s));
                 write_header(out, hdr, NtStatus::ACCESS_DENIED, hdr.session_id.0);
                 encode_error(out);
                 finish_credits(conn, out, start, hdr);
-                parts.push(Part::plain(start));
+                parts.push(Part { start, signer: reply, preauth: None });
                 return Some((None, None, None, NtStatus::ACCESS_DENIED));
             }
             if !ok {
@@ -394,7 +399,16 @@ async fn process_one(
             // Signed, but there is no key: unknown session, or one this connection is not a
             // channel of; a session in progress or a guest session.
             let deleted = session.as_ref().is_none_or(|s| s.is_valid() && !is_channel);
+            tracing::trace!(conn = conn.id, ?cmd, mid = hdr.message_id.0, session = hdr.session_id.0, deleted, "signed request without a key");
             write_header(out, hdr, if deleted { NtStatus::USER_SESSION_DELETED } else { NtStatus::ACCESS_DENIED }, 0);
+            if deleted {
+                // The SIGNED flag of the request is echoed with a zero signature, as Samba and
+                // Windows do: a client that signs this session drops an unflagged response
+                // as forged (Samba's client answers ACCESS_DENIED), but does not check the
+                // signature of a USER_SESSION_DELETED, which no key can sign.
+                let f = u32::from_le_bytes(out[start + offset::FLAGS..start + offset::FLAGS + 4].try_into().unwrap_or([0; 4]));
+                out[start + offset::FLAGS..start + offset::FLAGS + 4].copy_from_slice(&(f | flags::SIGNED).to_le_bytes());
+            }
             encode_error(out);
             finish_credits(conn, out, start, hdr);
             parts.push(Part::plain(start));
@@ -472,6 +486,15 @@ async fn process_one(
         return Some((cx.session, cx.tree, cx.file_id_out, chain));
     }
     out[start + offset::STATUS..start + offset::STATUS + 4].copy_from_slice(&status.0.to_le_bytes());
+    tracing::trace!(
+        conn = conn.id,
+        ?cmd,
+        mid = hdr.message_id.0,
+        session = hdr.session_id.0,
+        signed = hdr.is_signed(),
+        status = format_args!("{:#010x}", status.0),
+        "response"
+    );
     if let Some(sid) = cx.resp_session_id {
         out[start + offset::SESSION_ID..start + offset::SESSION_ID + 8].copy_from_slice(&sid.0.to_le_bytes());
     }
