@@ -218,8 +218,7 @@ async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<Pa
         let start = parts[i].start;
         let stop = parts.get(i + 1).map_or(out.len(), |p| p.start);
         if let Some(signer) = parts[i].signer.as_ref().filter(|_| encrypted_by.is_none()) {
-            let f = u32::from_le_bytes(out[start + offset::FLAGS..start + offset::FLAGS + 4].try_into().unwrap_or([0; 4]));
-            out[start + offset::FLAGS..start + offset::FLAGS + 4].copy_from_slice(&(f | flags::SIGNED).to_le_bytes());
+            add_flags(out, start, flags::SIGNED);
             signer.sign(&mut out[start..stop]);
         }
         // 3.1.1 preauth hashes cover the response as sent (a binding's signed ones too).
@@ -402,12 +401,11 @@ async fn process_one(
             tracing::trace!(conn = conn.id, ?cmd, mid = hdr.message_id.0, session = hdr.session_id.0, deleted, "signed request without a key");
             write_header(out, hdr, if deleted { NtStatus::USER_SESSION_DELETED } else { NtStatus::ACCESS_DENIED }, 0);
             if deleted {
-                // The SIGNED flag of the request is echoed with a zero signature, as Samba and
-                // Windows do: a client that signs this session drops an unflagged response
+                // The SIGNED flag of the request is echoed with a zero signature, as Samba's
+                // server does: a client that signs this session drops an unflagged response
                 // as forged (Samba's client answers ACCESS_DENIED), but does not check the
                 // signature of a USER_SESSION_DELETED, which no key can sign.
-                let f = u32::from_le_bytes(out[start + offset::FLAGS..start + offset::FLAGS + 4].try_into().unwrap_or([0; 4]));
-                out[start + offset::FLAGS..start + offset::FLAGS + 4].copy_from_slice(&(f | flags::SIGNED).to_le_bytes());
+                add_flags(out, start, flags::SIGNED);
             }
             encode_error(out);
             finish_credits(conn, out, start, hdr);
@@ -595,6 +593,13 @@ fn gate(cx: &mut Ctx<'_>, cmd: Command, related: bool, prev_tree: &Option<Arc<Tr
 }
 
 /// Appends a response header mirroring `req`.
+/// Sets `f` in the Flags of the header at `start`.
+fn add_flags(out: &mut [u8], start: usize, f: u32) {
+    let at = start + offset::FLAGS..start + offset::FLAGS + 4;
+    let old = u32::from_le_bytes(out[at.clone()].try_into().unwrap_or([0; 4]));
+    out[at].copy_from_slice(&(old | f).to_le_bytes());
+}
+
 fn write_header(out: &mut Vec<u8>, req: &Header, status: NtStatus, session_id: u64) {
     let h = Header {
         credit_charge: req.credit_charge,
@@ -650,8 +655,7 @@ pub async fn go_async(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> u64 {
         (Some(s), _, _) if transform::encrypt(s, &mut interim).is_err() => cx.conn.close(),
         (Some(_), _, _) => {}
         (None, true, Some(signer)) => {
-            let fl = f | flags::SIGNED;
-            interim[at + offset::FLAGS..at + offset::FLAGS + 4].copy_from_slice(&fl.to_le_bytes());
+            add_flags(&mut interim, at, flags::SIGNED);
             signer.sign(&mut interim[at..]);
         }
         _ => {}
