@@ -378,3 +378,55 @@ def test_wrong_password_smbprotocol(braid_server):
     with pytest.raises(SMBResponseException) as ei:
         Smb(braid_server, password="definitely-wrong")
     assert ei.value.status == St.LOGON_FAILURE
+
+
+def test_change_notify(braid_server, scratch):
+    """CHANGE_NOTIFY through smbprotocol's own FileSystemWatcher: a watch on a directory
+    sees a file created, renamed and deleted by another session; a subdirectory change
+    reaches a tree watch only; closing the watched handle ends a waiting request."""
+    from smbprotocol.change_notify import (ChangeNotifyFlags, CompletionFilter, FileAction,
+                                           FileSystemWatcher)
+    name, path = scratch
+    (path / "sub").mkdir()
+    with Smb(braid_server) as watcher_side, Smb(braid_server) as other:
+        d = watcher_side.open(rf"{name}", access=A.GENERIC_READ, directory=True,
+                              disposition=CreateDisposition.FILE_OPEN)
+
+        def watch(flags=0):
+            w = FileSystemWatcher(d)
+            w.start(CompletionFilter.FILE_NOTIFY_CHANGE_FILE_NAME | CompletionFilter.FILE_NOTIFY_CHANGE_DIR_NAME,
+                    flags=flags)
+            return w
+
+        def changes(w):
+            return [(c["action"].get_value(), c["file_name"].get_value()) for c in w.wait()]
+
+        w = watch()
+        f = other.open(rf"{name}\new.txt", disposition=CreateDisposition.FILE_CREATE)
+        assert changes(w) == [(FileAction.FILE_ACTION_ADDED, "new.txt")]
+        # Changes made while no request waits are kept for the next one.
+        info = FileRenameInformation()
+        info["replace_if_exists"] = False
+        info["file_name"] = rf"{name}\renamed.txt"
+        other.set_info(f, info)
+        w = watch()
+        assert changes(w) == [(FileAction.FILE_ACTION_RENAMED_OLD_NAME, "new.txt"),
+                              (FileAction.FILE_ACTION_RENAMED_NEW_NAME, "renamed.txt")]
+        f.close()
+        w = watch(ChangeNotifyFlags.SMB2_WATCH_TREE)
+        other.open(rf"{name}\sub\deep.txt", disposition=CreateDisposition.FILE_CREATE).close()
+        assert changes(w) == [(FileAction.FILE_ACTION_ADDED, r"sub\deep.txt")]
+        g = other.open(rf"{name}\renamed.txt", disposition=CreateDisposition.FILE_OPEN)
+        info = FileDispositionInformation()
+        info["delete_pending"] = True
+        other.set_info(g, info)
+        g.close()
+        w = watch()
+        assert changes(w) == [(FileAction.FILE_ACTION_REMOVED, "renamed.txt")]
+        # A waiting request ends with STATUS_NOTIFY_CLEANUP when its handle closes.
+        w = watch()
+        time.sleep(0.2)
+        d.close()
+        with pytest.raises(SMBResponseException) as ei:
+            w.wait()
+        assert ei.value.status == St.NOTIFY_CLEANUP

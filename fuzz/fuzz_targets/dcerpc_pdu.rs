@@ -6,37 +6,13 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let shares = [
-        ShareInfo {
-            name: "data".into(),
-            share_type: 0,
-            comment: "d".into(),
-        },
-        ShareInfo {
-            name: "IPC$".into(),
-            share_type: 0x8000_0003,
-            comment: String::new(),
-        },
+        ShareInfo { name: "data".into(), share_type: 0, comment: "d".into() },
+        ShareInfo { name: "IPC$".into(), share_type: 0x8000_0003, comment: String::new() },
     ];
-    let server = ServerInfo {
-        name: "BRAID".into(),
-        comment: String::new(),
-        version_major: 10,
-        version_minor: 0,
-        server_type: 0x9003,
-    };
-    let ctx = RpcContext {
-        shares: &shares,
-        server: &server,
-    };
+    let server = ServerInfo { name: "BRAID".into(), comment: String::new(), version_major: 10, version_minor: 0, server_type: 0x9003 };
+    let ctx = RpcContext { shares: &shares, server: &server };
     let (kind, rest) = match data.split_first() {
-        Some((k, r)) => (
-            if k & 1 == 0 {
-                PipeKind::Srvsvc
-            } else {
-                PipeKind::Wkssvc
-            },
-            r,
-        ),
+        Some((k, r)) => (if k & 1 == 0 { PipeKind::Srvsvc } else { PipeKind::Wkssvc }, r),
         None => return,
     };
     let cut = rest.first().map_or(0, |&c| usize::from(c)).min(rest.len());

@@ -2,10 +2,7 @@
 //! contexts, negotiate contexts, the SMB1 negotiate upgrade and the transport header.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use smb_wire::msg::{
-    close, create, ioctl, lock, negotiate, query_directory, query_info, read, session_setup, set_info, simple, tree,
-    write,
-};
+use smb_wire::msg::{close, create, ioctl, lock, negotiate, notify, query_directory, query_info, read, session_setup, set_info, simple, tree, write};
 
 fuzz_target!(|data: &[u8]| {
     let _ = smb_wire::Header::decode(data);
@@ -28,4 +25,5 @@ fuzz_target!(|data: &[u8]| {
     let _ = query_directory::QueryDirectoryRequest::decode(data);
     let _ = query_info::QueryInfoRequest::decode(data);
     let _ = set_info::SetInfoRequest::decode(data);
+    let _ = notify::NotifyRequest::decode(data);
 });

@@ -15,6 +15,7 @@ mod handlers;
 mod interfaces;
 mod listener;
 mod locks;
+mod notify;
 mod open;
 mod oplocks;
 mod pipeline;

@@ -86,6 +86,8 @@ pub struct ServerState {
     pub connections: Sharded<u64, std::sync::Weak<crate::connection::Connection>>,
     /// Large I/O buffers shared by all connections.
     pub buffers: crate::buffers::BufferPool,
+    /// CHANGE_NOTIFY watches of open directories.
+    pub notify: crate::notify::Watches,
     /// Pipes for zero-copy WRITE receive (see `splice.rs`).
     pub pipes: Arc<crate::splice::PipePool>,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
@@ -119,6 +121,7 @@ impl ServerState {
             next_conn: AtomicU64::new(1),
             connections: Sharded::new(16),
             buffers: crate::buffers::BufferPool::default(),
+            notify: Default::default(),
             pipes,
             failures: Mutex::new(HashMap::new()),
         })

@@ -23,6 +23,7 @@ macro_rules! statuses {
 statuses! {
     SUCCESS = 0x0000_0000,
     PENDING = 0x0000_0103,
+    NOTIFY_CLEANUP = 0x0000_010B,
     NOTIFY_ENUM_DIR = 0x0000_010C,
     BUFFER_OVERFLOW = 0x8000_0005,
     NO_MORE_FILES = 0x8000_0006,

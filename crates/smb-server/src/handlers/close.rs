@@ -45,7 +45,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
 /// Releases an open already removed from its session: drops its share-mode claim and byte
 /// locks, and deletes the file if this was the last open and delete was pending.
 pub async fn close_open(server: &ServerState, open: &Arc<Open>) {
-    let OpenKind::File { key, node, .. } = &open.kind else { return };
+    server.notify.closed(open.id.volatile);
+    let OpenKind::File { key, node, is_dir, .. } = &open.kind else { return };
     if open.delete_on_close.load(Ordering::Acquire) {
         node.delete_pending.store(true, Ordering::Release);
     }
@@ -53,8 +54,10 @@ pub async fn close_open(server: &ServerState, open: &Arc<Open>) {
     if let (true, true, Some(share)) = (last, pending, open.tree.share()) {
         let path = crate::server::lock(&open.path).clone();
         let backend = share.backend.clone();
-        if let Err(st) = blocking(move || backend.remove(&path)).await {
-            tracing::info!(status = ?st, "delete on close failed");
+        let gone = path.clone();
+        match blocking(move || backend.remove(&path)).await {
+            Ok(()) => server.notify.report(share.index, &gone, smb_wire::msg::notify::action::REMOVED, *is_dir),
+            Err(st) => tracing::info!(status = ?st, "delete on close failed"),
         }
     }
 }

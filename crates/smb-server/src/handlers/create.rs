@@ -322,6 +322,11 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     });
     session.add_open(open.clone());
     cx.file_id_out = Some(id);
+    if created {
+        if let Some(share) = tree.share() {
+            cx.conn.server.notify.report(share.index, &lock(&open.path), smb_wire::msg::notify::action::ADDED, open.is_dir());
+        }
+    }
 
     let info = file_info(&attrs, &open);
     let mut ctxs: Vec<(&[u8], Vec<u8>)> = Vec::new();

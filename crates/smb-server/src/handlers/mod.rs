@@ -1,6 +1,7 @@
 //! One module per SMB2 command. Each takes the request context, decodes its request and
 //! appends a response body; the pipeline does everything else.
 
+mod change_notify;
 pub mod close;
 mod create;
 mod echo;
@@ -45,7 +46,7 @@ pub async fn dispatch(cx: &mut Ctx<'_>, cmd: Command, out: &mut Vec<u8>) -> HRes
         Command::QueryInfo => query_info::handle(cx, out).await,
         Command::SetInfo => set_info::handle(cx, out).await,
         Command::OplockBreak => oplock_break::handle(cx, out).await,
-        Command::ChangeNotify => Err(NtStatus::NOT_SUPPORTED),
+        Command::ChangeNotify => change_notify::handle(cx, out).await,
     }
 }
 

@@ -300,6 +300,9 @@ async fn rename(cx: &Ctx<'_>, open: &Open, replace: bool, root_directory: u64, n
     }
     let (f, t) = (from.clone(), to.clone());
     blocking(move || backend.rename(&f, &t, replace)).await?;
+    use smb_wire::msg::notify::action;
+    server.notify.report(share.index, &from, action::RENAMED_OLD_NAME, open.is_dir());
+    server.notify.report(share.index, &to, action::RENAMED_NEW_NAME, open.is_dir());
     *lock(&open.path) = to;
     Ok(())
 }

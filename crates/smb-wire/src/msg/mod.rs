@@ -9,6 +9,7 @@ pub mod error;
 pub mod ioctl;
 pub mod lock;
 pub mod negotiate;
+pub mod notify;
 pub mod oplock;
 pub mod query_directory;
 pub mod query_info;
