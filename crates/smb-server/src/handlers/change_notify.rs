@@ -29,6 +29,12 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let Some(share) = open.tree.share() else { return Err(NtStatus::INVALID_PARAMETER) };
     let dir = lock(&open.path).clone();
     let watch = server.notify.watch(open.id.volatile, share.index, &dir, req.completion_filter, req.flags & WATCH_TREE != 0);
+    // A CLOSE that ran between the lookup and the line above found no watch to end; it is
+    // ended here instead of being left behind.
+    if cx.session.as_ref().and_then(|s| s.open(open.id.volatile)).is_none() {
+        server.notify.closed(open.id.volatile);
+        return Err(NtStatus::FILE_CLOSED);
+    }
     let max = req.output_buffer_length as usize;
     let cancel = Arc::new(tokio::sync::Notify::new());
     // Registered before the first look: a CANCEL that arrives before the request has gone
