@@ -312,8 +312,10 @@ async fn transfer_survives_a_lost_channel() {
                     break;
                 }
                 if i == TOTAL / CHUNK as u64 / 3 {
-                    channels[victim].abort_connection();
+                    // Marked dead first: another worker's write on it may fail the moment
+                    // it is aborted.
                     dead.store(true, Ordering::Release);
+                    channels[victim].abort_connection();
                 }
                 let off = i * CHUNK as u64;
                 let data = pattern(42, off, CHUNK);
