@@ -54,8 +54,9 @@ impl Watch {
         if st.changes.is_empty() {
             return None;
         }
-        let changes: Vec<(u32, String)> = st.changes.drain(..).collect();
-        Some(encode_changes(changes.iter().map(|(a, n)| (*a, n.as_str())), max).ok_or(NtStatus::NOTIFY_ENUM_DIR))
+        let info = encode_changes(st.changes.iter().map(|(a, n)| (*a, n.as_str())), max);
+        st.changes.clear();
+        Some(info.ok_or(NtStatus::NOTIFY_ENUM_DIR))
     }
 
     /// The relative name of `path` if this watch covers it.

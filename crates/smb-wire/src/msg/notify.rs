@@ -68,11 +68,13 @@ pub fn encode_changes<'a>(changes: impl IntoIterator<Item = (u32, &'a str)>, max
     let mut out = Vec::new();
     let mut last: Option<usize> = None;
     for (action, name) in changes {
-        let at = out.len();
         if let Some(prev) = last {
-            let next = (at - prev) as u32;
+            // Padding goes before each following entry, so the last one ends the buffer.
+            out.resize(out.len().next_multiple_of(4), 0);
+            let next = (out.len() - prev) as u32;
             out[prev..prev + 4].copy_from_slice(&next.to_le_bytes());
         }
+        last = Some(out.len());
         let name: Vec<u16> = name.encode_utf16().collect();
         out.put_u32(0);
         out.put_u32(action);
@@ -83,14 +85,6 @@ pub fn encode_changes<'a>(changes: impl IntoIterator<Item = (u32, &'a str)>, max
         if out.len() > max {
             return None;
         }
-        last = Some(at);
-        // The next entry starts 4-byte aligned; the last one needs no padding.
-        out.resize(out.len().next_multiple_of(4), 0);
-    }
-    if let Some(prev) = last {
-        // Trailing padding of the last entry is not part of the buffer.
-        let end = prev + 12 + u32::from_le_bytes(out[prev + 8..prev + 12].try_into().unwrap_or([0; 4])) as usize;
-        out.truncate(end);
     }
     Some(out)
 }
