@@ -20,6 +20,7 @@
 #                                 reported NOTRUN (counted as failed)
 #   MAXPROTO=                     smbtorture -m (e.g. SMB3_00); default: client max protocol = SMB3
 #   TORTURE_OPTS=                 extra smbtorture args (word-split), e.g. --option=torture:foo=bar
+#   PLAIN_TESTS=                  subtests run without TORTURE_OPTS (space-separated names)
 set -uo pipefail
 
 if [[ "${1:-}" == "__suite" ]]; then
@@ -41,9 +42,13 @@ if [[ "${1:-}" == "__suite" ]]; then
     raw="$OUTDIR/raw/$safe.subunit"
     limit="$TEST_TIMEOUT"
     [[ " ${SLOW_TESTS:-} " == *" $name "* ]] && limit="${SLOW_TIMEOUT:-90}"
+    opts=("${extra[@]}")
+    if [[ " ${PLAIN_TESTS:-} " == *" $name "* ]]; then
+      opts=(); [[ -n "${MAXPROTO:-}" ]] && opts+=(-m "$MAXPROTO")
+    fi
     timeout -k 5 "$limit" smbtorture -s "$CLIENT_CONF" "//$T_HOST/$T_SHARE" -p "$T_PORT" \
       -U "$T_USER" --password="$T_PASS" --format=subunit --fullname --basedir="$OUTDIR/base" \
-      "${extra[@]}" "$name" >"$raw" 2>&1 </dev/null
+      "${opts[@]}" "$name" >"$raw" 2>&1 </dev/null
     rc=$?
     # subunit v1 result lines: "success: NAME", "failure: NAME [", "skip: NAME [ reason ]", ...
     res="$(awk -v n="$name" '
@@ -72,7 +77,7 @@ export T_HOST="$1" T_PORT="$2" T_SHARE="$3" T_USER="$4" T_PASS="$5"
 shift 5
 export TEST_TIMEOUT="${TEST_TIMEOUT:-60}"
 export OUTDIR="${OUTDIR:-$(mktemp -d /tmp/braid-torture.XXXXXX)}"
-export MAXPROTO="${MAXPROTO:-}" TORTURE_OPTS="${TORTURE_OPTS:-}"
+export MAXPROTO="${MAXPROTO:-}" TORTURE_OPTS="${TORTURE_OPTS:-}" PLAIN_TESTS="${PLAIN_TESTS:-}"
 RESULTS="${RESULTS:-$OUTDIR/results.txt}"
 JOBS="${JOBS:-1}"
 export DEADLINE=0

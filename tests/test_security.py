@@ -380,6 +380,23 @@ def test_unknown_session_id(raw, braid_server):
     assert status(pdu) == St.USER_SESSION_DELETED, hex(status(pdu))
 
 
+SMB2_IOCTL = 11
+FSCTL_SMBTORTURE_FORCE_UNACKED_TIMEOUT = 0x83848003
+
+
+def test_smbtorture_fsctl_needs_a_session_by_default(raw):
+    # Samba's test control may come without a session only where the configuration turns
+    # the test controls on (interop/braid-torture.sh does); a default server refuses it.
+    r = raw()
+    negotiate(r)
+    body = struct.pack("<HHI16sIIIIIIII", 57, 0, FSCTL_SMBTORTURE_FORCE_UNACKED_TIMEOUT, b"\xff" * 16,
+                       0, 0, 0, 0, 0, 0, 1, 0)
+    r.send(frame(hdr(SMB2_IOCTL, 1) + body))
+    kind, pdu = r.recv()
+    assert kind == "pdu", kind
+    assert status(pdu) == St.USER_SESSION_DELETED, hex(status(pdu))
+
+
 def test_credit_charge_beyond_granted(raw):
     r = raw()
     pdu = negotiate(r)

@@ -97,6 +97,7 @@ struct RawServer {
     reject_unencrypted: Option<bool>,
     admin: Option<Spanned<String>>,
     multichannel: Option<bool>,
+    smbtorture_hooks: Option<bool>,
     max_channels: Option<Spanned<i64>>,
     interface: Option<Vec<Spanned<RawInterface>>>,
 }
@@ -334,6 +335,9 @@ impl Ctx<'_> {
         }
         if let Some(m) = s.multichannel {
             server.multichannel = m;
+        }
+        if let Some(h) = s.smbtorture_hooks {
+            server.smbtorture_hooks = h;
         }
         if let Some(n) = s.max_channels {
             let value = *n.get_ref();

@@ -32,6 +32,8 @@ pub struct ServerConfig {
     pub admin: Option<SocketAddr>,
     /// SMB 3 multichannel: advertise SMB2_GLOBAL_CAP_MULTI_CHANNEL and accept session binding.
     pub multichannel: bool,
+    /// Samba's smbtorture test controls (FSCTL_SMBTORTURE_*): for conformance runs only.
+    pub smbtorture_hooks: bool,
     /// Channels (connections) one session may have, the first included (1..=256).
     pub max_channels: usize,
     /// Interfaces reported by FSCTL_QUERY_NETWORK_INTERFACE_INFO; empty = the listen
@@ -100,6 +102,7 @@ impl Default for ServerConfig {
             reject_unencrypted: true,
             admin: None,
             multichannel: true,
+            smbtorture_hooks: false,
             max_channels: 32,
             interfaces: Vec::new(),
         }

@@ -50,6 +50,8 @@ pub struct Connection {
     pub peer: SocketAddr,
     pub server: Arc<ServerState>,
     writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    /// The socket's descriptor, for TCP state queries and shutdown (owned by `writer`).
+    fd: std::os::fd::RawFd,
     pub negotiated: OnceLock<Negotiated>,
     pub credits: Mutex<CreditWindow>,
     /// Connection preauth integrity hash (3.1.1): NEGOTIATE request and response.
@@ -65,6 +67,9 @@ pub struct Connection {
     pub bytes_out: AtomicU64,
     /// Sessions this connection is a channel of, with their channel keys (multichannel).
     pub channels: crate::channel::ConnChannels,
+    /// smbtorture's FSCTL_SMBTORTURE_FORCE_UNACKED_TIMEOUT was received: nothing sent here
+    /// counts as acknowledged by TCP (only with `smbtorture_hooks`).
+    pub force_unacked: AtomicBool,
     /// Permits of requests in progress; the reader waits for one before dispatching a frame.
     in_flight: Arc<Semaphore>,
 }
@@ -124,6 +129,27 @@ impl Connection {
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
+
+    /// Closes the connection at once: the peer sees the end of the stream now, not when
+    /// the last task holding the connection lets go (a channel found dead).
+    pub fn abort(&self) {
+        self.close();
+        crate::tcp_ack::shutdown(self.fd);
+    }
+
+    /// See [`crate::tcp_ack::sent_mark`]. (`writer` keeps `fd` open while `self` lives.)
+    pub fn sent_mark(&self) -> Option<(u64, std::time::Duration)> {
+        crate::tcp_ack::sent_mark(self.fd)
+    }
+
+    /// Bytes the peer's TCP has acknowledged so far (none once smbtorture asked us to
+    /// pretend so).
+    pub fn acked_bytes(&self) -> Option<u64> {
+        if self.force_unacked.load(Ordering::Relaxed) {
+            return Some(0);
+        }
+        crate::tcp_ack::acked(self.fd)
+    }
 }
 
 /// Sends all of `tail` to the (non-blocking) socket, waiting for room with poll. If the file
@@ -164,12 +190,14 @@ fn sendfile_all(sock: &std::os::fd::OwnedFd, tail: &FileTail) -> std::io::Result
 /// Serves one accepted socket until it closes, then releases everything it held.
 pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) {
     let id = server.next_conn.fetch_add(1, Ordering::Relaxed);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&sock);
     let (mut rd, wr) = sock.into_split();
     let conn = Arc::new(Connection {
         id,
         peer,
         server: server.clone(),
         writer: tokio::sync::Mutex::new(wr),
+        fd,
         negotiated: OnceLock::new(),
         credits: Mutex::new(CreditWindow::default()),
         preauth: Mutex::new(PreauthHash::new()),
@@ -181,6 +209,7 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
         bytes_out: AtomicU64::new(0),
         channels: Default::default(),
         in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
+        force_unacked: AtomicBool::new(false),
     });
     server.connections.insert(id, Arc::downgrade(&conn));
     tracing::debug!(conn = id, %peer, "connected");

@@ -492,9 +492,9 @@ pub async fn deliver(server: &Arc<ServerState>, notices: Vec<Notice>) {
 }
 
 /// Sends one notification to the first reachable channel not in `tried` (connection ids),
-/// and records the one used. Used again while an acknowledgment is missing, it moves on to
-/// the session's other channels (a blocked channel does not hold a break forever).
-pub async fn send_notice(server: &Arc<ServerState>, n: &Notice, tried: &mut Vec<u64>) -> bool {
+/// and records the one used. Used again after a channel was found dead (see
+/// [`Delivery`]), it moves on to the session's other channels.
+pub async fn send_notice(server: &Arc<ServerState>, n: &Notice, tried: &mut Vec<u64>) -> Option<Delivery> {
     let (msg, owners) = match n {
         Notice::Oplock { owner, body, .. } => {
             let mut msg = Vec::with_capacity(64 + 24);
@@ -512,7 +512,45 @@ pub async fn send_notice(server: &Arc<ServerState>, n: &Notice, tried: &mut Vec<
             (msg, owners)
         }
     };
-    send_to(server, &owners, msg, tried).await
+    send_to(server, &owners, msg, tried, matches!(n, Notice::Lease { .. })).await
+}
+
+/// Where a break went, and the byte count at which the client's TCP has acknowledged it.
+/// A channel that has not acknowledged it after several retransmission timeouts is dead
+/// (MS-SMB2 lets the server then use another channel; only TCP can tell).
+#[derive(Debug)]
+pub struct Delivery {
+    conn: std::sync::Weak<crate::connection::Connection>,
+    mark: u64,
+    lost_at: Instant,
+}
+
+/// What became of a [`Delivery`].
+#[derive(Debug)]
+pub enum DeliveryState {
+    /// The client's TCP has acknowledged the break (or the kernel cannot tell).
+    Acked,
+    Pending,
+    /// Not acknowledged in time: the channel is dead.
+    Lost(Arc<crate::connection::Connection>),
+    /// The connection ended meanwhile.
+    Gone,
+}
+
+impl Delivery {
+    fn after_send(conn: &Arc<crate::connection::Connection>) -> Option<Delivery> {
+        let (mark, rto) = conn.sent_mark()?;
+        Some(Delivery { conn: Arc::downgrade(conn), mark, lost_at: Instant::now() + crate::tcp_ack::loss_timeout(rto) })
+    }
+
+    pub fn check(&self, now: Instant) -> DeliveryState {
+        let Some(conn) = self.conn.upgrade().filter(|c| !c.is_closed()) else { return DeliveryState::Gone };
+        match conn.acked_bytes() {
+            Some(a) if a < self.mark && now >= self.lost_at => DeliveryState::Lost(conn),
+            Some(a) if a < self.mark => DeliveryState::Pending,
+            _ => DeliveryState::Acked,
+        }
+    }
 }
 
 impl Notice {
@@ -550,14 +588,21 @@ fn header(session: SessionId) -> Header {
     }
 }
 
-/// Sends one notification to the first reachable channel: each owner's own connection
-/// first, then any other live channel of the owner's session (multichannel).
-async fn send_to(server: &Arc<ServerState>, owners: &[Owner], msg: Vec<u8>, tried: &mut Vec<u64>) -> bool {
+/// Sends one notification to the first reachable channel. An oplock break goes to the
+/// open's own connection first; a lease break (the client's, not one connection's) to the
+/// session's channels in the order they were bound, as Samba does; then any other live
+/// channel of the owner's session (multichannel).
+async fn send_to(server: &Arc<ServerState>, owners: &[Owner], msg: Vec<u8>, tried: &mut Vec<u64>, lease: bool) -> Option<Delivery> {
     for owner in owners {
         let Some(session) = server.sessions.get(&owner.session) else { continue };
-        // The open's own channel first, then the others in the order they were bound.
-        let mut candidates = vec![owner.conn];
-        candidates.extend(session.channel_ids().into_iter().filter(|c| *c != owner.conn));
+        let mut candidates = Vec::new();
+        if !lease {
+            candidates.push(owner.conn);
+        }
+        candidates.extend(session.channel_ids().into_iter().filter(|c| lease || *c != owner.conn));
+        if lease && !candidates.contains(&owner.conn) {
+            candidates.push(owner.conn);
+        }
         for cid in candidates {
             if tried.contains(&cid) {
                 continue;
@@ -580,13 +625,16 @@ async fn send_to(server: &Arc<ServerState>, owners: &[Owner], msg: Vec<u8>, trie
             }
             tried.push(cid);
             match conn.send(buf).await {
-                Ok(()) => return true,
+                Ok(()) => {
+                    let d = Delivery::after_send(&conn);
+                    return Some(d.unwrap_or(Delivery { conn: Arc::downgrade(&conn), mark: 0, lost_at: Instant::now() }));
+                }
                 Err(e) => tracing::debug!(conn = cid, error = %e, "break notification not sent"),
             }
         }
     }
     tracing::debug!("break notification found no other live channel");
-    false
+    None
 }
 
 /// The level II / read-caching break of WRITE, truncation, set-size and byte-range locks:

@@ -550,6 +550,9 @@ fn gate(cx: &mut Ctx<'_>, cmd: Command, related: bool, prev_tree: &Option<Arc<Tr
     if matches!(cmd, Command::Negotiate | Command::SessionSetup | Command::Echo | Command::Cancel) {
         return Ok(());
     }
+    if cmd == Command::Ioctl && cx.session.is_none() && !related && crate::handlers::ioctl::sessionless(cx) {
+        return Ok(());
+    }
     let Some(session) = cx.session.as_ref() else {
         // A related request whose predecessor had no session has nothing to inherit.
         return Err(if related { NtStatus::INVALID_PARAMETER } else { NtStatus::USER_SESSION_DELETED });

@@ -453,20 +453,24 @@ async fn claim_after_breaks(
     }
 }
 
-/// How long a break goes unacknowledged before it is sent again on another channel.
-const BREAK_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+/// How often the channels of sent breaks are asked whether TCP has delivered them.
+const DELIVERY_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Starts the breaks `event` calls for and waits until none is pending (acknowledged,
 /// closed or timed out), going async (STATUS_PENDING) when it has to wait. CANCEL or the
 /// loss of the connection ends the wait with STATUS_CANCELLED. Returns whether anything
 /// was broken or waited for.
 async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<FileNode>, who: Requester, event: Event) -> Result<bool, NtStatus> {
+    use crate::oplocks::DeliveryState;
     let server = cx.conn.server.clone();
     let mut registered: Option<u64> = None;
     let cancel = Arc::new(tokio::sync::Notify::new());
     let mut acted = false;
-    // Breaks awaiting an acknowledgment, with the channels they went to.
-    let mut sent: Vec<(crate::oplocks::Notice, Vec<u64>)> = Vec::new();
+    // Breaks awaiting an acknowledgment: the channels tried, and the delivery not yet
+    // confirmed by the client's TCP.
+    let mut sent: Vec<(crate::oplocks::Notice, Vec<u64>, Option<crate::oplocks::Delivery>)> = Vec::new();
+    let mut tick = tokio::time::interval(DELIVERY_CHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let result = loop {
         // Subscribe before looking, so an acknowledgment between the two is not missed.
         let changed = node.oplocks.changed.notified();
@@ -476,9 +480,9 @@ async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<FileNode>, 
         acted |= !b.notices.is_empty() || b.wait_until.is_some();
         for n in b.notices {
             let mut tried = Vec::new();
-            crate::oplocks::send_notice(&server, &n, &mut tried).await;
+            let d = crate::oplocks::send_notice(&server, &n, &mut tried).await;
             if n.needs_ack() {
-                sent.push((n, tried));
+                sent.push((n, tried, d));
             }
         }
         let Some(until) = b.wait_until else { break Ok(acted) };
@@ -491,11 +495,23 @@ async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<FileNode>, 
         tokio::select! {
             _ = &mut changed => {}
             _ = tokio::time::sleep_until(until) => node.oplocks.expire_now(),
-            // No acknowledgment yet: the break goes again on another channel, if any
-            // (multichannel: the first one may be dead without the server knowing).
-            _ = tokio::time::sleep(BREAK_RETRY), if !sent.is_empty() => {
-                for (n, tried) in sent.iter_mut() {
-                    crate::oplocks::send_notice(&server, n, tried).await;
+            // A break the client's TCP never acknowledged went to a dead channel (the
+            // server may not know yet): that channel is closed, as the client would find
+            // it anyway, and the break goes again on the session's next channel.
+            _ = tick.tick(), if sent.iter().any(|s| s.2.is_some()) => {
+                let now = tokio::time::Instant::now();
+                for (n, tried, delivery) in sent.iter_mut() {
+                    let Some(d) = delivery else { continue };
+                    match d.check(now) {
+                        DeliveryState::Acked => *delivery = None,
+                        DeliveryState::Pending => {}
+                        DeliveryState::Lost(conn) => {
+                            tracing::warn!(conn = conn.id, peer = %conn.peer, "a break notification was not acknowledged by TCP; closing the channel and trying the next");
+                            conn.abort();
+                            *delivery = crate::oplocks::send_notice(&server, n, tried).await;
+                        }
+                        DeliveryState::Gone => *delivery = crate::oplocks::send_notice(&server, n, tried).await,
+                    }
                 }
             }
             _ = cancel.notified() => break Err(NtStatus::CANCELLED),

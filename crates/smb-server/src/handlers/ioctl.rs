@@ -10,11 +10,32 @@ use crate::open::OpenKind;
 use crate::pipeline::{Ctx, HResult};
 use crate::server::lock;
 
+/// Whether this IOCTL may come without a session: only smbtorture's channel-failure
+/// control, and only when the configuration allows the test controls (as Samba does
+/// with `smbd:FSCTL_SMBTORTURE`).
+pub fn sessionless(cx: &Ctx<'_>) -> bool {
+    // CtlCode follows the 64-byte header, StructureSize and Reserved.
+    let msg = &cx.frame[cx.range.clone()];
+    cx.conn.server.config.smbtorture_hooks && msg.get(68..72).is_some_and(|c| c == fsctl::SMBTORTURE_FORCE_UNACKED_TIMEOUT.to_le_bytes())
+}
+
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let frame = cx.frame.clone();
     let req = IoctlRequest::decode(&frame[cx.range.clone()]).map_err(super::bad("IOCTL"))?;
     if req.flags != FLAG_IS_FSCTL {
         return Err(NtStatus::NOT_SUPPORTED);
+    }
+    if req.ctl_code == fsctl::SMBTORTURE_FORCE_UNACKED_TIMEOUT {
+        if !cx.conn.server.config.smbtorture_hooks {
+            return Err(NtStatus::NOT_SUPPORTED);
+        }
+        if !req.input.is_empty() {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        tracing::info!(conn = cx.conn.id, "smbtorture: treating this connection's sends as never acknowledged");
+        cx.conn.force_unacked.store(true, std::sync::atomic::Ordering::Relaxed);
+        encode_response(out, req.ctl_code, req.file_id, &[]);
+        return Ok(NtStatus::SUCCESS);
     }
     let max_out = req.max_output_response.min(cx.conn.server.config.max_io_size) as usize;
     match req.ctl_code {

@@ -6,7 +6,7 @@ pub mod close;
 mod create;
 mod echo;
 mod flush;
-mod ioctl;
+pub(crate) mod ioctl;
 mod lock;
 mod logoff;
 mod oplock_break;

@@ -28,6 +28,10 @@ pub mod fsctl {
     pub const SET_SPARSE: u32 = 0x0009_00C4;
     pub const SET_ZERO_DATA: u32 = 0x0009_80C8;
     pub const QUERY_ALLOCATED_RANGES: u32 = 0x0009_40CF;
+    /// Samba's private test control (libcli/smb/smb_constants.h): from now on the server
+    /// treats nothing sent on this connection as acknowledged by TCP, so smbtorture can
+    /// test break retries on other channels without blocking packets.
+    pub const SMBTORTURE_FORCE_UNACKED_TIMEOUT: u32 = 0x8384_8003;
     pub const CREATE_OR_GET_OBJECT_ID: u32 = 0x0009_00C0;
     pub const GET_COMPRESSION: u32 = 0x0009_003C;
     pub const SET_COMPRESSION: u32 = 0x0009_C040;

@@ -1,0 +1,116 @@
+//! Whether the peer's TCP stack has acknowledged what we sent: how a break notification
+//! that needs an answer finds out that its channel is dead (MS-SMB2 3.3.4.6/3.3.4.7 let
+//! the server use another channel; only the transport can tell it that it should).
+
+//!
+//! The one module of the server with `unsafe`: no safe crate wraps `TCP_INFO`'s byte
+//! counters or SIOCOUTQ (docs/decisions.md). A bad descriptor only makes a call fail.
+#![allow(unsafe_code)]
+
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+/// Bounds on the retransmission timeout used to pace the checks: the kernel's own value
+/// on loopback is ~200 ms; a slow path must not make us wait for minutes.
+const MIN_RTO: Duration = Duration::from_millis(200);
+const MAX_RTO: Duration = Duration::from_secs(1);
+/// A break counts as lost when its bytes are not acknowledged after this many RTOs: by
+/// then TCP has retransmitted them several times.
+pub const RTOS_BEFORE_LOSS: u32 = 6;
+
+/// Offsets in Linux's `struct tcp_info` (stable ABI, include/uapi/linux/tcp.h).
+const TCPI_RTO: usize = 8;
+const TCPI_BYTES_ACKED: usize = 120;
+
+/// The byte count at which everything written to `fd` so far is acknowledged, and the
+/// connection's retransmission timeout (clamped). None where the kernel cannot say.
+pub fn sent_mark(fd: RawFd) -> Option<(u64, Duration)> {
+    // Acked first, then the queue: a byte acked in between is then counted once, so the
+    // mark can only be low by what was acked meanwhile, never beyond what was sent.
+    let (acked, rto) = tcp_info(fd)?;
+    let queued = unacked_bytes(fd)?;
+    Some((acked + queued, rto))
+}
+
+/// Bytes acknowledged so far on `fd` (monotonic).
+pub fn acked(fd: RawFd) -> Option<u64> {
+    tcp_info(fd).map(|(a, _)| a)
+}
+
+fn tcp_info(fd: RawFd) -> Option<(u64, Duration)> {
+    let mut buf = [0u8; 256];
+    let mut len = std::mem::size_of_val(&buf) as libc::socklen_t;
+    // SAFETY: `buf` is writable for `len` bytes and outlives the call; a bad descriptor
+    // only makes the call fail.
+    let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, buf.as_mut_ptr().cast(), &mut len) };
+    if r != 0 || (len as usize) < TCPI_BYTES_ACKED + 8 {
+        return None;
+    }
+    let bytes = &buf[..];
+    let rto_us = u32::from_ne_bytes(bytes[TCPI_RTO..TCPI_RTO + 4].try_into().ok()?);
+    let acked = u64::from_ne_bytes(bytes[TCPI_BYTES_ACKED..TCPI_BYTES_ACKED + 8].try_into().ok()?);
+    let rto = Duration::from_micros(rto_us.into()).clamp(MIN_RTO, MAX_RTO);
+    Some((acked, rto))
+}
+
+/// Bytes in the socket's send queue not yet acknowledged (SIOCOUTQ).
+fn unacked_bytes(fd: RawFd) -> Option<u64> {
+    let mut v: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (= SIOCOUTQ) writes one int through the pointer, which is valid.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut v) };
+    if r != 0 || v < 0 {
+        return None;
+    }
+    Some(v as u64)
+}
+
+/// Shuts the socket down in both directions without closing the descriptor: the peer
+/// sees the end at once, and the reader of the connection wakes with an end of stream.
+pub fn shutdown(fd: RawFd) {
+    // SAFETY: plain syscall on a live descriptor; errors (already shut down) are harmless.
+    unsafe {
+        libc::shutdown(fd, libc::SHUT_RDWR);
+    }
+}
+
+/// Time after which unacknowledged bytes count as lost.
+pub fn loss_timeout(rto: Duration) -> Duration {
+    rto * RTOS_BEFORE_LOSS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn marks_advance_when_the_peer_acknowledges() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        let before = acked(s.as_raw_fd()).unwrap();
+        s.write_all(&[7u8; 10_000]).unwrap();
+        let (mark, rto) = sent_mark(s.as_raw_fd()).unwrap();
+        assert!(rto >= MIN_RTO && rto <= MAX_RTO);
+        assert!(mark <= before + 10_000 && mark >= before);
+        let mut got = vec![0u8; 10_000];
+        c.read_exact(&mut got).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while acked(s.as_raw_fd()).unwrap() < before + 10_000 {
+            assert!(std::time::Instant::now() < deadline, "loopback never acknowledged");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(acked(s.as_raw_fd()).unwrap() >= mark);
+    }
+
+    #[test]
+    fn shutdown_ends_the_peers_stream() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        shutdown(s.as_raw_fd());
+        let mut b = [0u8; 1];
+        assert_eq!(c.read(&mut b).unwrap(), 0);
+    }
+}
