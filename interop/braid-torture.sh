@@ -76,7 +76,7 @@ export SLOW_TESTS
 # runs do (FSCTL_SMBTORTURE_FORCE_UNACKED_TIMEOUT, `smbtorture_hooks` above): with iptables
 # the result depends on whether the client's delayed ACK of the last response left before
 # the DROP rule went in (if not, TCP holds the break in the server's queue).
-PLAIN_TESTS="${PLAIN_TESTS:-$(printf 'smb2.multichannel.%s ' oplocks.test1 oplocks.test2 oplocks.test3_windows oplocks.test3_specification leases.test1 leases.test2 leases.test3 leases.test4)}"
+PLAIN_TESTS="${PLAIN_TESTS:-$(printf 'smb2.multichannel.%s ' oplocks.test1 oplocks.test2 oplocks.test3_windows oplocks.test3_specification leases.test1 leases.test2 leases.test3 leases.test4) smb2.oplock.batch22b}"
 export PLAIN_TESTS
 
 # shellcheck disable=SC2086
