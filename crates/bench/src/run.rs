@@ -272,7 +272,9 @@ async fn worker<F: BenchFile>(
 ) -> Result<Recorder, BenchError> {
     let mut rec = Recorder::default();
     let bs = wl.block_size as usize;
-    let mut buf = vec![0u8; bs];
+    // The payload is shared with the client while a write is in flight (sent without a
+    // copy) and taken back for the next one.
+    let mut buf = bytes::BytesMut::zeroed(bs);
     pattern::fill(&mut buf, 0, 0, 0);
     let mut consecutive = 0;
     loop {
@@ -303,13 +305,12 @@ async fn worker<F: BenchFile>(
                 gens[m] += 1;
                 pattern::fill(&mut buf, fi as u32, off, gens[m]);
             }
-            file.write(off, &buf).await.and_then(|n| {
-                if n as usize == bs {
-                    Ok(bs)
-                } else {
-                    Err(BenchError::Io(format!("short write: {n} of {bs} bytes")))
-                }
-            })
+            let shared = std::mem::take(&mut buf).freeze();
+            let sent = file.write_bytes(off, shared.clone()).await;
+            // The writer has let go of its reference once the bytes were sent; if not
+            // (rare), the next payload gets a fresh buffer.
+            buf = shared.try_into_mut().unwrap_or_else(|b| bytes::BytesMut::from(&b[..]));
+            sent.and_then(|n| if n as usize == bs { Ok(bs) } else { Err(BenchError::Io(format!("short write: {n} of {bs} bytes"))) })
         } else {
             match file.read(off, bs as u32).await {
                 Ok(data) => {

@@ -76,6 +76,11 @@ pub trait BenchFile: Clone + Send + Sync + 'static {
     /// Writes `data` at `offset`; returns the bytes written.
     fn write(&self, offset: u64, data: &[u8]) -> impl Future<Output = Result<u32, BenchError>> + Send;
 
+    /// [`BenchFile::write`] of a shared buffer, which a client may send without copying it.
+    fn write_bytes(&self, offset: u64, data: bytes::Bytes) -> impl Future<Output = Result<u32, BenchError>> + Send {
+        async move { self.write(offset, &data).await }
+    }
+
     /// Sets the end of file.
     fn set_len(&self, len: u64) -> impl Future<Output = Result<(), BenchError>> + Send;
 

@@ -190,6 +190,10 @@ impl BenchFile for smb_client::File {
         smb_client::File::write(self, offset, data).await.map_err(io_err)
     }
 
+    async fn write_bytes(&self, offset: u64, data: Bytes) -> Result<u32, BenchError> {
+        smb_client::File::write_bytes(self, offset, data).await.map_err(io_err)
+    }
+
     async fn set_len(&self, len: u64) -> Result<(), BenchError> {
         smb_client::File::set_len(self, len).await.map_err(io_err)
     }

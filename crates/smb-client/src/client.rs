@@ -344,6 +344,17 @@ impl Client {
         Ok(self.inner.conn.call(req, opts).await?.0)
     }
 
+    /// Sends `req` followed by `payload` written from the caller's buffer, when the request
+    /// needs neither signing nor sealing; otherwise the payload is appended and sent as usual.
+    pub(crate) async fn call_payload(&self, mut req: Request, payload: bytes::Bytes, command: &'static str) -> Result<Response, ClientError> {
+        let opts = self.opts(req.encrypted());
+        if opts.sign || opts.encrypt {
+            req.body().extend_from_slice(&payload);
+            return self.call(req, command).await;
+        }
+        self.inner.conn.call_with_payload(req, payload, opts).await?.check(command)
+    }
+
     /// Sends related requests as one compound frame.
     pub(crate) async fn call_compound(&self, reqs: Vec<Request>) -> Result<Vec<Result<Response, ClientError>>, ClientError> {
         let encrypted = reqs.first().is_some_and(|r| r.encrypted());

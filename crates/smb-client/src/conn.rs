@@ -160,9 +160,16 @@ struct Shared {
 }
 
 /// One connection to a server. Dropping it stops its tasks and closes the socket.
+/// What the writer task sends: a whole frame, or a frame's head followed by a payload that
+/// is written from the caller's buffer (a plain WRITE's data, never copied into the frame).
+enum Outgoing {
+    Frame(Vec<u8>),
+    Split(Vec<u8>, Bytes),
+}
+
 pub(crate) struct Conn {
     shared: Arc<Shared>,
-    tx: mpsc::UnboundedSender<Vec<u8>>,
+    tx: mpsc::UnboundedSender<Outgoing>,
     reader: tokio::task::JoinHandle<()>,
     writer: tokio::task::JoinHandle<()>,
     peer: Option<std::net::SocketAddr>,
@@ -238,7 +245,7 @@ impl Conn {
 
     /// Sends one request and waits for its final response.
     pub async fn call(&self, req: Request, opts: SendOpts) -> Result<(Response, Vec<u8>), ClientError> {
-        let (mut rx, mut sent) = self.send(vec![req], opts).await?;
+        let (mut rx, mut sent) = self.send(vec![req], opts, None).await?;
         let rx = rx.pop().ok_or(ClientError::Disconnected)?;
         let resp = rx.await.map_err(|_| ClientError::Disconnected)??;
         Ok((resp, sent.pop().unwrap_or_default()))
@@ -246,7 +253,7 @@ impl Conn {
 
     /// Sends requests as one compound frame (MS-SMB2 3.2.4.1.4) and waits for all answers.
     pub async fn call_compound(&self, reqs: Vec<Request>, opts: SendOpts) -> Result<Vec<Reply>, ClientError> {
-        let (rxs, _) = self.send(reqs, opts).await?;
+        let (rxs, _) = self.send(reqs, opts, None).await?;
         let mut out = Vec::with_capacity(rxs.len());
         for rx in rxs {
             out.push(rx.await.unwrap_or(Err(ClientError::Disconnected)));
@@ -254,12 +261,30 @@ impl Conn {
         Ok(out)
     }
 
-    /// Queues requests as one frame; returns a receiver per request and, with
-    /// `opts.capture`, each message as sent.
-    async fn send(&self, reqs: Vec<Request>, opts: SendOpts) -> Result<(Vec<oneshot::Receiver<Reply>>, Vec<Vec<u8>>), ClientError> {
+    /// Sends one request whose last `payload.len()` bytes are `payload`, written to the
+    /// socket straight from it: only for requests neither signed nor sealed (both need the
+    /// whole message in one buffer).
+    pub async fn call_with_payload(&self, req: Request, payload: Bytes, opts: SendOpts) -> Result<Response, ClientError> {
+        if opts.sign || opts.encrypt || opts.capture {
+            return Err(ClientError::Protocol("a split payload cannot be signed or sealed"));
+        }
+        let (mut rx, _) = self.send(vec![req], opts, Some(payload)).await?;
+        let rx = rx.pop().ok_or(ClientError::Disconnected)?;
+        rx.await.map_err(|_| ClientError::Disconnected)?
+    }
+
+    /// Queues requests as one frame (with `payload` after the last one); returns a receiver
+    /// per request and, with `opts.capture`, each message as sent.
+    async fn send(
+        &self,
+        reqs: Vec<Request>,
+        opts: SendOpts,
+        payload: Option<Bytes>,
+    ) -> Result<(Vec<oneshot::Receiver<Reply>>, Vec<Vec<u8>>), ClientError> {
         if reqs.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
+        let tail = payload.as_ref().map_or(0, Bytes::len);
         let sh = &self.shared;
         let total: u32 = reqs.iter().map(|r| u32::from(r.charge.max(1))).sum();
         // Wait for credits first: this is the only await, so from here on the send cannot
@@ -318,6 +343,7 @@ impl Conn {
         let mut captured = Vec::new();
         for (i, &(at, command, tree_id, charge, related)) in parts.iter().enumerate() {
             let end = if i + 1 < n { parts[i + 1].0 } else { frame.len() };
+            let msg_len = end - at + if i + 1 == n { tail } else { 0 };
             let mut fl = 0;
             if related && i > 0 {
                 fl |= flags::RELATED_OPERATIONS;
@@ -332,7 +358,7 @@ impl Conn {
                 command: command as u16,
                 credits: charge.saturating_add(if i == 0 { extra } else { 0 }),
                 flags: fl,
-                next_command: if i + 1 < n { (end - at) as u32 } else { 0 },
+                next_command: if i + 1 < n { msg_len as u32 } else { 0 },
                 message_id: MessageId(id),
                 async_id: 0,
                 tree_id: TreeId(tree_id),
@@ -356,18 +382,32 @@ impl Conn {
             }
             sealer.seal(session_id, &mut frame[4..])?;
         }
-        let len = frame.len() - 4;
+        let len = frame.len() - 4 + tail;
         frame[..4].copy_from_slice(&frame_header(len));
-        if self.tx.send(frame).is_err() {
+        let out = match payload {
+            Some(p) => Outgoing::Split(frame, p),
+            None => Outgoing::Frame(frame),
+        };
+        if self.tx.send(out).is_err() {
             return Err(ClientError::Disconnected);
         }
         Ok((rxs, captured))
     }
 }
 
-async fn writer_loop(shared: Arc<Shared>, mut wr: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
-    while let Some(frame) = rx.recv().await {
-        if let Err(e) = wr.write_all(&frame).await {
+async fn writer_loop(shared: Arc<Shared>, mut wr: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+    while let Some(out) = rx.recv().await {
+        let (frame, r) = match out {
+            Outgoing::Frame(frame) => {
+                let r = wr.write_all(&frame).await;
+                (frame, r)
+            }
+            Outgoing::Split(head, payload) => {
+                let r = write_all_two(&mut wr, &head, &payload).await;
+                (head, r)
+            }
+        };
+        if let Err(e) = r {
             tracing::debug!(error = %e, "smb-client: write failed");
             close(&shared);
             return;
@@ -375,6 +415,24 @@ async fn writer_loop(shared: Arc<Shared>, mut wr: OwnedWriteHalf, mut rx: mpsc::
         crate::buffers::give(frame);
     }
     let _ = wr.shutdown().await;
+}
+
+/// Writes `a` then `b` with vectored writes (one segment for a small head and its payload).
+async fn write_all_two(wr: &mut OwnedWriteHalf, a: &[u8], b: &[u8]) -> std::io::Result<()> {
+    let mut done = 0;
+    let total = a.len() + b.len();
+    while done < total {
+        let n = if done < a.len() {
+            wr.write_vectored(&[std::io::IoSlice::new(&a[done..]), std::io::IoSlice::new(b)]).await?
+        } else {
+            wr.write(&b[done - a.len()..]).await?
+        };
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        done += n;
+    }
+    Ok(())
 }
 
 async fn reader_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
