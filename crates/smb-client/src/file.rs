@@ -149,12 +149,7 @@ impl File {
         }
         let mut r = self.tree.request_with_room(Command::Write, 48);
         r.charge = client.charge(data.len() as u32);
-        WriteRequest { offset, file_id: self.id, channel: 0, flags: 0, data: &[] }.encode(r.body());
-        // The encoder pads an empty payload with one byte; the real one follows instead.
-        let body = r.body();
-        body.pop();
-        let at = body.len() - 48 + 4;
-        body[at..at + 4].copy_from_slice(&(data.len() as u32).to_le_bytes());
+        WriteRequest { offset, file_id: self.id, channel: 0, flags: 0, data: &[] }.encode_fixed(r.body(), data.len());
         let resp = client.call_payload(r, data, "WRITE").await?;
         Ok(write::decode_response(resp.msg())?)
     }

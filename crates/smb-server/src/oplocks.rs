@@ -538,9 +538,10 @@ pub enum DeliveryState {
 }
 
 impl Delivery {
-    fn after_send(conn: &Arc<crate::connection::Connection>) -> Option<Delivery> {
-        let (mark, rto) = conn.sent_mark()?;
-        Some(Delivery { conn: Arc::downgrade(conn), mark, lost_at: Instant::now() + crate::tcp_ack::loss_timeout(rto) })
+    /// Where the kernel cannot tell, the mark is 0: the break counts as delivered.
+    fn after_send(conn: &Arc<crate::connection::Connection>) -> Delivery {
+        let (mark, rto) = conn.sent_mark().unwrap_or_default();
+        Delivery { conn: Arc::downgrade(conn), mark, lost_at: Instant::now() + crate::tcp_ack::loss_timeout(rto) }
     }
 
     pub fn check(&self, now: Instant) -> DeliveryState {
@@ -595,12 +596,12 @@ fn header(session: SessionId) -> Header {
 async fn send_to(server: &Arc<ServerState>, owners: &[Owner], msg: Vec<u8>, tried: &mut Vec<u64>, lease: bool) -> Option<Delivery> {
     for owner in owners {
         let Some(session) = server.sessions.get(&owner.session) else { continue };
-        let mut candidates = Vec::new();
+        // Channels in bind order; an oplock break moves the open's own connection first.
+        let mut candidates = session.channel_ids();
         if !lease {
-            candidates.push(owner.conn);
-        }
-        candidates.extend(session.channel_ids().into_iter().filter(|c| lease || *c != owner.conn));
-        if lease && !candidates.contains(&owner.conn) {
+            candidates.retain(|c| *c != owner.conn);
+            candidates.insert(0, owner.conn);
+        } else if !candidates.contains(&owner.conn) {
             candidates.push(owner.conn);
         }
         for cid in candidates {
@@ -625,10 +626,7 @@ async fn send_to(server: &Arc<ServerState>, owners: &[Owner], msg: Vec<u8>, trie
             }
             tried.push(cid);
             match conn.send(buf).await {
-                Ok(()) => {
-                    let d = Delivery::after_send(&conn);
-                    return Some(d.unwrap_or(Delivery { conn: Arc::downgrade(&conn), mark: 0, lost_at: Instant::now() }));
-                }
+                Ok(()) => return Some(Delivery::after_send(&conn)),
                 Err(e) => tracing::debug!(conn = cid, error = %e, "break notification not sent"),
             }
         }

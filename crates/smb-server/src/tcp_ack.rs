@@ -46,9 +46,8 @@ fn tcp_info(fd: RawFd) -> Option<(u64, Duration)> {
     if r != 0 || (len as usize) < TCPI_BYTES_ACKED + 8 {
         return None;
     }
-    let bytes = &buf[..];
-    let rto_us = u32::from_ne_bytes(bytes[TCPI_RTO..TCPI_RTO + 4].try_into().ok()?);
-    let acked = u64::from_ne_bytes(bytes[TCPI_BYTES_ACKED..TCPI_BYTES_ACKED + 8].try_into().ok()?);
+    let rto_us = u32::from_ne_bytes(buf[TCPI_RTO..TCPI_RTO + 4].try_into().ok()?);
+    let acked = u64::from_ne_bytes(buf[TCPI_BYTES_ACKED..TCPI_BYTES_ACKED + 8].try_into().ok()?);
     let rto = Duration::from_micros(rto_us.into()).clamp(MIN_RTO, MAX_RTO);
     Some((acked, rto))
 }

@@ -206,6 +206,11 @@ fn write() {
     req.encode(&mut m);
     assert_eq!(WriteRequest::decode(&m).unwrap(), req);
     assert_eq!(WriteRequest::peek_length(&m).unwrap(), 1000);
+    // The fixed part alone, with the payload appended by the caller, is the same message.
+    let mut split = hdr(9, false);
+    req.encode_fixed(&mut split, data.len());
+    split.extend_from_slice(&data);
+    assert_eq!(split, m);
     let mut m = hdr(9, true);
     encode_response(&mut m, 1000);
     assert_eq!(decode_response(&m).unwrap(), 1000);

@@ -74,9 +74,20 @@ impl WriteRequest<'_> {
     /// Client side: appends the request body and data (MS-SMB2 2.2.21).
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.reserve(48 + self.data.len());
+        self.encode_fixed(out, self.data.len());
+        if self.data.is_empty() {
+            out.put_u8(0);
+        } else {
+            out.extend_from_slice(self.data);
+        }
+    }
+
+    /// Client side: appends only the 48 fixed bytes, announcing `payload_len` bytes of data
+    /// that the caller sends right after them (from its own buffer); `self.data` is unused.
+    pub fn encode_fixed(&self, out: &mut Vec<u8>, payload_len: usize) {
         out.put_u16(49);
         out.put_u16(super::off16(DATA_OFFSET));
-        out.put_u32(super::len32(self.data.len()));
+        out.put_u32(super::len32(payload_len));
         out.put_u64(self.offset);
         out.extend_from_slice(&self.file_id.to_bytes());
         out.put_u32(self.channel);
@@ -84,11 +95,6 @@ impl WriteRequest<'_> {
         out.put_u16(0); // WriteChannelInfoOffset
         out.put_u16(0); // WriteChannelInfoLength
         out.put_u32(self.flags);
-        if self.data.is_empty() {
-            out.put_u8(0);
-        } else {
-            out.extend_from_slice(self.data);
-        }
     }
 }
 
