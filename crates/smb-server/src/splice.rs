@@ -191,20 +191,23 @@ pub async fn receive(pool: &Arc<PipePool>, sock: &tokio::net::TcpStream, len: us
         let (pipe, held) = payload.pipes.last_mut().expect("at least one pipe");
         let want = (len - got).min(pool.capacity - *held);
         let w = pipe.w.as_fd();
-        let r = sock.try_io(Interest::READABLE, || {
-            splice(sock, None, w, None, want, SpliceFlags::MOVE | SpliceFlags::NONBLOCK).map_err(std::io::Error::from)
+        // EAGAIN means the socket ran dry or the pipe is full. Only the former may clear
+        // tokio's readiness: the socket's edge has already fired for the bytes still
+        // waiting, so a cleared readiness would sleep until the client sends more, which a
+        // client whose window is full only does on its persist timer (200 ms and up).
+        let r = sock.try_io(Interest::READABLE, || match splice(sock, None, w, None, want, SpliceFlags::MOVE | SpliceFlags::NONBLOCK) {
+            Err(rustix::io::Errno::AGAIN) if socket_has_data(sock)? => Ok(None),
+            r => r.map(Some).map_err(std::io::Error::from),
         });
         let full = match r {
-            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => {
+            Ok(Some(0)) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(Some(n)) => {
                 *held += n;
                 got += n;
                 *held == pool.capacity
             }
-            // Either the socket ran dry (wait for it) or the pipe is full: a socket with
-            // data waiting means the latter.
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => socket_has_data(sock)?,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => false,
+            Ok(None) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => false,
             Err(e) => return Err(e),
         };
         if full && got < len {
@@ -258,6 +261,42 @@ mod tests {
         let mut moved = p;
         moved[HEADER_LEN + 2] = 0x78;
         assert!(!is_spliceable(&moved, PREFIX + n));
+    }
+
+    /// A pipe that fills before its byte capacity (here: one 4 KiB slot holding a 10-byte
+    /// segment) while the socket still holds data must not leave the reader waiting for
+    /// bytes the client has already sent.
+    #[tokio::test]
+    async fn a_full_pipe_does_not_wait_for_more_socket_data() {
+        use tokio::io::AsyncWriteExt;
+        let pool = Arc::new(PipePool::new(4096));
+        if pool.capacity != 4096 {
+            return; // no pipes here: nothing to test
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut tx = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (rx, _) = listener.accept().await.unwrap();
+        let data: Vec<u8> = (0..4010u32).map(|i| (i * 13) as u8).collect();
+        let n = data.len();
+        let receiving = {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                let r = receive(&pool, &rx, n).await;
+                (r, rx)
+            })
+        };
+        // The first segment takes the first pipe's only slot; the rest arrives later, in one
+        // burst, and nothing follows it.
+        tx.write_all(&data[..10]).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        tx.write_all(&data[10..]).await.unwrap();
+        let (r, _rx) = tokio::time::timeout(std::time::Duration::from_secs(3), receiving)
+            .await
+            .expect("the reader waited for bytes already in the socket")
+            .unwrap();
+        let Received::Spliced(mut payload) = r.unwrap() else { panic!("payload not spliced") };
+        assert_eq!(payload.read_all().unwrap(), data);
+        drop(tx);
     }
 
     #[test]
