@@ -272,10 +272,15 @@ async fn worker<F: BenchFile>(
 ) -> Result<Recorder, BenchError> {
     let mut rec = Recorder::default();
     let bs = wl.block_size as usize;
-    // The payload is shared with the client while a write is in flight (sent without a
-    // copy) and taken back for the next one.
-    let mut buf = bytes::BytesMut::zeroed(bs);
-    pattern::fill(&mut buf, 0, 0, 0);
+    // The payload follows room for the request's headers, so the client sends (and signs)
+    // it where it is; the buffer comes back for the next write.
+    let room = F::WRITE_ROOM;
+    let fresh = || {
+        let mut b = bytes::BytesMut::zeroed(room + bs);
+        pattern::fill(&mut b[room..], 0, 0, 0);
+        b
+    };
+    let mut buf = fresh();
     let mut consecutive = 0;
     loop {
         let now = Instant::now();
@@ -303,13 +308,13 @@ async fn worker<F: BenchFile>(
             if let Source::Own { stripe, gens, .. } = &mut source {
                 let m = ((block - stripe.first) / stripe.stride) as usize;
                 gens[m] += 1;
-                pattern::fill(&mut buf, fi as u32, off, gens[m]);
+                pattern::fill(&mut buf[room..], fi as u32, off, gens[m]);
             }
-            let shared = std::mem::take(&mut buf).freeze();
-            let sent = file.write_bytes(off, shared.clone()).await;
-            // The writer has let go of its reference once the bytes were sent; if not
-            // (rare), the next payload gets a fresh buffer.
-            buf = shared.try_into_mut().unwrap_or_else(|b| bytes::BytesMut::from(&b[..]));
+            let sent = file.write_framed(off, &mut buf).await;
+            // Lost with a failed write: the next one starts from a new buffer.
+            if buf.len() != room + bs {
+                buf = fresh();
+            }
             sent.and_then(|n| if n as usize == bs { Ok(bs) } else { Err(BenchError::Io(format!("short write: {n} of {bs} bytes"))) })
         } else {
             match file.read(off, bs as u32).await {

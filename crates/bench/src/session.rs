@@ -76,9 +76,14 @@ pub trait BenchFile: Clone + Send + Sync + 'static {
     /// Writes `data` at `offset`; returns the bytes written.
     fn write(&self, offset: u64, data: &[u8]) -> impl Future<Output = Result<u32, BenchError>> + Send;
 
-    /// [`BenchFile::write`] of a shared buffer, which a client may send without copying it.
-    fn write_bytes(&self, offset: u64, data: bytes::Bytes) -> impl Future<Output = Result<u32, BenchError>> + Send {
-        async move { self.write(offset, &data).await }
+    /// Bytes a [`BenchFile::write_framed`] buffer keeps before its payload.
+    const WRITE_ROOM: usize = 0;
+
+    /// [`BenchFile::write`] of the payload after the first [`BenchFile::WRITE_ROOM`] bytes of
+    /// `frame`, room in which a client may build the request so the payload is not copied.
+    /// `frame` is handed back for the next write (after an error it may be empty).
+    fn write_framed(&self, offset: u64, frame: &mut bytes::BytesMut) -> impl Future<Output = Result<u32, BenchError>> + Send {
+        async move { self.write(offset, &frame[Self::WRITE_ROOM..]).await }
     }
 
     /// Sets the end of file.

@@ -190,8 +190,10 @@ impl BenchFile for smb_client::File {
         smb_client::File::write(self, offset, data).await.map_err(io_err)
     }
 
-    async fn write_bytes(&self, offset: u64, data: Bytes) -> Result<u32, BenchError> {
-        smb_client::File::write_bytes(self, offset, data).await.map_err(io_err)
+    const WRITE_ROOM: usize = smb_client::WRITE_FRAME_ROOM;
+
+    async fn write_framed(&self, offset: u64, frame: &mut bytes::BytesMut) -> Result<u32, BenchError> {
+        smb_client::File::write_framed(self, offset, frame).await.map_err(io_err)
     }
 
     async fn set_len(&self, len: u64) -> Result<(), BenchError> {

@@ -355,6 +355,13 @@ impl Client {
         self.inner.conn.call_with_payload(req, payload, opts).await?.check(command)
     }
 
+    /// Sends a WRITE built in the caller's frame (see `Conn::call_framed`): plain or signed,
+    /// never sealed.
+    pub(crate) async fn call_framed(&self, req: Request, frame: &mut bytes::BytesMut, command: &'static str) -> Result<Response, ClientError> {
+        let opts = self.opts(req.encrypted());
+        self.inner.conn.call_framed(req, frame, opts).await?.check(command)
+    }
+
     /// Sends related requests as one compound frame.
     pub(crate) async fn call_compound(&self, reqs: Vec<Request>) -> Result<Vec<Result<Response, ClientError>>, ClientError> {
         let encrypted = reqs.first().is_some_and(|r| r.encrypted());

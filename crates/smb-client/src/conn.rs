@@ -11,7 +11,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use smb_crypto::{Sealer, Signer, TRANSFORM_HEADER_LEN, TRANSFORM_PROTOCOL_ID};
 use smb_wire::frame::{frame_header, frame_len, MAX_FRAME};
 use smb_wire::header::flags;
@@ -159,14 +159,38 @@ struct Shared {
     large_mtu: AtomicBool,
 }
 
-/// One connection to a server. Dropping it stops its tasks and closes the socket.
-/// What the writer task sends: a whole frame, or a frame's head followed by a payload that
-/// is written from the caller's buffer (a plain WRITE's data, never copied into the frame).
+/// What the writer task sends: a whole frame, a frame's head followed by a payload that
+/// is written from the caller's buffer (a plain WRITE's data, never copied into the frame),
+/// or a whole frame in the caller's buffer (see [`FRAMED_ROOM`]).
 enum Outgoing {
     Frame(Vec<u8>),
     Split(Vec<u8>, Bytes),
+    Shared(Bytes),
 }
 
+/// Bytes a caller-built WRITE frame keeps before its payload: transport header, SMB2 header
+/// and the WRITE request's fixed part, filled in at send time (`Conn::call_framed`).
+pub const FRAMED_ROOM: usize = 4 + HEADER_LEN + 48;
+
+/// A WRITE payload that is not copied into the request.
+enum Tail {
+    /// Written after the request (plain requests only).
+    After(Bytes),
+    /// The whole frame: the request's head goes into the room before the payload, and a
+    /// signature is computed in place.
+    Framed(BytesMut),
+}
+
+impl Tail {
+    fn len(&self) -> usize {
+        match self {
+            Tail::After(b) => b.len(),
+            Tail::Framed(b) => b.len().saturating_sub(FRAMED_ROOM),
+        }
+    }
+}
+
+/// One connection to a server. Dropping it stops its tasks and closes the socket.
 pub(crate) struct Conn {
     shared: Arc<Shared>,
     tx: mpsc::UnboundedSender<Outgoing>,
@@ -245,7 +269,7 @@ impl Conn {
 
     /// Sends one request and waits for its final response.
     pub async fn call(&self, req: Request, opts: SendOpts) -> Result<(Response, Vec<u8>), ClientError> {
-        let (mut rx, mut sent) = self.send(vec![req], opts, None).await?;
+        let (mut rx, mut sent, _) = self.send(vec![req], opts, None).await?;
         let rx = rx.pop().ok_or(ClientError::Disconnected)?;
         let resp = rx.await.map_err(|_| ClientError::Disconnected)??;
         Ok((resp, sent.pop().unwrap_or_default()))
@@ -253,7 +277,7 @@ impl Conn {
 
     /// Sends requests as one compound frame (MS-SMB2 3.2.4.1.4) and waits for all answers.
     pub async fn call_compound(&self, reqs: Vec<Request>, opts: SendOpts) -> Result<Vec<Reply>, ClientError> {
-        let (rxs, _) = self.send(reqs, opts, None).await?;
+        let (rxs, _, _) = self.send(reqs, opts, None).await?;
         let mut out = Vec::with_capacity(rxs.len());
         for rx in rxs {
             out.push(rx.await.unwrap_or(Err(ClientError::Disconnected)));
@@ -268,23 +292,46 @@ impl Conn {
         if opts.sign || opts.encrypt || opts.capture {
             return Err(ClientError::Protocol("a split payload cannot be signed or sealed"));
         }
-        let (mut rx, _) = self.send(vec![req], opts, Some(payload)).await?;
+        let (mut rx, _, _) = self.send(vec![req], opts, Some(Tail::After(payload))).await?;
         let rx = rx.pop().ok_or(ClientError::Disconnected)?;
         rx.await.map_err(|_| ClientError::Disconnected)?
     }
 
+    /// Sends one WRITE whose frame the caller built: `frame` holds [`FRAMED_ROOM`] bytes of
+    /// room and then the payload; `req` is the request's head (header room and the 48-byte
+    /// fixed part), copied into the room. A signature is computed over the frame in place,
+    /// so a signed WRITE costs no copy of its payload either. Not for sealed requests, which
+    /// would encrypt the caller's payload in place. `frame` is handed back once the writer
+    /// has let go of it (else replaced by a copy).
+    pub async fn call_framed(&self, req: Request, frame: &mut BytesMut, opts: SendOpts) -> Result<Response, ClientError> {
+        if opts.encrypt || opts.capture || req.encrypted() || req.buf.len() != FRAMED_ROOM || frame.len() < FRAMED_ROOM {
+            return Err(ClientError::Protocol("a caller-built frame cannot be sealed"));
+        }
+        let (mut rx, _, shared) = self.send(vec![req], opts, Some(Tail::Framed(std::mem::take(frame)))).await?;
+        let r = match rx.pop() {
+            Some(rx) => rx.await.map_err(|_| ClientError::Disconnected).and_then(|r| r),
+            None => Err(ClientError::Disconnected),
+        };
+        if let Some(b) = shared {
+            *frame = b.try_into_mut().unwrap_or_else(|b| BytesMut::from(&b[..]));
+        }
+        r
+    }
+
     /// Queues requests as one frame (with `payload` after the last one); returns a receiver
     /// per request and, with `opts.capture`, each message as sent.
+    #[allow(clippy::type_complexity)]
     async fn send(
         &self,
         reqs: Vec<Request>,
         opts: SendOpts,
-        payload: Option<Bytes>,
-    ) -> Result<(Vec<oneshot::Receiver<Reply>>, Vec<Vec<u8>>), ClientError> {
+        payload: Option<Tail>,
+    ) -> Result<(Vec<oneshot::Receiver<Reply>>, Vec<Vec<u8>>, Option<Bytes>), ClientError> {
         if reqs.is_empty() {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok((Vec::new(), Vec::new(), None));
         }
-        let tail = payload.as_ref().map_or(0, Bytes::len);
+        let tail = payload.as_ref().map_or(0, Tail::len);
+        let framed = matches!(payload, Some(Tail::Framed(_)));
         let sh = &self.shared;
         let total: u32 = reqs.iter().map(|r| u32::from(r.charge.max(1))).sum();
         // Wait for credits first: this is the only await, so from here on the send cannot
@@ -306,7 +353,7 @@ impl Conn {
         // Assemble the frame: the first request's buffer, then each further message
         // 8-byte aligned (MS-SMB2 3.2.4.1.4).
         let mut reqs = reqs.into_iter();
-        let Some(first) = reqs.next() else { return Ok((Vec::new(), Vec::new())) };
+        let Some(first) = reqs.next() else { return Ok((Vec::new(), Vec::new(), None)) };
         let start = first.prefix;
         let mut frame = first.buf;
         let mut parts = vec![(start, first.command, first.tree_id, first.charge.max(1), first.related)];
@@ -369,7 +416,8 @@ impl Conn {
             let mut h = Vec::with_capacity(HEADER_LEN);
             hdr.encode(&mut h);
             frame[at..at + HEADER_LEN].copy_from_slice(&h);
-            if let Some(s) = signer {
+            // A caller-built frame is signed once its head is in place, below.
+            if let (Some(s), false) = (signer, framed) {
                 s.sign(&mut frame[at..end]);
             }
             if opts.capture {
@@ -384,14 +432,25 @@ impl Conn {
         }
         let len = frame.len() - 4 + tail;
         frame[..4].copy_from_slice(&frame_header(len));
+        let mut shared = None;
         let out = match payload {
-            Some(p) => Outgoing::Split(frame, p),
+            Some(Tail::After(p)) => Outgoing::Split(frame, p),
+            Some(Tail::Framed(mut f)) => {
+                // `call_framed` checked that the head is exactly the room.
+                f[..FRAMED_ROOM].copy_from_slice(&frame);
+                if let Some(s) = signer {
+                    s.sign(&mut f[4..]);
+                }
+                let b = f.freeze();
+                shared = Some(b.clone());
+                Outgoing::Shared(b)
+            }
             None => Outgoing::Frame(frame),
         };
         if self.tx.send(out).is_err() {
             return Err(ClientError::Disconnected);
         }
-        Ok((rxs, captured))
+        Ok((rxs, captured, shared))
     }
 }
 
@@ -405,6 +464,12 @@ async fn writer_loop(shared: Arc<Shared>, mut wr: OwnedWriteHalf, mut rx: mpsc::
             Outgoing::Split(head, payload) => {
                 let r = write_all_two(&mut wr, &head, &payload).await;
                 (head, r)
+            }
+            Outgoing::Shared(frame) => {
+                let r = wr.write_all(&frame).await;
+                // Hand the buffer back to `call_framed` before the answer can arrive.
+                drop(frame);
+                (Vec::new(), r)
             }
         };
         if let Err(e) = r {

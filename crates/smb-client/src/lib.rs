@@ -31,7 +31,7 @@ mod tree;
 
 pub use client::{BindTweaks, Client, ClientConfig};
 pub use error::ClientError;
-pub use file::File;
+pub use file::{File, WRITE_FRAME_ROOM};
 pub use smb_crypto::Cipher;
 pub use smb_wire::dialect;
 pub use smb_wire::msg::ioctl::NetworkInterfaceInfo as NetworkInterface;

@@ -48,8 +48,19 @@ async fn random_io(srv: &Server, client: &Client, tree: &Tree, name: &str, seed:
     for (i, n) in sizes.into_iter().enumerate() {
         let off = r.gen_range(0..(2 * max) as u64);
         let data = random_bytes(&mut r, n);
-        // Every other write goes from a shared buffer (sent without a copy when plain).
-        let written = if i % 2 == 1 { f.write_bytes(off, bytes::Bytes::from(data.clone())).await? } else { f.write(off, &data).await? };
+        // Writes rotate over the three ways to send a payload: copied into the request, from
+        // a shared buffer (no copy when plain), and in a caller-built frame (signed in place).
+        let written = match i % 3 {
+            0 => f.write(off, &data).await?,
+            1 => f.write_bytes(off, bytes::Bytes::from(data.clone())).await?,
+            _ => {
+                let mut frame = bytes::BytesMut::zeroed(smb_client::WRITE_FRAME_ROOM);
+                frame.extend_from_slice(&data);
+                let n = f.write_framed(off, &mut frame).await?;
+                assert!(frame[smb_client::WRITE_FRAME_ROOM..] == data[..], "the frame's payload came back changed");
+                n
+            }
+        };
         assert_eq!(written as usize, n, "short write");
         let end = off as usize + n;
         if n == 0 {
@@ -91,6 +102,11 @@ async fn dialects(srv: &Server) -> R {
         t.disconnect().await?;
         c.logoff().await?;
     }
+    // Unsigned: WRITE payloads leave the client without a copy.
+    let c = Client::connect(srv.addr, &ClientConfig { dialects: vec![dialect::SMB311], sign: false, ..cfg() }).await?;
+    let t = c.tree_connect("data").await?;
+    random_io(srv, &c, &t, "plain-311.bin", 311, 3).await?;
+    c.logoff().await?;
     Ok(())
 }
 
