@@ -98,6 +98,7 @@ struct RawServer {
     admin: Option<Spanned<String>>,
     multichannel: Option<bool>,
     smbtorture_hooks: Option<bool>,
+    splice_writes: Option<bool>,
     max_channels: Option<Spanned<i64>>,
     interface: Option<Vec<Spanned<RawInterface>>>,
 }
@@ -338,6 +339,9 @@ impl Ctx<'_> {
         }
         if let Some(h) = s.smbtorture_hooks {
             server.smbtorture_hooks = h;
+        }
+        if let Some(w) = s.splice_writes {
+            server.splice_writes = w;
         }
         if let Some(n) = s.max_channels {
             let value = *n.get_ref();

@@ -34,6 +34,10 @@ pub struct ServerConfig {
     pub multichannel: bool,
     /// Samba's smbtorture test controls (FSCTL_SMBTORTURE_*): for conformance runs only.
     pub smbtorture_hooks: bool,
+    /// Receive large plain WRITE payloads with splice(2) (`splice.rs`) instead of into
+    /// buffers. Off by default: measured no cheaper here, and with deep queues it stalls
+    /// (docs/decisions.md).
+    pub splice_writes: bool,
     /// Channels (connections) one session may have, the first included (1..=256).
     pub max_channels: usize,
     /// Interfaces reported by FSCTL_QUERY_NETWORK_INTERFACE_INFO; empty = the listen
@@ -103,6 +107,7 @@ impl Default for ServerConfig {
             admin: None,
             multichannel: true,
             smbtorture_hooks: false,
+            splice_writes: false,
             max_channels: 32,
             interfaces: Vec::new(),
         }

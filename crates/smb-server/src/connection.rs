@@ -263,13 +263,13 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
 /// instead of spliced (`read_frame`).
 const SPLICE_MAX_IN_PROGRESS: usize = 8;
 
-/// Reads the `len` bytes of one frame. A large plain WRITE leaves its payload in a pipe
-/// (zero-copy receive, see `splice.rs`); everything else arrives whole in a pooled buffer.
+/// Reads the `len` bytes of one frame. With `splice_writes`, a large plain WRITE leaves its
+/// payload in a pipe (zero-copy receive, see `splice.rs`); everything else arrives whole in
+/// a pooled buffer.
 async fn read_frame(conn: &Connection, rd: &mut OwnedReadHalf, len: usize) -> std::io::Result<(Vec<u8>, Option<Payload>)> {
     let pipes = &conn.server.pipes;
     // Splice only while the connection's queue is shallow: with deep queues the spliced
-    // path stalls (p99 150-290 ms at 64 x 1 MiB in flight, 47 ms buffered; cause not found
-    // yet, BENCHMARKS.md), while a shallow one (smbclient's 16 MiB window) gains from it.
+    // path still stalls now and then (p99 200-300 ms at 64 x 1 MiB in flight; docs/decisions.md).
     if len < splice::PREFIX || !pipes.fits(len - splice::PREFIX) || conn.requests_in_progress() > SPLICE_MAX_IN_PROGRESS {
         let mut buf = conn.take_buffer(len);
         buf.truncate(len);

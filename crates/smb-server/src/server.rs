@@ -103,7 +103,11 @@ impl ServerState {
         }
         let users = config.users.iter().map(|u| (u.name.to_lowercase(), u.nt_hash)).collect();
         let server_guid: [u8; 16] = rand::random();
-        let pipes = Arc::new(crate::splice::PipePool::new(config.max_io_size as usize));
+        let pipes = Arc::new(if config.splice_writes {
+            crate::splice::PipePool::new(config.max_io_size as usize)
+        } else {
+            crate::splice::PipePool::disabled()
+        });
         let start_time = smb_fscc::system_time_to_filetime(std::time::SystemTime::now());
         // Session ids start at a random point so they are not guessable across restarts.
         let first_session = (rand::random::<u64>() & 0x0000_ffff_ffff_0000) | 1;

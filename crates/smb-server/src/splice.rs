@@ -62,6 +62,11 @@ impl PipePool {
         PipePool { idle: Mutex::new(idle), capacity, max_payload }
     }
 
+    /// A pool that splices nothing: every WRITE takes the buffered path.
+    pub fn disabled() -> Self {
+        PipePool { idle: Mutex::new(Vec::new()), capacity: 0, max_payload: 0 }
+    }
+
     fn make(size: usize) -> std::io::Result<Pipe> {
         let (r, w) = pipe_with(PipeFlags::CLOEXEC)?;
         fcntl_setpipe_size(&w, size)?;

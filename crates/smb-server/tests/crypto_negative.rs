@@ -766,7 +766,7 @@ fn signing_required_refuses_unsigned_tree_connect() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// zero-copy WRITE receive: a large unsigned WRITE's payload goes from the socket into a pipe
+// zero-copy WRITE receive (splice_writes): a large unsigned WRITE's payload goes from the socket into a pipe
 // before any check ran; it must reach the file only when every check passes.
 // ---------------------------------------------------------------------------------------------
 
@@ -796,9 +796,18 @@ impl Client {
     }
 }
 
+/// Both receive paths: into a buffer (the default) and spliced into pipes.
+const RECEIVE_PATHS: [&str; 2] = ["", "splice_writes = true"];
+
 #[test]
 fn large_plain_write_lands_whole() {
-    let mut srv = Braid::start("");
+    for extra in RECEIVE_PATHS {
+        large_plain_write_lands_whole_with(extra);
+    }
+}
+
+fn large_plain_write_lands_whole_with(extra: &str) {
+    let mut srv = Braid::start(extra);
     let mut c = Client::connect(srv.port);
     c.negotiate_311(&[Cipher::Aes128Gcm]);
     c.session_setup();
@@ -820,7 +829,7 @@ fn large_plain_write_lands_whole() {
 #[test]
 fn large_unsigned_write_is_refused_where_protection_is_required() {
     // An encrypt = true share: the unencrypted WRITE is denied and its payload discarded.
-    let mut srv = Braid::start("");
+    let mut srv = Braid::start("splice_writes = true");
     let mut c = Client::connect(srv.port);
     c.negotiate_311(&[Cipher::Aes128Gcm]);
     c.session_setup();
@@ -834,7 +843,7 @@ fn large_unsigned_write_is_refused_where_protection_is_required() {
     srv.assert_serving();
 
     // A server that requires signing: the unsigned WRITE is refused, nothing written.
-    let mut srv = Braid::start("signing = \"required\"");
+    let mut srv = Braid::start("signing = \"required\"\nsplice_writes = true");
     let mut c = Client::connect(srv.port);
     c.negotiate_311(&[Cipher::Aes128Gcm]);
     c.session_setup();
@@ -850,7 +859,13 @@ fn large_unsigned_write_is_refused_where_protection_is_required() {
 
 #[test]
 fn large_write_cut_short_writes_nothing() {
-    let mut srv = Braid::start("");
+    for extra in RECEIVE_PATHS {
+        large_write_cut_short_writes_nothing_with(extra);
+    }
+}
+
+fn large_write_cut_short_writes_nothing_with(extra: &str) {
+    let mut srv = Braid::start(extra);
     let mut c = Client::connect(srv.port);
     c.negotiate_311(&[Cipher::Aes128Gcm]);
     c.session_setup();
