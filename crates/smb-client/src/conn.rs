@@ -305,7 +305,7 @@ impl Conn {
     /// has let go of it (else replaced by a copy).
     pub async fn call_framed(&self, req: Request, frame: &mut BytesMut, opts: SendOpts) -> Result<Response, ClientError> {
         if opts.encrypt || opts.capture || req.encrypted() || req.buf.len() != FRAMED_ROOM || frame.len() < FRAMED_ROOM {
-            return Err(ClientError::Protocol("a caller-built frame cannot be sealed"));
+            return Err(ClientError::Protocol("a caller-built frame is plain or signed, with exactly its header room"));
         }
         let (mut rx, _, shared) = self.send(vec![req], opts, Some(Tail::Framed(std::mem::take(frame)))).await?;
         let r = match rx.pop() {
