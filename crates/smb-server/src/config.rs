@@ -35,8 +35,7 @@ pub struct ServerConfig {
     /// Samba's smbtorture test controls (FSCTL_SMBTORTURE_*): for conformance runs only.
     pub smbtorture_hooks: bool,
     /// Receive large plain WRITE payloads with splice(2) (`splice.rs`) instead of into
-    /// buffers. Off by default: measured no cheaper here, and with deep queues it stalls
-    /// (docs/decisions.md).
+    /// buffers (docs/decisions.md has the measurements either way).
     pub splice_writes: bool,
     /// Channels (connections) one session may have, the first included (1..=256).
     pub max_channels: usize,
@@ -107,7 +106,7 @@ impl Default for ServerConfig {
             admin: None,
             multichannel: true,
             smbtorture_hooks: false,
-            splice_writes: false,
+            splice_writes: true,
             max_channels: 32,
             interfaces: Vec::new(),
         }

@@ -263,9 +263,9 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
 /// instead of spliced (`read_frame`).
 const SPLICE_MAX_IN_PROGRESS: usize = 8;
 
-/// Reads the `len` bytes of one frame. With `splice_writes`, a large plain WRITE leaves its
-/// payload in a pipe (zero-copy receive, see `splice.rs`); everything else arrives whole in
-/// a pooled buffer.
+/// Reads the `len` bytes of one frame. A large plain WRITE leaves its payload in a pipe
+/// (zero-copy receive, see `splice.rs`; `splice_writes = false` turns it off); everything
+/// else arrives whole in a pooled buffer.
 async fn read_frame(conn: &Connection, rd: &mut OwnedReadHalf, len: usize) -> std::io::Result<(Vec<u8>, Option<Payload>)> {
     let pipes = &conn.server.pipes;
     // Splice only while the connection's queue is shallow: with deep queues the spliced

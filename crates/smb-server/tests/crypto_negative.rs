@@ -766,7 +766,7 @@ fn signing_required_refuses_unsigned_tree_connect() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// zero-copy WRITE receive (splice_writes): a large unsigned WRITE's payload goes from the socket into a pipe
+// zero-copy WRITE receive: a large unsigned WRITE's payload goes from the socket into a pipe
 // before any check ran; it must reach the file only when every check passes.
 // ---------------------------------------------------------------------------------------------
 
@@ -796,8 +796,8 @@ impl Client {
     }
 }
 
-/// Both receive paths: into a buffer (the default) and spliced into pipes.
-const RECEIVE_PATHS: [&str; 2] = ["", "splice_writes = true"];
+/// Both receive paths: spliced into pipes (the default) and into a buffer.
+const RECEIVE_PATHS: [&str; 2] = ["", "splice_writes = false"];
 
 #[test]
 fn large_plain_write_lands_whole() {
@@ -829,7 +829,7 @@ fn large_plain_write_lands_whole_with(extra: &str) {
 #[test]
 fn large_unsigned_write_is_refused_where_protection_is_required() {
     // An encrypt = true share: the unencrypted WRITE is denied and its payload discarded.
-    let mut srv = Braid::start("splice_writes = true");
+    let mut srv = Braid::start("");
     let mut c = Client::connect(srv.port);
     c.negotiate_311(&[Cipher::Aes128Gcm]);
     c.session_setup();
@@ -843,7 +843,7 @@ fn large_unsigned_write_is_refused_where_protection_is_required() {
     srv.assert_serving();
 
     // A server that requires signing: the unsigned WRITE is refused, nothing written.
-    let mut srv = Braid::start("signing = \"required\"\nsplice_writes = true");
+    let mut srv = Braid::start("signing = \"required\"");
     let mut c = Client::connect(srv.port);
     c.negotiate_311(&[Cipher::Aes128Gcm]);
     c.session_setup();
