@@ -109,6 +109,48 @@ impl Connection {
         r.map_err(|_| std::io::Error::other("sendfile task failed"))?
     }
 
+    /// Sends a response followed by file bytes written from a mapping of the file (see
+    /// `braid_vfs::MappedRange`): the kernel copies them from the page cache into the
+    /// socket, the only copy on this side. If the file shrank meanwhile, the rest is read
+    /// with `handle` (zeros past the new end) so the frame keeps the length it announced.
+    pub async fn send_with_mapped(&self, mut buf: Vec<u8>, data: braid_vfs::MappedRange, handle: &dyn braid_vfs::FileHandle) -> std::io::Result<()> {
+        let total = buf.len() + data.len();
+        buf[..4].copy_from_slice(&frame::frame_header(total - 4));
+        self.bytes_out.fetch_add(total as u64, Ordering::Relaxed);
+        let mut w = self.writer.lock().await;
+        let mut done = 0;
+        let mut r = Ok(());
+        while done < total {
+            let sock: &TcpStream = w.as_ref();
+            match sock.try_io(tokio::io::Interest::WRITABLE, || data.write_after(sock.as_fd(), &buf, done)) {
+                Ok(0) => {
+                    r = Err(std::io::ErrorKind::WriteZero.into());
+                    break;
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if let Err(e) = sock.writable().await {
+                        r = Err(e);
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {
+                    tracing::debug!(conn = self.id, "file shrank while being sent; the rest is read instead");
+                    r = finish_after_fault(&mut w, &buf, &data, handle, done).await;
+                    break;
+                }
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
+        }
+        drop(w);
+        self.recycle(buf);
+        r
+    }
+
     /// A buffer of at least `len` bytes from the server's pool (see `buffers.rs`).
     pub fn take_buffer(&self, len: usize) -> Vec<u8> {
         self.server.buffers.take(len)
@@ -150,6 +192,26 @@ impl Connection {
         }
         crate::tcp_ack::acked(self.fd)
     }
+}
+
+/// Sends what is left of a mapped READ response after the mapping faulted, `done` bytes of
+/// head and data being out: the data is read the ordinary way, zeros past the new end of
+/// file, as a read racing the truncation could have returned. (Rare; memory files only, so
+/// the read does not block.)
+async fn finish_after_fault(
+    w: &mut OwnedWriteHalf,
+    head: &[u8],
+    data: &braid_vfs::MappedRange,
+    handle: &dyn braid_vfs::FileHandle,
+    done: usize,
+) -> std::io::Result<()> {
+    w.write_all(&head[done.min(head.len())..]).await?;
+    let skip = done.saturating_sub(head.len());
+    let mut rest = vec![0u8; data.len() - skip];
+    if let Err(e) = handle.read_at(&mut rest, data.offset() + skip as u64) {
+        tracing::debug!(error = %e, "re-read after a mapping fault failed; sending zeros");
+    }
+    w.write_all(&rest).await
 }
 
 /// Sends all of `tail` to the (non-blocking) socket, waiting for room with poll. If the file

@@ -59,10 +59,19 @@ pub struct Ctx<'a> {
     pub preauth_response: Option<PreauthTarget>,
     /// The session whose key decrypted this frame; its responses are encrypted with it.
     encrypted_by: Option<Arc<Session>>,
-    /// File data that follows the response on the wire, sent with sendfile (READ).
-    pub tail: Option<FileTail>,
+    /// File data that follows the response on the wire, not copied into it (READ).
+    pub tail: Option<Tail>,
     /// A WRITE payload received into a pipe instead of the frame (see `splice.rs`).
     pub payload: Option<crate::splice::Payload>,
+}
+
+/// File data that follows a response on the wire without passing through its buffer.
+pub enum Tail {
+    /// Sent from the file with sendfile (large reads).
+    File(FileTail),
+    /// Written from a mapping of a memory-backed file, one copy into the socket; the handle
+    /// reads what the mapping can no longer give (the file shrank meanwhile).
+    Mapped(braid_vfs::MappedRange, Arc<dyn braid_vfs::FileHandle>),
 }
 
 /// File bytes sent straight from the file to the socket after a response (zero copy).
@@ -209,7 +218,7 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>, mut paylo
 /// Signs (or encrypts) and sends the responses in `out` as one compound, leaving `out` and
 /// `parts` empty for whatever follows. Nothing is sent when there is no response (a lone
 /// CANCEL).
-async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<Part>, encrypted_by: Option<&Session>, tail: Option<FileTail>) {
+async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<Part>, encrypted_by: Option<&Session>, tail: Option<Tail>) {
     let Some(last) = parts.last().map(|p| p.start) else { return };
     // The last response ends the chain, even if a request after it produced none.
     out[last + offset::NEXT_COMMAND..last + offset::NEXT_COMMAND + 4].copy_from_slice(&0u32.to_le_bytes());
@@ -247,7 +256,8 @@ async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<Pa
         }
     }
     let sent = match tail {
-        Some(t) => conn.send_with_file(buf, t).await,
+        Some(Tail::File(t)) => conn.send_with_file(buf, t).await,
+        Some(Tail::Mapped(m, h)) => conn.send_with_mapped(buf, m, &*h).await,
         None => conn.send(buf).await,
     };
     if let Err(e) = sent {
@@ -274,7 +284,7 @@ async fn process_one(
     out: &mut Vec<u8>,
     parts: &mut Vec<Part>,
     encrypted_by: &Option<Arc<Session>>,
-    tail: &mut Option<FileTail>,
+    tail: &mut Option<Tail>,
     payload: &mut Option<crate::splice::Payload>,
 ) -> Option<PrevState> {
     let start = out.len();

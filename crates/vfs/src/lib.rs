@@ -8,9 +8,11 @@
 
 mod error;
 mod local;
+mod mapped;
 mod path;
 pub use error::VfsError;
 pub use local::{LocalBackend, LocalHandle, BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR};
+pub use mapped::MappedRange;
 pub use path::{validate_component, SharePath, MAX_COMPONENT_LEN, MAX_PATH_LEN};
 
 use std::time::SystemTime;
@@ -171,6 +173,13 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     /// Whether [`FileHandle::send_to`] works on this handle.
     fn can_send_to(&self) -> bool {
         false
+    }
+    /// Up to `len` bytes at `offset` as a range of a memory mapping that can be written to
+    /// a socket in one copy ([`MappedRange::write_after`]); the range ends at the end of
+    /// file. `None` when the backend does not map this file (not in memory, not readable,
+    /// too long a range, address-space budget spent): read it instead.
+    fn map_range(&self, _offset: u64, _len: usize) -> Option<Result<MappedRange>> {
+        None
     }
     /// Moves exactly `len` bytes from the pipe `from` into the file at `offset` with
     /// splice(2), so they never pass through user space; returns bytes written. The

@@ -340,6 +340,7 @@ impl LocalBackend {
             allow_write: opts.write,
             memory_backed,
             sticky_ctime: std::sync::atomic::AtomicBool::new(false),
+            windows: Default::default(),
             path: path.clone(),
             root: Arc::clone(&self.root),
         }

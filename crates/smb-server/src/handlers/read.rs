@@ -7,7 +7,7 @@ use smb_wire::NtStatus;
 
 use super::find_open;
 use crate::open::OpenKind;
-use crate::pipeline::{Ctx, HResult};
+use crate::pipeline::{Ctx, FileTail, HResult, Tail};
 use crate::server::lock;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
@@ -38,6 +38,21 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if !node.io_allowed(open.id.volatile, req.offset, u64::from(req.length), false) {
         return Err(NtStatus::FILE_LOCK_CONFLICT);
     }
+    // Large reads of memory-backed files outside compounds and without signing are written
+    // to the socket from a mapping of the file: one copy, where pread and send make two, and
+    // no hand-off to the blocking pool.
+    if len_ok_for_mapping(req.length) && cx.may_send_tail() {
+        if let Some(r) = handle.map_range(req.offset, req.length as usize) {
+            let m = r.map_err(super::storage_status)?;
+            if m.is_empty() || m.len() < req.minimum_count as usize {
+                return Err(NtStatus::END_OF_FILE);
+            }
+            encode_response_prefix(out, u32::try_from(m.len()).unwrap_or(0));
+            open.position.store(req.offset.saturating_add(m.len() as u64), std::sync::atomic::Ordering::Relaxed);
+            cx.tail = Some(Tail::Mapped(m, handle));
+            return Ok(NtStatus::SUCCESS);
+        }
+    }
     // Large reads outside compounds and without signing go from the file to the socket with
     // sendfile: the data never enters user space.
     if len_ok_for_sendfile(req.length) && handle.can_send_to() && cx.may_send_tail() {
@@ -49,7 +64,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         }
         let n = usize::try_from(avail).unwrap_or(0);
         encode_response_prefix(out, u32::try_from(n).unwrap_or(0));
-        cx.tail = Some(crate::pipeline::FileTail { handle, offset: req.offset, len: n });
+        cx.tail = Some(Tail::File(FileTail { handle, offset: req.offset, len: n }));
         open.position.store(req.offset.saturating_add(avail), std::sync::atomic::Ordering::Relaxed);
         return Ok(NtStatus::SUCCESS);
     }
@@ -116,4 +131,12 @@ const LONE_INLINE_READ_MAX: usize = 2 << 20;
 /// 32-512 KiB chunks while sending was slower than one read: an inline copy won.)
 fn len_ok_for_sendfile(len: u32) -> bool {
     len >= 4 << 20
+}
+
+/// READs longer than this are sent from a mapping when the file is in memory. Shorter ones
+/// are copied inline (`INLINE_READ_MAX`), which measured as fast or faster: on one
+/// connection the mapping puts every copy under the writer lock, where inline copies of
+/// several requests run side by side (64 KiB, 4 threads x QD 8: 2462 vs 2976 MiB/s).
+fn len_ok_for_mapping(len: u32) -> bool {
+    len as usize > INLINE_READ_MAX
 }

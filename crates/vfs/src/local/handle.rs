@@ -7,7 +7,7 @@ use super::meta::{
     DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR, STORED_DOS,
 };
 use super::Root;
-use crate::{DirEntry, FileAttrs, FileHandle, Result, SetTimes, SharePath, VfsError};
+use crate::{DirEntry, FileAttrs, FileHandle, MappedRange, Result, SetTimes, SharePath, VfsError};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{fallocate, fsync, ftruncate, futimens, utimensat, AtFlags, FallocateFlags, Timespec, Timestamps, UTIME_OMIT};
 use rustix::io::{pread, pwrite, Errno};
@@ -45,6 +45,8 @@ pub struct LocalHandle {
     /// Set once a change time was set through this handle: like Windows (MS-FSA
     /// 2.1.5.14.2, Open.UserSetChangeTime), later changes through it keep that time.
     pub(crate) sticky_ctime: std::sync::atomic::AtomicBool,
+    /// Mappings of a memory-backed file, for [`FileHandle::map_range`].
+    pub(crate) windows: crate::mapped::Windows,
 }
 
 /// Whether `fd` is on a file system kept in memory (tmpfs, ramfs), whose reads never wait
@@ -281,6 +283,21 @@ impl FileHandle for LocalHandle {
         }
         let mut off = offset;
         rustix::fs::sendfile(out, &self.fd, Some(&mut off), len).map_err(std::io::Error::from)
+    }
+
+    fn map_range(&self, offset: u64, len: usize) -> Option<Result<MappedRange>> {
+        if !self.memory_backed || self.is_dir || !self.allow_read || self.access == FdAccess::PathOnly {
+            return None;
+        }
+        let size = match self.size() {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e)),
+        };
+        let avail = size.saturating_sub(offset).min(len as u64);
+        if avail == 0 {
+            return Some(Ok(MappedRange::empty()));
+        }
+        self.windows.range(self.fd.as_fd(), offset, avail as usize).map(Ok)
     }
 
     fn attrs(&self) -> Result<FileAttrs> {

@@ -1,0 +1,244 @@
+//! Read-only shared mappings of files kept in memory (tmpfs, ramfs), so that a read's data
+//! goes from the page cache to a socket in one copy: `writev` straight from the mapping,
+//! instead of `pread` into a buffer and a second copy into the socket.
+//!
+//! Safety rests on one rule: user space never dereferences a mapping. Its bytes are only
+//! handed to the kernel (`writev`) as raw addresses; if the file shrinks under the mapping,
+//! the kernel's copy fails with `EFAULT` (a fault taken inside a system call is not a
+//! SIGBUS), which the caller handles. No Rust reference to mapped memory ever exists.
+
+#![allow(unsafe_code)]
+
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A mapping covers this much of the file from an aligned start, plus [`MAX_RANGE`], so a
+/// range starting in the window always ends inside the mapping.
+const WINDOW: u64 = 256 << 20;
+/// Longest range one call maps (the largest SMB READ Braid allows).
+pub(crate) const MAX_RANGE: usize = 8 << 20;
+/// Windows one handle keeps (threads reading one handle at different places).
+const WINDOWS_PER_HANDLE: usize = 4;
+/// Address space mapped over the whole process. Page tables of touched pages stay until
+/// a window is dropped (8 bytes per 4 KiB), so this bounds them too: at most 128 MiB.
+const BUDGET: u64 = 64 << 30;
+
+static MAPPED: AtomicU64 = AtomicU64::new(0);
+
+/// One mapped window of a file.
+#[derive(Debug)]
+struct Window {
+    /// Address of the mapping (never dereferenced here; see the module comment).
+    addr: usize,
+    /// File offset of the mapping's first byte.
+    base: u64,
+    len: usize,
+}
+
+impl Window {
+    fn map(fd: BorrowedFd<'_>, base: u64) -> Option<Window> {
+        let len = WINDOW as usize + MAX_RANGE;
+        if MAPPED.fetch_add(len as u64, Ordering::Relaxed) + len as u64 > BUDGET {
+            MAPPED.fetch_sub(len as u64, Ordering::Relaxed);
+            return None;
+        }
+        let off = libc::off_t::try_from(base).ok()?;
+        // SAFETY: a fresh read-only shared mapping chosen by the kernel; it aliases nothing
+        // of ours, and is unmapped exactly once, in Drop.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, fd.as_raw_fd(), off) };
+        if p == libc::MAP_FAILED {
+            MAPPED.fetch_sub(len as u64, Ordering::Relaxed);
+            tracing::debug!(error = %std::io::Error::last_os_error(), "mmap failed; reading with pread");
+            return None;
+        }
+        Some(Window { addr: p as usize, base, len })
+    }
+
+    fn covers(&self, offset: u64, len: usize) -> bool {
+        offset >= self.base && offset - self.base + len as u64 <= self.len as u64
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        // SAFETY: `addr`/`len` are exactly what mmap returned, unmapped once.
+        unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
+        MAPPED.fetch_sub(self.len as u64, Ordering::Relaxed);
+    }
+}
+
+/// The windows one open file keeps, most recently used first.
+#[derive(Debug, Default)]
+pub(crate) struct Windows(Mutex<Vec<Arc<Window>>>);
+
+impl Windows {
+    /// A range of `len` bytes at `offset` (already checked against the end of file), from a
+    /// window kept here or a new one; `None` when mapping is not possible now.
+    pub(crate) fn range(&self, fd: BorrowedFd<'_>, offset: u64, len: usize) -> Option<MappedRange> {
+        if len > MAX_RANGE {
+            return None;
+        }
+        let mut ws = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let w = match ws.iter().position(|w| w.covers(offset, len)) {
+            Some(i) => {
+                let w = ws.remove(i);
+                ws.insert(0, w.clone());
+                w
+            }
+            None => {
+                let w = Arc::new(Window::map(fd, offset - offset % WINDOW)?);
+                ws.insert(0, w.clone());
+                ws.truncate(WINDOWS_PER_HANDLE);
+                w
+            }
+        };
+        let at = usize::try_from(offset - w.base).ok()?;
+        Some(MappedRange { window: Some(w), at, len, offset })
+    }
+}
+
+/// File bytes to be sent from a mapping; keeps its window mapped while it lives.
+#[derive(Debug)]
+pub struct MappedRange {
+    window: Option<Arc<Window>>,
+    /// Where the range starts in its window.
+    at: usize,
+    len: usize,
+    /// Where the range starts in the file.
+    offset: u64,
+}
+
+impl MappedRange {
+    /// A range of no bytes (a read at or past the end of file).
+    pub fn empty() -> MappedRange {
+        MappedRange { window: None, at: 0, len: 0, offset: 0 }
+    }
+
+    /// File offset of the range's first byte.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Bytes in the range.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the range holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// One `writev` to the (non-blocking) socket `sock` of what is left of `head` followed
+    /// by the range, `done` bytes of the two being sent already. Returns the bytes written;
+    /// `WouldBlock` when the socket is full; `EFAULT` (raw OS error) when the file shrank
+    /// under the range. After `EFAULT` the kernel may have dropped a whole segment it was
+    /// filling, head bytes included: `done` plus what earlier calls returned is what went
+    /// out, and the caller sends the rest another way.
+    pub fn write_after(&self, sock: BorrowedFd<'_>, head: &[u8], done: usize) -> std::io::Result<usize> {
+        let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 2];
+        let mut n = 0;
+        if done < head.len() {
+            iov[0] = libc::iovec { iov_base: head[done..].as_ptr() as *mut libc::c_void, iov_len: head.len() - done };
+            n = 1;
+        }
+        let skip = done.saturating_sub(head.len()).min(self.len);
+        if let Some(w) = self.window.as_ref().filter(|_| skip < self.len) {
+            // The address arithmetic stays inside the window: `at + len <= w.len` by
+            // construction (`Windows::range`).
+            iov[n] = libc::iovec { iov_base: (w.addr + self.at + skip) as *mut libc::c_void, iov_len: self.len - skip };
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        // SAFETY: the first iovec points into `head`, borrowed for the call; the second into
+        // a live mapping (`self.window` holds it) that only the kernel reads.
+        let r = unsafe { libc::writev(sock.as_raw_fd(), iov.as_ptr(), n as libc::c_int) };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(r as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::fd::AsFd;
+
+    fn socket_pair() -> (std::os::unix::net::UnixStream, std::os::unix::net::UnixStream) {
+        std::os::unix::net::UnixStream::pair().unwrap()
+    }
+
+    fn send_all(r: &MappedRange, sock: BorrowedFd<'_>, head: &[u8]) -> std::io::Result<usize> {
+        let mut done = 0;
+        while done < head.len() + r.len() {
+            match r.write_after(sock, head, done)? {
+                0 => break,
+                n => done += n,
+            }
+        }
+        Ok(done)
+    }
+
+    #[test]
+    fn sends_the_head_then_the_files_bytes() {
+        let dir = std::env::temp_dir().join(format!("braid-mapped-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        let data: Vec<u8> = (0..3 * 4096 + 100).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        let ws = Windows::default();
+        let r = ws.range(f.as_fd(), 4000, 8000).unwrap();
+        let (a, mut b) = socket_pair();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            b.read_to_end(&mut got).unwrap();
+            got
+        });
+        assert_eq!(send_all(&r, a.as_fd(), b"head").unwrap(), 8004);
+        drop(a);
+        let got = reader.join().unwrap();
+        assert_eq!(&got[..4], b"head");
+        assert_eq!(&got[4..], &data[4000..12000]);
+        // The window is kept and reused for a later range.
+        let again = ws.range(f.as_fd(), 100, 10).unwrap();
+        assert!(Arc::ptr_eq(again.window.as_ref().unwrap(), r.window.as_ref().unwrap()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_cut_short_under_the_mapping_is_an_error_not_a_signal() {
+        let dir = std::env::temp_dir().join(format!("braid-mapped-cut-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        std::fs::write(&path, vec![5u8; 64 << 10]).unwrap();
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        let r = Windows::default().range(f.as_fd(), 0, 64 << 10).unwrap();
+        f.set_len(0).unwrap();
+        let (a, _b) = socket_pair();
+        let e = r.write_after(a.as_fd(), b"", 0).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EFAULT));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn windows_per_handle_are_bounded() {
+        let dir = std::env::temp_dir().join(format!("braid-mapped-win-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        f.set_len(8 * WINDOW).unwrap();
+        let ws = Windows::default();
+        for i in 0..8 {
+            ws.range(f.as_fd(), i * WINDOW + 1, 10).unwrap();
+        }
+        assert_eq!(ws.0.lock().unwrap().len(), WINDOWS_PER_HANDLE);
+        assert!(ws.range(f.as_fd(), 0, MAX_RANGE + 1).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
