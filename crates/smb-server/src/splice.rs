@@ -191,8 +191,17 @@ pub async fn receive(pool: &Arc<PipePool>, sock: &tokio::net::TcpStream, len: us
     let Ok(first) = pool.take() else { return Ok(Received::Partial(Vec::new())) };
     let mut payload = Payload { pipes: vec![(first, 0)], pool: pool.clone() };
     let mut got = 0;
+    let mut drained = false;
     while got < len {
-        sock.readable().await?;
+        {
+            // Once the socket ran dry mid-payload, wait for the rest whole rather than per
+            // burst: the mark is exactly what is missing, and dropped before the splice
+            // (`socket_has_data` must see any byte).
+            let rest = len - got;
+            let _lowat =
+                (drained && rest >= crate::connection::LOWAT_MIN).then(|| crate::tcp_ack::Lowat::raise(std::os::fd::AsRawFd::as_raw_fd(sock), rest));
+            sock.readable().await?;
+        }
         let (pipe, held) = payload.pipes.last_mut().expect("at least one pipe");
         let want = (len - got).min(pool.capacity - *held);
         let w = pipe.w.as_fd();
@@ -207,12 +216,17 @@ pub async fn receive(pool: &Arc<PipePool>, sock: &tokio::net::TcpStream, len: us
         let full = match r {
             Ok(Some(0)) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
             Ok(Some(n)) => {
+                drained = false;
                 *held += n;
                 got += n;
                 *held == pool.capacity
             }
             Ok(None) => true,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => false,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                drained = true;
+                false
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => false,
             Err(e) => return Err(e),
         };
         if full && got < len {

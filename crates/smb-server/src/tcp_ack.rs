@@ -72,6 +72,35 @@ pub fn shutdown(fd: RawFd) {
     }
 }
 
+/// A raised SO_RCVLOWAT on a socket, back to 1 byte when dropped (also when the read
+/// waiting on it is cancelled).
+pub struct Lowat(RawFd);
+
+impl Lowat {
+    /// The socket reports itself readable only once `bytes` are waiting (the kernel caps
+    /// this at half the largest receive buffer, and still wakes the reader when the receive
+    /// window runs low, so a short-sending peer cannot wedge it).
+    pub fn raise(fd: RawFd, bytes: usize) -> Lowat {
+        set_rcvlowat(fd, bytes);
+        Lowat(fd)
+    }
+}
+
+impl Drop for Lowat {
+    fn drop(&mut self) {
+        set_rcvlowat(self.0, 1);
+    }
+}
+
+/// Sets SO_RCVLOWAT. Errors are ignored: without it reads only wake more often.
+fn set_rcvlowat(fd: RawFd, bytes: usize) {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX).max(1);
+    // SAFETY: one int passed by pointer for the duration of the call.
+    unsafe {
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, std::ptr::from_ref(&v).cast(), std::mem::size_of_val(&v) as libc::socklen_t);
+    }
+}
+
 /// Time after which unacknowledged bytes count as lost.
 pub fn loss_timeout(rto: Duration) -> Duration {
     rto * RTOS_BEFORE_LOSS

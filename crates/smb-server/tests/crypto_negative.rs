@@ -779,13 +779,7 @@ impl Client {
     /// Sends an unsigned, unencrypted WRITE with the credit charge its size needs; with
     /// `cut` it sends only that many payload bytes and then stops sending.
     fn send_big_write(&mut self, fid: &[u8; 16], offset: u64, data: &[u8], cut: Option<usize>) {
-        let charge = u16::try_from(data.len().div_ceil(65536)).expect("charge");
-        let mut msg = self.header(WRITE, 0);
-        msg[6..8].copy_from_slice(&charge.to_le_bytes());
-        self.mid += u64::from(charge) - 1;
-        msg.extend_from_slice(&Client::write_body(fid, offset, data));
-        let mut f = u32::try_from(msg.len()).expect("frame").to_be_bytes().to_vec();
-        f.extend_from_slice(&msg);
+        let f = self.big_write_frame(fid, offset, data);
         match cut {
             None => self.sock.write_all(&f).expect("send"),
             Some(n) => {
@@ -793,6 +787,28 @@ impl Client {
                 self.sock.shutdown(std::net::Shutdown::Write).expect("shutdown");
             }
         }
+    }
+
+    /// The same WRITE sent in `pieces` parts with a pause after each, as a slow or
+    /// congested client would: the server must wait for the rest and answer once it is in.
+    fn send_big_write_slowly(&mut self, fid: &[u8; 16], offset: u64, data: &[u8], pieces: usize) {
+        let f = self.big_write_frame(fid, offset, data);
+        for part in f.chunks(f.len().div_ceil(pieces)) {
+            self.sock.write_all(part).expect("send");
+            self.sock.flush().expect("flush");
+            std::thread::sleep(std::time::Duration::from_millis(60));
+        }
+    }
+
+    fn big_write_frame(&mut self, fid: &[u8; 16], offset: u64, data: &[u8]) -> Vec<u8> {
+        let charge = u16::try_from(data.len().div_ceil(65536)).expect("charge");
+        let mut msg = self.header(WRITE, 0);
+        msg[6..8].copy_from_slice(&charge.to_le_bytes());
+        self.mid += u64::from(charge) - 1;
+        msg.extend_from_slice(&Client::write_body(fid, offset, data));
+        let mut f = u32::try_from(msg.len()).expect("frame").to_be_bytes().to_vec();
+        f.extend_from_slice(&msg);
+        f
     }
 }
 
@@ -824,6 +840,30 @@ fn large_plain_write_lands_whole_with(extra: &str) {
     assert_eq!(&on_disk[..4], b"HEAD");
     assert!(on_disk[4..] == data[..], "payload differs on disk");
     srv.assert_serving();
+}
+
+/// A large WRITE that trickles in: the server raises the socket's low-water mark to what
+/// is missing while it waits, and must still wake for each remainder, the frame's last
+/// bytes included, on both receive paths.
+#[test]
+fn large_write_sent_in_pieces_is_answered() {
+    for extra in RECEIVE_PATHS {
+        let mut srv = Braid::start(extra);
+        let mut c = Client::connect(srv.port);
+        c.negotiate_311(&[Cipher::Aes128Gcm]);
+        c.session_setup();
+        c.tree_connect("plain");
+        let fid = prepared_file(&mut c, "slow.bin", b"X", Prot::Signed);
+        let data = big_payload(9);
+        for pieces in [2, 5, 17] {
+            c.send_big_write_slowly(&fid, 0, &data, pieces);
+            // A reader that slept past the rest would leave recv to time out.
+            let resp = c.recv();
+            assert_eq!(resp.status, SUCCESS, "WRITE in {pieces} pieces ({extra:?})");
+        }
+        assert!(std::fs::read(srv.path("plain", "slow.bin")).expect("file") == data, "payload differs ({extra:?})");
+        srv.assert_serving();
+    }
 }
 
 #[test]
