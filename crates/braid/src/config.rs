@@ -99,6 +99,7 @@ struct RawServer {
     multichannel: Option<bool>,
     smbtorture_hooks: Option<bool>,
     splice_writes: Option<bool>,
+    splice_min_concurrent: Option<Spanned<i64>>,
     max_channels: Option<Spanned<i64>>,
     interface: Option<Vec<Spanned<RawInterface>>>,
 }
@@ -342,6 +343,13 @@ impl Ctx<'_> {
         }
         if let Some(w) = s.splice_writes {
             server.splice_writes = w;
+        }
+        if let Some(n) = s.splice_min_concurrent {
+            let value = *n.get_ref();
+            if !(1..=1024).contains(&value) {
+                return Err(self.err(n.span(), format!("server.splice_min_concurrent: {value} is out of range (1..1024)")));
+            }
+            server.splice_min_concurrent = value as usize;
         }
         if let Some(n) = s.max_channels {
             let value = *n.get_ref();

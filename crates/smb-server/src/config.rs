@@ -37,6 +37,11 @@ pub struct ServerConfig {
     /// Receive large plain WRITE payloads with splice(2) (`splice.rs`) instead of into
     /// buffers (docs/decisions.md has the measurements either way).
     pub splice_writes: bool,
+    /// Splice a WRITE only while at least this many large frames are being received at
+    /// once, over all connections (1 = whenever splicing is on). With one busy connection
+    /// the buffered receive copies beside the file write on the other core, which measured
+    /// faster; with several, the cores are full and splicing's single copy wins.
+    pub splice_min_concurrent: usize,
     /// Channels (connections) one session may have, the first included (1..=256).
     pub max_channels: usize,
     /// Interfaces reported by FSCTL_QUERY_NETWORK_INTERFACE_INFO; empty = the listen
@@ -107,6 +112,7 @@ impl Default for ServerConfig {
             multichannel: true,
             smbtorture_hooks: false,
             splice_writes: true,
+            splice_min_concurrent: 2,
             max_channels: 32,
             interfaces: Vec::new(),
         }

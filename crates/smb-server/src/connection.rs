@@ -326,13 +326,17 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
 const SPLICE_MAX_IN_PROGRESS: usize = 8;
 
 /// Reads the `len` bytes of one frame. A large plain WRITE leaves its payload in a pipe
-/// (zero-copy receive, see `splice.rs`; `splice_writes = false` turns it off); everything
-/// else arrives whole in a pooled buffer.
+/// (zero-copy receive, see `splice.rs`; `splice_writes = false` turns it off) while other
+/// large frames are being received too (`splice_min_concurrent`); everything else arrives
+/// whole in a pooled buffer.
 async fn read_frame(conn: &Connection, rd: &mut OwnedReadHalf, len: usize) -> std::io::Result<(Vec<u8>, Option<Payload>)> {
     let pipes = &conn.server.pipes;
     // Splice only while the connection's queue is shallow: with deep queues the spliced
     // path still stalls now and then (p99 200-300 ms at 64 x 1 MiB in flight; docs/decisions.md).
-    if len < splice::PREFIX || !pipes.fits(len - splice::PREFIX) || conn.requests_in_progress() > SPLICE_MAX_IN_PROGRESS {
+    let large = len >= splice::PREFIX && pipes.fits(len - splice::PREFIX);
+    let _receiving = large.then(|| pipes.receiving());
+    let alone = _receiving.as_ref().is_some_and(|r| r.concurrent < conn.server.config.splice_min_concurrent);
+    if !large || alone || conn.requests_in_progress() > SPLICE_MAX_IN_PROGRESS {
         let mut buf = conn.take_buffer(len);
         buf.truncate(len);
         read_all(conn, rd, &mut buf).await?;

@@ -38,6 +38,21 @@ pub struct PipePool {
     capacity: usize,
     /// Largest payload to splice (the server's max I/O size).
     max_payload: usize,
+    /// Large frames being received right now, over all connections.
+    receiving: std::sync::atomic::AtomicUsize,
+}
+
+/// One large frame being received; see [`PipePool::receiving`].
+pub struct Receiving<'a> {
+    pool: &'a PipePool,
+    /// Frames in receipt when this one started, itself included.
+    pub concurrent: usize,
+}
+
+impl Drop for Receiving<'_> {
+    fn drop(&mut self) {
+        self.pool.receiving.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl PipePool {
@@ -59,12 +74,18 @@ impl PipePool {
                 }
             }
         };
-        PipePool { idle: Mutex::new(idle), capacity, max_payload }
+        PipePool { idle: Mutex::new(idle), capacity, max_payload, receiving: Default::default() }
+    }
+
+    /// Counts a large frame as being received until the guard drops.
+    pub fn receiving(&self) -> Receiving<'_> {
+        let n = self.receiving.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        Receiving { pool: self, concurrent: n }
     }
 
     /// A pool that splices nothing: every WRITE takes the buffered path.
     pub fn disabled() -> Self {
-        PipePool { idle: Mutex::new(Vec::new()), capacity: 0, max_payload: 0 }
+        PipePool { idle: Mutex::new(Vec::new()), capacity: 0, max_payload: 0, receiving: Default::default() }
     }
 
     fn make(size: usize) -> std::io::Result<Pipe> {

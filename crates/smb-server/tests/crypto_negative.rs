@@ -812,8 +812,9 @@ impl Client {
     }
 }
 
-/// Both receive paths: spliced into pipes (the default) and into a buffer.
-const RECEIVE_PATHS: [&str; 2] = ["", "splice_writes = false"];
+/// Every receive path: the default (one connection: buffered), spliced into pipes
+/// (`splice_min_concurrent = 1`), and splicing off.
+const RECEIVE_PATHS: [&str; 3] = ["", "splice_min_concurrent = 1", "splice_writes = false"];
 
 #[test]
 fn large_plain_write_lands_whole() {

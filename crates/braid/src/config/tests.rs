@@ -225,6 +225,19 @@ fn multichannel_keys() {
 }
 
 #[test]
+fn splice_keys() {
+    let d = dir();
+    let def = parse("", "braid.toml", d.path()).unwrap().server;
+    assert!(def.splice_writes);
+    assert_eq!(def.splice_min_concurrent, 2);
+    let c = parse("[server]\nsplice_writes = false\nsplice_min_concurrent = 1\n", "braid.toml", d.path()).unwrap().server;
+    assert!(!c.splice_writes);
+    assert_eq!(c.splice_min_concurrent, 1);
+    error("[server]\nsplice_min_concurrent = 0\n", 2, &["server.splice_min_concurrent", "out of range"]);
+    error("[server]\n\nsplice_min_concurrent = \"2\"\n", 3, &["splice_min_concurrent"]);
+}
+
+#[test]
 fn multichannel_errors() {
     error("[server]\nmax_channels = 0\n", 2, &["server.max_channels", "out of range"]);
     error("[server]\n\nmax_channels = 257\n", 3, &["server.max_channels", "257"]);
