@@ -334,8 +334,8 @@ async fn read_frame(conn: &Connection, rd: &mut OwnedReadHalf, len: usize) -> st
     // Splice only while the connection's queue is shallow: with deep queues the spliced
     // path still stalls now and then (p99 200-300 ms at 64 x 1 MiB in flight; docs/decisions.md).
     let large = len >= splice::PREFIX && pipes.fits(len - splice::PREFIX);
-    let _receiving = large.then(|| pipes.receiving());
-    let alone = _receiving.as_ref().is_some_and(|r| r.concurrent < conn.server.config.splice_min_concurrent);
+    let receiving = large.then(|| pipes.receiving());
+    let alone = receiving.as_ref().is_some_and(|r| r.concurrent < conn.server.config.splice_min_concurrent);
     if !large || alone || conn.requests_in_progress() > SPLICE_MAX_IN_PROGRESS {
         let mut buf = conn.take_buffer(len);
         buf.truncate(len);
