@@ -173,6 +173,24 @@ mod tests {
         std::os::unix::net::UnixStream::pair().unwrap()
     }
 
+    /// A file holding `content`, open for reading and writing, in a directory removed on drop.
+    struct Scratch(std::path::PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch_file(tag: &str, content: &[u8]) -> (Scratch, std::fs::File) {
+        let dir = std::env::temp_dir().join(format!("braid-mapped-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        std::fs::write(&path, content).unwrap();
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        (Scratch(dir), f)
+    }
+
     fn send_all(r: &MappedRange, sock: BorrowedFd<'_>, head: &[u8]) -> std::io::Result<usize> {
         let mut done = 0;
         while done < head.len() + r.len() {
@@ -186,12 +204,8 @@ mod tests {
 
     #[test]
     fn sends_the_head_then_the_files_bytes() {
-        let dir = std::env::temp_dir().join(format!("braid-mapped-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("f");
         let data: Vec<u8> = (0..3 * 4096 + 100).map(|i| (i * 7 % 251) as u8).collect();
-        std::fs::write(&path, &data).unwrap();
-        let f = std::fs::File::open(&path).unwrap();
+        let (_dir, f) = scratch_file("send", &data);
         let ws = Windows::default();
         let r = ws.range(f.as_fd(), 4000, 8000).unwrap();
         let (a, mut b) = socket_pair();
@@ -208,30 +222,21 @@ mod tests {
         // The window is kept and reused for a later range.
         let again = ws.range(f.as_fd(), 100, 10).unwrap();
         assert!(Arc::ptr_eq(again.window.as_ref().unwrap(), r.window.as_ref().unwrap()));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_file_cut_short_under_the_mapping_is_an_error_not_a_signal() {
-        let dir = std::env::temp_dir().join(format!("braid-mapped-cut-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("f");
-        std::fs::write(&path, vec![5u8; 64 << 10]).unwrap();
-        let f = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        let (_dir, f) = scratch_file("cut", &[5u8; 64 << 10]);
         let r = Windows::default().range(f.as_fd(), 0, 64 << 10).unwrap();
         f.set_len(0).unwrap();
         let (a, _b) = socket_pair();
         let e = r.write_after(a.as_fd(), b"", 0).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EFAULT));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn windows_per_handle_are_bounded() {
-        let dir = std::env::temp_dir().join(format!("braid-mapped-win-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("f");
-        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let (_dir, f) = scratch_file("win", b"");
         f.set_len(8 * WINDOW).unwrap();
         let ws = Windows::default();
         for i in 0..8 {
@@ -239,6 +244,5 @@ mod tests {
         }
         assert_eq!(ws.0.lock().unwrap().len(), WINDOWS_PER_HANDLE);
         assert!(ws.range(f.as_fd(), 0, MAX_RANGE + 1).is_none());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
