@@ -88,9 +88,9 @@ def test_random_io(braid_server, scratch, dialect):
 
 @pytest.mark.parametrize("signed", [True, False], ids=["signed", "unsigned"])
 def test_large_reads_one_at_a_time(braid_server, scratch, signed):
-    """READs of 256 KiB to 2 MiB with nothing else in flight: signed ones are copied on the
+    """READs of 64 KiB to 2 MiB with nothing else in flight: signed ones are copied on the
     server's async worker, unsigned ones from a tmpfs share are written to the socket from a
-    mapping of the file. The bytes, short reads at EOF and END_OF_FILE past it must be the
+    mapping of the file (from 64 KiB while the connection's writer is free). The bytes, short reads at EOF and END_OF_FILE past it must be the
     same on every path."""
     smb = Smb(braid_server, require_signing=signed)
     name, path = scratch
@@ -99,7 +99,7 @@ def test_large_reads_one_at_a_time(braid_server, scratch, signed):
     f = smb.open(rf"{name}\big.bin", access=A.GENERIC_READ, disposition=CreateDisposition.FILE_OPEN)
     max_read = smb.conn.max_read_size
     rng = random.Random(0x10E)
-    for size in (256 * 1024 + 1, 1024 * 1024, max_read):
+    for size in (64 * 1024, 100 * 1024 + 3, 256 * 1024 + 1, 1024 * 1024, max_read):
         for _ in range(4):
             off = rng.randrange(len(data))
             assert f.read(off, size) == data[off:off + size], f"read({off}, {size})"
@@ -141,14 +141,16 @@ def test_large_reads_racing_a_truncate(braid_server, scratch):
     try:
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
-            off = random.randrange(0, size - 1024 * 1024, 4096)
+            # 1 MiB READs are always mapped, 64 KiB ones while the writer is free
+            want = random.choice((64 * 1024, 1024 * 1024))
+            off = random.randrange(0, size - want, 4096)
             try:
-                got = f.read(off, 1024 * 1024)
+                got = f.read(off, want)
             except SMBResponseException as e:
                 assert e.status == St.END_OF_FILE
                 continue
             reads += 1
-            assert 0 < len(got) <= 1024 * 1024
+            assert 0 < len(got) <= want
             # every byte is the file's or a zero from the cut
             for i in range(0, len(got), 65536):
                 chunk = got[i:i + 65536]

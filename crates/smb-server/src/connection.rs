@@ -80,6 +80,11 @@ impl Connection {
         MAX_IN_FLIGHT as usize - self.in_flight.available_permits()
     }
 
+    /// Whether a response is being written to the socket right now.
+    pub fn writer_busy(&self) -> bool {
+        self.writer.try_lock().is_err()
+    }
+
     pub fn dialect(&self) -> u16 {
         self.negotiated.get().map_or(0, |n| n.dialect)
     }

@@ -40,8 +40,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     // Large reads of memory-backed files outside compounds and without signing are written
     // to the socket from a mapping of the file: one copy, where pread and send make two, and
-    // no hand-off to the blocking pool.
-    if len_ok_for_mapping(req.length) && cx.may_send_tail() {
+    // no hand-off to the blocking pool (medium ones only while the writer is free).
+    if len_ok_for_mapping(req.length, || cx.conn.writer_busy()) && cx.may_send_tail() {
         if let Some(r) = handle.map_range(req.offset, req.length as usize) {
             let m = r.map_err(super::storage_status)?;
             if m.is_empty() || m.len() < req.minimum_count as usize {
@@ -133,10 +133,17 @@ fn len_ok_for_sendfile(len: u32) -> bool {
     len >= 4 << 20
 }
 
-/// READs longer than this are sent from a mapping when the file is in memory. Shorter ones
-/// are copied inline (`INLINE_READ_MAX`), which measured as fast or faster: on one
-/// connection the mapping puts every copy under the writer lock, where inline copies of
-/// several requests run side by side (64 KiB, 4 threads x QD 8: 2462 vs 2976 MiB/s).
-fn len_ok_for_mapping(len: u32) -> bool {
-    len as usize > INLINE_READ_MAX
+/// READs longer than `INLINE_READ_MAX` are always sent from a mapping when the file is in
+/// memory; from `MAP_MIN` up, only when no other response is being written on the
+/// connection. A mapped send copies under the writer lock, so with the writer busy an inline
+/// copy that overlaps the other send wins (one connection, 64 KiB, 4 threads x QD 8, always
+/// mapping: 2462 vs 2976 MiB/s); with it free, the mapping saves one of the two copies (same
+/// workload, mapping only when free: 2535 vs 2116 MiB/s; 4 channels 2958 vs 2736; QD 1 941
+/// vs 897; BENCHMARKS.md, eighth session).
+fn len_ok_for_mapping(len: u32, writer_busy: impl FnOnce() -> bool) -> bool {
+    let len = len as usize;
+    len > INLINE_READ_MAX || len >= MAP_MIN && !writer_busy()
 }
+
+/// Smallest READ sent from a mapping (see `len_ok_for_mapping`).
+const MAP_MIN: usize = 64 << 10;
