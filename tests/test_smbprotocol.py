@@ -165,6 +165,49 @@ def test_large_reads_racing_a_truncate(braid_server, scratch):
     smb.close()
 
 
+def test_large_overwrites_from_two_connections(braid_server, scratch):
+    """1 MiB WRITEs into an existing tmpfs file from two connections at once: large frames
+    arriving together are spliced, and a spliced payload that overwrites a memory file is
+    copied into it through a mapping. Every byte must land, the last WRITE to each block
+    wins, and the file's write time moves as with any write."""
+    import threading
+    name, path = scratch
+    block = 1024 * 1024
+    local = path / "overwritten.bin"
+    local.write_bytes(bytes(8 * block))
+    before = local.stat().st_mtime_ns
+    time.sleep(0.05)
+    final = {}
+    errors = []
+
+    def writer(first):
+        try:
+            smb = Smb(braid_server, require_signing=False)
+            f = smb.open(rf"{name}\overwritten.bin", access=A.GENERIC_READ | A.GENERIC_WRITE,
+                         disposition=CreateDisposition.FILE_OPEN)
+            for rnd in range(6):
+                for b in range(first, 8, 2):
+                    data = bytes([(b * 16 + rnd) & 0xFF]) * block
+                    assert f.write(data, b * block) == block
+                    final[b] = data
+            f.close()
+            smb.close()
+        except Exception as e:  # surfaced below, not lost in the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    got = local.read_bytes()
+    assert len(got) == 8 * block
+    for b in range(8):
+        assert got[b * block:(b + 1) * block] == final[b], f"block {b}"
+    assert local.stat().st_mtime_ns > before
+
+
 def test_truncate_and_extend(smb, scratch):
     name, path = scratch
     f = smb.open(rf"{name}\trunc.bin")

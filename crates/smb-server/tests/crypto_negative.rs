@@ -54,10 +54,16 @@ struct Braid {
 }
 
 impl Braid {
-    /// Starts braid with `server_extra` appended to its `[server]` section.
+    /// Starts braid with `server_extra` appended to its `[server]` section, its shares in
+    /// the temporary directory, or in /dev/shm (memory files: other write paths) when
+    /// `server_extra` starts with `TMPFS`.
     fn start(server_extra: &str) -> Braid {
         let bin = braid_bin();
-        let dir = std::env::temp_dir().join(format!("braid-crypto-neg-{}-{}", std::process::id(), unique()));
+        let (base, server_extra) = match server_extra.strip_prefix(TMPFS) {
+            Some(rest) => (PathBuf::from("/dev/shm"), rest),
+            None => (std::env::temp_dir(), server_extra),
+        };
+        let dir = base.join(format!("braid-crypto-neg-{}-{}", std::process::id(), unique()));
         for share in ["plain", "enc"] {
             std::fs::create_dir_all(dir.join(share)).expect("share dir");
         }
@@ -812,9 +818,13 @@ impl Client {
     }
 }
 
+/// Marks a `Braid::start` argument whose shares live in /dev/shm.
+const TMPFS: &str = "TMPFS";
+
 /// Every receive path: the default (one connection: buffered), spliced into pipes
-/// (`splice_min_concurrent = 1`), and splicing off.
-const RECEIVE_PATHS: [&str; 3] = ["", "splice_min_concurrent = 1", "splice_writes = false"];
+/// (`splice_min_concurrent = 1`), and splicing off; and a spliced payload that overwrites a
+/// memory file, which is copied into it through a mapping.
+const RECEIVE_PATHS: [&str; 4] = ["", "splice_min_concurrent = 1", "splice_writes = false", "TMPFSsplice_min_concurrent = 1"];
 
 #[test]
 fn large_plain_write_lands_whole() {
@@ -830,16 +840,24 @@ fn large_plain_write_lands_whole_with(extra: &str) {
     c.session_setup();
     c.tree_connect("plain");
     let fid = prepared_file(&mut c, "big.bin", b"HEAD", Prot::Signed);
-    let data = big_payload(7);
-    for _ in 0..3 {
+    // The first WRITE extends the file, the next ones overwrite it (through a mapping on
+    // tmpfs), each with other bytes; each moves the last-write time as a write does.
+    let mut mtime = None;
+    for seed in 7..10 {
+        // 1 MiB: all of it in one pipe, so no part goes through the write path.
+        let data = big_payload(seed)[..1 << 20].to_vec();
         c.send_big_write(&fid, 4, &data, None);
         let resp = c.recv();
-        assert_eq!(resp.status, SUCCESS, "large WRITE");
+        assert_eq!(resp.status, SUCCESS, "large WRITE ({extra:?})");
         assert_eq!(get32(resp.body(), 4) as usize, data.len(), "Count");
+        let on_disk = std::fs::read(srv.path("plain", "big.bin")).expect("file");
+        assert_eq!(&on_disk[..4], b"HEAD");
+        assert!(on_disk[4..] == data[..], "payload {seed} differs on disk ({extra:?})");
+        let m = std::fs::metadata(srv.path("plain", "big.bin")).and_then(|m| m.modified()).expect("mtime");
+        assert!(mtime.is_none_or(|t| m > t), "WRITE {seed} left the last-write time ({extra:?})");
+        mtime = Some(m);
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let on_disk = std::fs::read(srv.path("plain", "big.bin")).expect("file");
-    assert_eq!(&on_disk[..4], b"HEAD");
-    assert!(on_disk[4..] == data[..], "payload differs on disk");
     srv.assert_serving();
 }
 
@@ -912,8 +930,11 @@ fn large_write_cut_short_writes_nothing_with(extra: &str) {
     c.session_setup();
     c.tree_connect("plain");
     let fid = prepared_file(&mut c, "f.bin", b"GOOD", Prot::Signed);
+    // Long enough that the WRITE would overwrite, not extend (the mapped path on tmpfs).
+    let good: Vec<u8> = b"GOOD".iter().copied().cycle().take((1 << 20) + 8).collect();
+    std::fs::write(srv.path("plain", "f.bin"), &good).expect("content");
     c.send_big_write(&fid, 0, &big_payload(3), Some(700 * 1024));
     c.assert_dropped("a WRITE whose payload never arrives");
-    assert_eq!(std::fs::read(srv.path("plain", "f.bin")).expect("file"), b"GOOD");
+    assert!(std::fs::read(srv.path("plain", "f.bin")).expect("file") == good, "a cut-off WRITE changed the file ({extra:?})");
     srv.assert_serving();
 }

@@ -1,11 +1,13 @@
-//! Read-only shared mappings of files kept in memory (tmpfs, ramfs), so that a read's data
-//! goes from the page cache to a socket in one copy: `writev` straight from the mapping,
-//! instead of `pread` into a buffer and a second copy into the socket.
+//! Shared mappings of files kept in memory (tmpfs, ramfs), so that a read's data goes from
+//! the page cache to a socket in one copy (`writev` straight from the mapping, instead of
+//! `pread` into a buffer and a second copy into the socket), and a spliced WRITE payload
+//! goes from its pipe into the page cache with `read` into the mapping, a plain copy,
+//! instead of the file system's write path, which costs about twice as much per page.
 //!
 //! Safety rests on one rule: user space never dereferences a mapping. Its bytes are only
-//! handed to the kernel (`writev`) as raw addresses; if the file shrinks under the mapping,
-//! the kernel's copy fails with `EFAULT` (a fault taken inside a system call is not a
-//! SIGBUS), which the caller handles. No Rust reference to mapped memory ever exists.
+//! handed to the kernel (`writev`, `read`) as raw addresses; if the file shrinks under the
+//! mapping, the kernel's copy fails with `EFAULT` (a fault taken inside a system call is not
+//! a SIGBUS), which the caller handles. No Rust reference to mapped memory ever exists.
 
 #![allow(unsafe_code)]
 
@@ -34,29 +36,32 @@ struct Window {
     /// File offset of the mapping's first byte.
     base: u64,
     len: usize,
+    /// Mapped for writing too (the descriptor is open for reading and writing).
+    writable: bool,
 }
 
 impl Window {
-    fn map(fd: BorrowedFd<'_>, base: u64) -> Option<Window> {
+    fn map(fd: BorrowedFd<'_>, base: u64, writable: bool) -> Option<Window> {
         let len = WINDOW as usize + MAX_RANGE;
         if MAPPED.fetch_add(len as u64, Ordering::Relaxed) + len as u64 > BUDGET {
             MAPPED.fetch_sub(len as u64, Ordering::Relaxed);
             return None;
         }
         let off = libc::off_t::try_from(base).ok()?;
-        // SAFETY: a fresh read-only shared mapping chosen by the kernel; it aliases nothing
-        // of ours, and is unmapped exactly once, in Drop.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, fd.as_raw_fd(), off) };
+        let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+        // SAFETY: a fresh shared mapping chosen by the kernel; it aliases nothing of ours,
+        // and is unmapped exactly once, in Drop.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd.as_raw_fd(), off) };
         if p == libc::MAP_FAILED {
             MAPPED.fetch_sub(len as u64, Ordering::Relaxed);
             tracing::debug!(error = %std::io::Error::last_os_error(), "mmap failed; reading with pread");
             return None;
         }
-        Some(Window { addr: p as usize, base, len })
+        Some(Window { addr: p as usize, base, len, writable })
     }
 
-    fn covers(&self, offset: u64, len: usize) -> bool {
-        offset >= self.base && offset - self.base + len as u64 <= self.len as u64
+    fn covers(&self, offset: u64, len: usize, writable: bool) -> bool {
+        offset >= self.base && offset - self.base + len as u64 <= self.len as u64 && (self.writable || !writable)
     }
 }
 
@@ -74,20 +79,22 @@ pub(crate) struct Windows(Mutex<Vec<Arc<Window>>>);
 
 impl Windows {
     /// A range of `len` bytes at `offset` (already checked against the end of file), from a
-    /// window kept here or a new one; `None` when mapping is not possible now.
-    pub(crate) fn range(&self, fd: BorrowedFd<'_>, offset: u64, len: usize) -> Option<MappedRange> {
+    /// window kept here or a new one; `None` when mapping is not possible now. `writable`
+    /// asks for a window the kernel may copy into (`fd` must be open for writing); `rw`
+    /// says whether `fd` is, so that new windows serve reads and writes alike.
+    pub(crate) fn range(&self, fd: BorrowedFd<'_>, offset: u64, len: usize, writable: bool, rw: bool) -> Option<MappedRange> {
         if len > MAX_RANGE {
             return None;
         }
         let mut ws = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let w = match ws.iter().position(|w| w.covers(offset, len)) {
+        let w = match ws.iter().position(|w| w.covers(offset, len, writable)) {
             Some(i) => {
                 let w = ws.remove(i);
                 ws.insert(0, w.clone());
                 w
             }
             None => {
-                let w = Arc::new(Window::map(fd, offset - offset % WINDOW)?);
+                let w = Arc::new(Window::map(fd, offset - offset % WINDOW, rw)?);
                 ws.insert(0, w.clone());
                 ws.truncate(WINDOWS_PER_HANDLE);
                 w
@@ -161,6 +168,23 @@ impl MappedRange {
         }
         Ok(r as usize)
     }
+
+    /// One `read` from `from` (a pipe holding at least the rest) into the range, `done`
+    /// bytes of it being filled already. Returns the bytes copied; `EFAULT` (raw OS error)
+    /// when the file shrank under the range, after which the bytes not copied are still in
+    /// the pipe. The range must come from a writable window.
+    pub fn fill_from(&self, from: BorrowedFd<'_>, done: usize) -> std::io::Result<usize> {
+        let Some(w) = self.window.as_ref().filter(|w| w.writable && done < self.len) else {
+            return Ok(0);
+        };
+        // SAFETY: the destination lies inside a live shared mapping (`self.window` holds
+        // it; `at + len <= w.len`) that only the kernel touches.
+        let r = unsafe { libc::read(from.as_raw_fd(), (w.addr + self.at + done) as *mut libc::c_void, self.len - done) };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(r as usize)
+    }
 }
 
 #[cfg(test)]
@@ -207,7 +231,7 @@ mod tests {
         let data: Vec<u8> = (0..3 * 4096 + 100).map(|i| (i * 7 % 251) as u8).collect();
         let (_dir, f) = scratch_file("send", &data);
         let ws = Windows::default();
-        let r = ws.range(f.as_fd(), 4000, 8000).unwrap();
+        let r = ws.range(f.as_fd(), 4000, 8000, false, false).unwrap();
         let (a, mut b) = socket_pair();
         let reader = std::thread::spawn(move || {
             let mut got = Vec::new();
@@ -220,14 +244,14 @@ mod tests {
         assert_eq!(&got[..4], b"head");
         assert_eq!(&got[4..], &data[4000..12000]);
         // The window is kept and reused for a later range.
-        let again = ws.range(f.as_fd(), 100, 10).unwrap();
+        let again = ws.range(f.as_fd(), 100, 10, false, false).unwrap();
         assert!(Arc::ptr_eq(again.window.as_ref().unwrap(), r.window.as_ref().unwrap()));
     }
 
     #[test]
     fn a_file_cut_short_under_the_mapping_is_an_error_not_a_signal() {
         let (_dir, f) = scratch_file("cut", &[5u8; 64 << 10]);
-        let r = Windows::default().range(f.as_fd(), 0, 64 << 10).unwrap();
+        let r = Windows::default().range(f.as_fd(), 0, 64 << 10, false, false).unwrap();
         f.set_len(0).unwrap();
         let (a, _b) = socket_pair();
         let e = r.write_after(a.as_fd(), b"", 0).unwrap_err();
@@ -240,9 +264,52 @@ mod tests {
         f.set_len(8 * WINDOW).unwrap();
         let ws = Windows::default();
         for i in 0..8 {
-            ws.range(f.as_fd(), i * WINDOW + 1, 10).unwrap();
+            ws.range(f.as_fd(), i * WINDOW + 1, 10, false, false).unwrap();
         }
         assert_eq!(ws.0.lock().unwrap().len(), WINDOWS_PER_HANDLE);
-        assert!(ws.range(f.as_fd(), 0, MAX_RANGE + 1).is_none());
+        assert!(ws.range(f.as_fd(), 0, MAX_RANGE + 1, false, false).is_none());
+    }
+
+    fn pipe_with(bytes: &[u8]) -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        assert_eq!(rustix::io::write(&w, bytes).unwrap(), bytes.len());
+        (r, w)
+    }
+
+    #[test]
+    fn fills_a_writable_range_from_a_pipe() {
+        let (_dir, f) = scratch_file("fill", &[0u8; 3 * 4096]);
+        let ws = Windows::default();
+        // A read-only window does not serve a write; a writable one serves both.
+        let ro = ws.range(f.as_fd(), 0, 10, false, false).unwrap();
+        let r = ws.range(f.as_fd(), 1000, 5000, true, true).unwrap();
+        assert!(!Arc::ptr_eq(ro.window.as_ref().unwrap(), r.window.as_ref().unwrap()));
+        assert_eq!(ro.fill_from(pipe_with(b"x").0.as_fd(), 0).unwrap(), 0);
+        let data: Vec<u8> = (0..5000).map(|i| (i % 253) as u8).collect();
+        let (pr, _pw) = pipe_with(&data);
+        let mut done = 0;
+        while done < data.len() {
+            done += r.fill_from(pr.as_fd(), done).unwrap();
+        }
+        let got = std::fs::read(format!("/proc/self/fd/{}", f.as_raw_fd())).unwrap();
+        assert_eq!(&got[1000..6000], &data[..]);
+        assert!(got[..1000].iter().chain(&got[6000..]).all(|&b| b == 0));
+        let again = ws.range(f.as_fd(), 0, 10, false, true).unwrap();
+        assert!(Arc::ptr_eq(again.window.as_ref().unwrap(), r.window.as_ref().unwrap()));
+    }
+
+    #[test]
+    fn a_file_cut_short_under_a_fill_leaves_the_bytes_in_the_pipe() {
+        let (_dir, f) = scratch_file("fillcut", &[0u8; 64 << 10]);
+        let r = Windows::default().range(f.as_fd(), 0, 64 << 10, true, true).unwrap();
+        f.set_len(4096).unwrap();
+        let (pr, _pw) = pipe_with(&[9u8; 8192]);
+        // The first page is still the file's; the next one faults.
+        let n = r.fill_from(pr.as_fd(), 0).unwrap();
+        assert_eq!(n, 4096);
+        let e = r.fill_from(pr.as_fd(), n).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EFAULT));
+        let mut rest = [0u8; 8192];
+        assert_eq!(rustix::io::read(&pr, &mut rest).unwrap(), 4096);
     }
 }

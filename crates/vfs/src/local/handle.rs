@@ -9,7 +9,7 @@ use super::meta::{
 use super::Root;
 use crate::{DirEntry, FileAttrs, FileHandle, MappedRange, Result, SetTimes, SharePath, VfsError};
 use rustix::fd::{AsFd, OwnedFd};
-use rustix::fs::{fallocate, fsync, ftruncate, futimens, utimensat, AtFlags, FallocateFlags, Timespec, Timestamps, UTIME_OMIT};
+use rustix::fs::{fallocate, fsync, ftruncate, futimens, utimensat, AtFlags, FallocateFlags, Timespec, Timestamps, UTIME_NOW, UTIME_OMIT};
 use rustix::io::{pread, pwrite, Errno};
 use std::fmt;
 use std::sync::Arc;
@@ -85,6 +85,40 @@ impl LocalHandle {
     }
 
     /// Common gate of every call that changes the file's data.
+    /// Copies up to `len` bytes of a pipe into a memory file at `offset` through a writable
+    /// mapping, when the range lies inside the file: a plain copy into the page cache,
+    /// where the file system's write path (splice, pwrite) costs about twice as much per
+    /// page. Returns the bytes copied; the caller writes the rest the ordinary way (a range
+    /// past the end of file, or a file cut short meanwhile). A write through a mapping does
+    /// not touch the file's times, so they are set here as a write would set them.
+    fn fill_mapped(&self, from: std::os::fd::BorrowedFd<'_>, offset: u64, len: usize) -> Result<usize> {
+        if !self.memory_backed || self.access != FdAccess::ReadWrite || len < MAPPED_WRITE_MIN {
+            return Ok(0);
+        }
+        if self.size()? < offset + len as u64 {
+            return Ok(0);
+        }
+        let Some(m) = self.windows.range(self.fd.as_fd(), offset, len, true, true) else { return Ok(0) };
+        let mut done = 0;
+        while done < len {
+            match m.fill_from(from, done) {
+                Ok(0) => return Err(VfsError::Io(std::io::ErrorKind::UnexpectedEof.into())),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                // The file shrank under the mapping: the rest goes through the write path,
+                // which extends it again as a write past the end does.
+                Err(e) if e.raw_os_error() == Some(libc::EFAULT) => break,
+                Err(e) => return Err(VfsError::Io(e)),
+            }
+        }
+        if done > 0 {
+            let now = Timespec { tv_sec: 0, tv_nsec: UTIME_NOW };
+            let keep = Timespec { tv_sec: 0, tv_nsec: UTIME_OMIT };
+            futimens(&self.fd, &Timestamps { last_access: keep, last_modification: now }).map_err(map_errno)?;
+        }
+        Ok(done)
+    }
+
     fn check_data_change(&self) -> Result<()> {
         if self.root.read_only {
             return Err(VfsError::ReadOnly);
@@ -169,6 +203,10 @@ impl LocalHandle {
 
 /// Largest offset the kernel accepts (`loff_t` is signed).
 const MAX_OFFSET: u64 = i64::MAX as u64;
+
+/// Smallest spliced write copied through a mapping (`fill_mapped`): below it the size check
+/// and the time update cost more than the write path saves.
+const MAPPED_WRITE_MIN: usize = 64 << 10;
 
 impl FileHandle for LocalHandle {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
@@ -258,8 +296,8 @@ impl FileHandle for LocalHandle {
                 Some(end) if end <= MAX_OFFSET => {}
                 _ => return Err(VfsError::TooLarge),
             }
-            let mut off = offset;
-            let mut done = 0;
+            let mut done = self.fill_mapped(from, offset, len)?;
+            let mut off = offset + done as u64;
             while done < len {
                 match rustix::pipe::splice(from, None, &self.fd, Some(&mut off), len - done, rustix::pipe::SpliceFlags::MOVE) {
                     // The pipe holds the whole payload: running dry means the caller lied.
@@ -297,7 +335,7 @@ impl FileHandle for LocalHandle {
         if avail == 0 {
             return Some(Ok(MappedRange::empty()));
         }
-        self.windows.range(self.fd.as_fd(), offset, avail as usize).map(Ok)
+        self.windows.range(self.fd.as_fd(), offset, avail as usize, false, self.access == FdAccess::ReadWrite).map(Ok)
     }
 
     fn attrs(&self) -> Result<FileAttrs> {
