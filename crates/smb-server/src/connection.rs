@@ -326,22 +326,18 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     tracing::debug!(conn = id, %peer, "disconnected");
 }
 
-/// Requests in progress on a connection above which WRITE payloads are read into buffers
-/// instead of spliced (`read_frame`).
-const SPLICE_MAX_IN_PROGRESS: usize = 8;
-
 /// Reads the `len` bytes of one frame. A large plain WRITE leaves its payload in a pipe
 /// (zero-copy receive, see `splice.rs`; `splice_writes = false` turns it off) while other
 /// large frames are being received too (`splice_min_concurrent`); everything else arrives
 /// whole in a pooled buffer.
 async fn read_frame(conn: &Connection, rd: &mut OwnedReadHalf, len: usize) -> std::io::Result<(Vec<u8>, Option<Payload>)> {
     let pipes = &conn.server.pipes;
-    // Splice only while the connection's queue is shallow: with deep queues the spliced
-    // path still stalls now and then (p99 200-300 ms at 64 x 1 MiB in flight; docs/decisions.md).
+    // Deep queues splice too (no per-connection cap since the ninth session): the pipe pool
+    // bounds what is held, and the stalls that once called for a cap are gone.
     let large = len >= splice::PREFIX && pipes.fits(len - splice::PREFIX);
     let receiving = large.then(|| pipes.receiving());
     let alone = receiving.as_ref().is_some_and(|r| r.concurrent < conn.server.config.splice_min_concurrent);
-    if !large || alone || conn.requests_in_progress() > SPLICE_MAX_IN_PROGRESS {
+    if !large || alone {
         let mut buf = conn.take_buffer(len);
         buf.truncate(len);
         read_all(conn, rd, &mut buf).await?;

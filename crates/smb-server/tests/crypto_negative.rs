@@ -864,6 +864,44 @@ fn large_plain_write_lands_whole_with(extra: &str) {
 /// A large WRITE that trickles in: the server raises the socket's low-water mark to what
 /// is missing while it waits, and must still wake for each remainder, the frame's last
 /// bytes included, on both receive paths.
+/// Many large WRITEs in flight on one connection at once (a deep queue, spliced as well as
+/// buffered): each lands whole at its own offset of an existing file, and every one is
+/// answered.
+#[test]
+fn deep_queue_of_large_writes_lands_whole() {
+    const WRITES: usize = 16;
+    const ECHO: u16 = 13;
+    for extra in RECEIVE_PATHS {
+        let mut srv = Braid::start(extra);
+        let mut c = Client::connect(srv.port);
+        c.negotiate_311(&[Cipher::Aes128Gcm]);
+        c.session_setup();
+        c.tree_connect("plain");
+        let fid = prepared_file(&mut c, "deep.bin", b"X", Prot::Signed);
+        let block = 1usize << 20;
+        std::fs::write(srv.path("plain", "deep.bin"), vec![0xEE; WRITES * block]).expect("content");
+        // Credits for all of them at once (each ECHO asks for 64 more).
+        for _ in 0..8 {
+            assert_eq!(c.call(ECHO, &[4, 0, 0, 0], Prot::Plain).status, SUCCESS, "ECHO");
+        }
+        let data: Vec<Vec<u8>> = (0..WRITES).map(|i| big_payload(i as u8 + 40)[..block].to_vec()).collect();
+        for (i, d) in data.iter().enumerate() {
+            c.send_big_write(&fid, (i * block) as u64, d, None);
+        }
+        for _ in 0..WRITES {
+            let resp = c.recv();
+            assert_eq!(resp.status, SUCCESS, "a WRITE of the deep queue ({extra:?})");
+            assert_eq!(get32(resp.body(), 4) as usize, block, "Count ({extra:?})");
+        }
+        let on_disk = std::fs::read(srv.path("plain", "deep.bin")).expect("file");
+        assert_eq!(on_disk.len(), WRITES * block);
+        for (i, d) in data.iter().enumerate() {
+            assert!(on_disk[i * block..(i + 1) * block] == d[..], "block {i} differs ({extra:?})");
+        }
+        srv.assert_serving();
+    }
+}
+
 #[test]
 fn large_write_sent_in_pieces_is_answered() {
     for extra in RECEIVE_PATHS {
