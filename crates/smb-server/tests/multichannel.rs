@@ -283,11 +283,11 @@ async fn multichannel_can_be_turned_off() {
     assert_session_works(&first, "mc-off.bin").await;
 }
 
-/// 256 MiB written over four channels; one channel's socket dies a third of the way in.
+/// 1 GiB written over four channels; one channel's socket dies a third of the way in.
 /// Requests that failed with it are retried on the others; every byte is then checked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn transfer_survives_a_lost_channel() {
-    const TOTAL: u64 = 256 << 20;
+    const TOTAL: u64 = 1 << 30;
     const CHUNK: usize = 1 << 20;
     let mut braid = Braid::start("");
     let first = Client::connect(braid.addr(), &config(&[dialect::SMB311])).await.expect("connect");
