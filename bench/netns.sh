@@ -17,6 +17,7 @@
 #
 # usage: bench/netns.sh [ROUNDS]                (default 2)
 # env:   RATE (1gbit) per-flow cap, DELAY (300us, only with netem), FLOW_TEST=0 skips the check
+#        MTU (1500) of the veth pair; BRAID_EXTRA: more [server] lines for Braid (bench/peers.sh)
 #        BRAID_BIN, BENCH_BIN, DUR, WARM, FILE_SIZE, ONLY, OUT: as bench/multichannel.sh
 #        BRAID_PORT (4621), SAMBA_PORT (4622), ADMIN_PORT (4623)
 # Needs root, iproute2 (ip, tc, ss), python3, jq.
@@ -25,6 +26,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROUNDS="${1:-2}"
 RATE="${RATE:-1gbit}"
 DELAY="${DELAY:-300us}"
+MTU="${MTU:-1500}"
 FLOW_TEST="${FLOW_TEST:-1}"
 TAG=$$
 NS_S="braidmcS$TAG"
@@ -85,7 +87,7 @@ shape() {
 setup() {
   ip netns add "$NS_S"
   ip netns add "$NS_C"
-  ip link add "$VETH_S" netns "$NS_S" type veth peer name "$VETH_C" netns "$NS_C"
+  ip link add "$VETH_S" netns "$NS_S" mtu "$MTU" type veth peer name "$VETH_C" netns "$NS_C" mtu "$MTU"
   ip -n "$NS_S" addr add "$ADDR_S/24" dev "$VETH_S"
   ip -n "$NS_C" addr add "$ADDR_C/24" dev "$VETH_C"
   local ns

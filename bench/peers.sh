@@ -6,6 +6,7 @@
 # optional: MAX_IO       Braid's max_io_size
 #           LISTEN_ADDR  IPv4 address both servers listen on (default 127.0.0.1)
 #           NETNS        network namespace both servers run in (`ip netns exec`; default none)
+#           BRAID_EXTRA  more lines for Braid's [server] section (e.g. 'splice_writes = false')
 #           ADMIN_PORT   port of Braid's `braid status` endpoint on 127.0.0.1 (default: Braid's
 #                        own default, BRAID_PORT + 10000)
 # sets:  BRAID_PID
@@ -32,6 +33,7 @@ listen = ["$addr:$BRAID_PORT"]
 log = "warn"
 $io_line
 $admin_line
+${BRAID_EXTRA:-}
 [[share]]
 name = "data"
 path = "$WORK/braid-share"

@@ -72,6 +72,8 @@ pub struct Connection {
     pub force_unacked: AtomicBool,
     /// Permits of requests in progress; the reader waits for one before dispatching a frame.
     in_flight: Arc<Semaphore>,
+    /// The peer's segments are large enough for the spliced WRITE receive (`splice::MIN_MSS`).
+    large_segments: bool,
 }
 
 impl Connection {
@@ -265,6 +267,7 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
         server: server.clone(),
         writer: tokio::sync::Mutex::new(wr),
         fd,
+        large_segments: crate::tcp_ack::mss(fd).is_some_and(|m| m >= splice::MIN_MSS),
         negotiated: OnceLock::new(),
         credits: Mutex::new(CreditWindow::default()),
         preauth: Mutex::new(PreauthHash::new()),
@@ -328,13 +331,14 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
 
 /// Reads the `len` bytes of one frame. A large plain WRITE leaves its payload in a pipe
 /// (zero-copy receive, see `splice.rs`; `splice_writes = false` turns it off) while other
-/// large frames are being received too (`splice_min_concurrent`); everything else arrives
-/// whole in a pooled buffer.
+/// large frames are being received too (`splice_min_concurrent`), on a connection whose
+/// segments are large (loopback-like, `splice::MIN_MSS`); everything else arrives whole in
+/// a pooled buffer.
 async fn read_frame(conn: &Connection, rd: &mut OwnedReadHalf, len: usize) -> std::io::Result<(Vec<u8>, Option<Payload>)> {
     let pipes = &conn.server.pipes;
     // Deep queues splice too (no per-connection cap since the ninth session): the pipe pool
     // bounds what is held, and the stalls that once called for a cap are gone.
-    let large = len >= splice::PREFIX && pipes.fits(len - splice::PREFIX);
+    let large = conn.large_segments && len >= splice::PREFIX && pipes.fits(len - splice::PREFIX);
     let receiving = large.then(|| pipes.receiving());
     let alone = receiving.as_ref().is_some_and(|r| r.concurrent < conn.server.config.splice_min_concurrent);
     if !large || alone {

@@ -101,6 +101,16 @@ fn set_rcvlowat(fd: RawFd, bytes: usize) {
     }
 }
 
+/// The connection's maximum segment size (TCP_MAXSEG): about the size of the segments the
+/// peer sends on a symmetric path. None where the kernel cannot say.
+pub fn mss(fd: RawFd) -> Option<usize> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of_val(&v) as libc::socklen_t;
+    // SAFETY: one int written through a valid pointer, its size in `len`.
+    let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, std::ptr::from_mut(&mut v).cast(), &mut len) };
+    (r == 0 && v > 0).then(|| v as usize)
+}
+
 /// Time after which unacknowledged bytes count as lost.
 pub fn loss_timeout(rto: Duration) -> Duration {
     rto * RTOS_BEFORE_LOSS
@@ -111,6 +121,16 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
+
+    #[test]
+    fn loopback_segments_are_large_enough_to_splice() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let seg = mss(s.as_raw_fd()).expect("TCP_MAXSEG");
+        assert!(seg >= crate::splice::MIN_MSS, "loopback MSS {seg}");
+        assert_eq!(mss(-1), None);
+    }
 
     #[test]
     fn marks_advance_when_the_peer_acknowledges() {
