@@ -108,7 +108,7 @@ pub fn mss(fd: RawFd) -> Option<usize> {
     let mut len = std::mem::size_of_val(&v) as libc::socklen_t;
     // SAFETY: one int written through a valid pointer, its size in `len`.
     let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, std::ptr::from_mut(&mut v).cast(), &mut len) };
-    (r == 0 && v > 0).then(|| v as usize)
+    (r == 0 && v > 0).then_some(v as usize)
 }
 
 /// Time after which unacknowledged bytes count as lost.
