@@ -861,9 +861,6 @@ fn large_plain_write_lands_whole_with(extra: &str) {
     srv.assert_serving();
 }
 
-/// A large WRITE that trickles in: the server raises the socket's low-water mark to what
-/// is missing while it waits, and must still wake for each remainder, the frame's last
-/// bytes included, on both receive paths.
 /// Many large WRITEs in flight on one connection at once (a deep queue, spliced as well as
 /// buffered): each lands whole at its own offset of an existing file, and every one is
 /// answered.
@@ -902,6 +899,9 @@ fn deep_queue_of_large_writes_lands_whole() {
     }
 }
 
+/// A large WRITE that trickles in: the server raises the socket's low-water mark to what
+/// is missing while it waits, and must still wake for each remainder, the frame's last
+/// bytes included, on both receive paths.
 #[test]
 fn large_write_sent_in_pieces_is_answered() {
     for extra in RECEIVE_PATHS {
