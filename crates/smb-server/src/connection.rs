@@ -336,8 +336,9 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
 /// a pooled buffer.
 async fn read_frame(conn: &Connection, rd: &mut OwnedReadHalf, len: usize) -> std::io::Result<(Vec<u8>, Option<Payload>)> {
     let pipes = &conn.server.pipes;
-    // Deep queues splice too (no per-connection cap since the ninth session): the pipe pool
-    // bounds what is held, and the stalls that once called for a cap are gone.
+    // Deep queues splice too: pipes hold no more than buffers would (requests in flight are
+    // capped per connection), and when pipes or descriptors run out the frame is read into a
+    // buffer instead.
     let large = conn.large_segments && len >= splice::PREFIX && pipes.fits(len - splice::PREFIX);
     let receiving = large.then(|| pipes.receiving());
     let alone = receiving.as_ref().is_some_and(|r| r.concurrent < conn.server.config.splice_min_concurrent);
