@@ -93,10 +93,7 @@ impl Braid {
     /// The server is alive and serves a fresh client.
     fn assert_serving(&mut self) {
         assert!(self.child.try_wait().expect("try_wait").is_none(), "braid exited; log:\n{}", self.log());
-        let mut c = Client::connect(self.port);
-        c.negotiate_311(&[Cipher::Aes128Gcm]);
-        c.session_setup();
-        c.tree_connect("plain");
+        let _c = Client::on_share(self.port, "plain");
         assert!(!self.log().contains("panicked"), "braid panicked; log:\n{}", self.log());
     }
 }
@@ -210,6 +207,15 @@ impl Client {
             security_mode: 1,
             dialects: Vec::new(),
         }
+    }
+
+    /// A client with a 3.1.1 session (AES-128-GCM offered) and a tree connected to `share`.
+    fn on_share(port: u16, share: &str) -> Client {
+        let mut c = Client::connect(port);
+        c.negotiate_311(&[Cipher::Aes128Gcm]);
+        c.session_setup();
+        c.tree_connect(share);
+        c
     }
 
     /// A 64-byte sync header for the next message id.
@@ -591,10 +597,7 @@ fn prepared_file(c: &mut Client, name: &str, content: &[u8], prot: Prot) -> [u8;
 #[test]
 fn tampered_signature_drops_connection_and_writes_nothing() {
     let mut srv = Braid::start("");
-    let mut c = Client::connect(srv.port);
-    c.negotiate_311(&[Cipher::Aes128Gcm]);
-    c.session_setup();
-    c.tree_connect("plain");
+    let mut c = Client::on_share(srv.port, "plain");
     let fid = prepared_file(&mut c, "f.txt", b"GOOD", Prot::Signed);
     assert_eq!(std::fs::read(srv.path("plain", "f.txt")).expect("file"), b"GOOD");
     c.send(WRITE, &Client::write_body(&fid, 0, b"EVIL"), Prot::Signed, Tamper::Bits);
@@ -632,10 +635,7 @@ fn cipher_name(c: Cipher) -> &'static str {
 #[test]
 fn transform_header_naming_an_unknown_session_drops_connection() {
     let mut srv = Braid::start("");
-    let mut c = Client::connect(srv.port);
-    c.negotiate_311(&[Cipher::Aes128Gcm]);
-    c.session_setup();
-    c.tree_connect("enc");
+    let mut c = Client::on_share(srv.port, "enc");
     let fid = prepared_file(&mut c, "f.txt", b"GOOD", Prot::Sealed);
     let other = c.sid ^ 0x0100_0000;
     c.send(WRITE, &Client::write_body(&fid, 0, b"EVIL"), Prot::Sealed, Tamper::TransformSession(other));
@@ -835,10 +835,7 @@ fn large_plain_write_lands_whole() {
 
 fn large_plain_write_lands_whole_with(extra: &str) {
     let mut srv = Braid::start(extra);
-    let mut c = Client::connect(srv.port);
-    c.negotiate_311(&[Cipher::Aes128Gcm]);
-    c.session_setup();
-    c.tree_connect("plain");
+    let mut c = Client::on_share(srv.port, "plain");
     let fid = prepared_file(&mut c, "big.bin", b"HEAD", Prot::Signed);
     // The first WRITE extends the file, the next ones overwrite it (through a mapping on
     // tmpfs), each with other bytes; each moves the last-write time as a write does.
@@ -870,10 +867,7 @@ fn deep_queue_of_large_writes_lands_whole() {
     const ECHO: u16 = 13;
     for extra in RECEIVE_PATHS {
         let mut srv = Braid::start(extra);
-        let mut c = Client::connect(srv.port);
-        c.negotiate_311(&[Cipher::Aes128Gcm]);
-        c.session_setup();
-        c.tree_connect("plain");
+        let mut c = Client::on_share(srv.port, "plain");
         let fid = prepared_file(&mut c, "deep.bin", b"X", Prot::Signed);
         let block = 1usize << 20;
         std::fs::write(srv.path("plain", "deep.bin"), vec![0xEE; WRITES * block]).expect("content");
@@ -906,10 +900,7 @@ fn deep_queue_of_large_writes_lands_whole() {
 fn large_write_sent_in_pieces_is_answered() {
     for extra in RECEIVE_PATHS {
         let mut srv = Braid::start(extra);
-        let mut c = Client::connect(srv.port);
-        c.negotiate_311(&[Cipher::Aes128Gcm]);
-        c.session_setup();
-        c.tree_connect("plain");
+        let mut c = Client::on_share(srv.port, "plain");
         let fid = prepared_file(&mut c, "slow.bin", b"X", Prot::Signed);
         let data = big_payload(9);
         for pieces in [2, 5, 17] {
@@ -927,10 +918,7 @@ fn large_write_sent_in_pieces_is_answered() {
 fn large_unsigned_write_is_refused_where_protection_is_required() {
     // An encrypt = true share: the unencrypted WRITE is denied and its payload discarded.
     let mut srv = Braid::start("");
-    let mut c = Client::connect(srv.port);
-    c.negotiate_311(&[Cipher::Aes128Gcm]);
-    c.session_setup();
-    c.tree_connect("enc");
+    let mut c = Client::on_share(srv.port, "enc");
     let fid = prepared_file(&mut c, "f.bin", b"GOOD", Prot::Sealed);
     c.send_big_write(&fid, 0, &big_payload(1), None);
     assert_eq!(c.recv().status, ACCESS_DENIED, "unencrypted large WRITE to an encrypted share");
@@ -941,10 +929,7 @@ fn large_unsigned_write_is_refused_where_protection_is_required() {
 
     // A server that requires signing: the unsigned WRITE is refused, nothing written.
     let mut srv = Braid::start("signing = \"required\"");
-    let mut c = Client::connect(srv.port);
-    c.negotiate_311(&[Cipher::Aes128Gcm]);
-    c.session_setup();
-    c.tree_connect("plain");
+    let mut c = Client::on_share(srv.port, "plain");
     let fid = prepared_file(&mut c, "f.bin", b"GOOD", Prot::Signed);
     c.send_big_write(&fid, 0, &big_payload(2), None);
     if let Some(f) = c.recv_frame() {
@@ -963,10 +948,7 @@ fn large_write_cut_short_writes_nothing() {
 
 fn large_write_cut_short_writes_nothing_with(extra: &str) {
     let mut srv = Braid::start(extra);
-    let mut c = Client::connect(srv.port);
-    c.negotiate_311(&[Cipher::Aes128Gcm]);
-    c.session_setup();
-    c.tree_connect("plain");
+    let mut c = Client::on_share(srv.port, "plain");
     let fid = prepared_file(&mut c, "f.bin", b"GOOD", Prot::Signed);
     // Long enough that the WRITE would overwrite, not extend (the mapped path on tmpfs).
     let good: Vec<u8> = b"GOOD".iter().copied().cycle().take((1 << 20) + 8).collect();
