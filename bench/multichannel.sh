@@ -13,7 +13,8 @@
 #        BRAID_PORT (4611), SAMBA_PORT (4612), ADMIN_PORT (4613: Braid's `braid status`)
 #        DUR (5) / WARM (1)   measured / warm-up seconds of every cell
 #        FILE_SIZE (64m)      size of each of the 10 data files (tmpfs)
-#        MATRIX=loopback|netns   the cell list (netns: what bench/netns.sh runs)
+#        MATRIX=loopback|netns|crypto   the cell list (netns: what bench/netns.sh runs;
+#                             crypto: issue 3's plain/signed/encrypted 1 MiB cells)
 #        ONLY=REGEX           run only cells whose "group/workload" matches REGEX
 #        OUT=FILE             also append every run's figures to FILE (JSON lines)
 #        SUMMARY_ONLY=FILE    print only the table and RESULT lines of such a FILE (no runs)
@@ -83,7 +84,16 @@ case "$MATRIX" in
            "mtmf 4k-randread|$MTMF -b 4k -r -w 0|1 4"
            "st 4k-randread|$ST -b 4k -r -w 0|1 4")
     ;;
-  *) echo "multichannel.sh: MATRIX must be loopback or netns" >&2; exit 2 ;;
+  crypto)
+    # issue 3's workload (1 MiB sequential, 4 threads x QD 4, one file, one connection) in
+    # each mode; run it with FILE_SIZE=1g. Through bench/netns.sh this is the reference's
+    # own setting: one connection on a link that is slower than the CPUs.
+    for m in "plain:" "signed:--sign" "aes128gcm:--encrypt --cipher aes-128-gcm" "aes256gcm:--encrypt --cipher aes-256-gcm"; do
+      CELLS+=("issue3 1m-seqread-${m%%:*}|-t 4 -o 4 -f 1 -b 1m -s -w 0 ${m#*:}|1"
+              "issue3 1m-seqwrite-${m%%:*}|-t 4 -o 4 -f 1 -b 1m -s -w 100 ${m#*:}|1")
+    done
+    ;;
+  *) echo "multichannel.sh: MATRIX must be loopback, netns or crypto" >&2; exit 2 ;;
 esac
 
 # Medians per server/cell/channels; the figure is IOPS for 4K cells, MiB/s otherwise.
@@ -185,7 +195,8 @@ check_channels() {
     fi
   done
 }
-check_channels
+# (the crypto cells use one channel and a 1 GiB file: ten of those would not fit the check)
+[[ $MATRIX == crypto ]] || check_channels
 
 for r in $(seq "$ROUNDS"); do
   if (( r % 2 )); then order="braid samba"; else order="samba braid"; fi

@@ -18,6 +18,7 @@
 # usage: bench/netns.sh [ROUNDS]                (default 2)
 # env:   RATE (1gbit) per-flow cap, DELAY (300us, only with netem), FLOW_TEST=0 skips the check
 #        MTU (1500) of the veth pair; BRAID_EXTRA: more [server] lines for Braid (bench/peers.sh)
+#        MATRIX (netns): bench/multichannel.sh's cell list; crypto = issue 3's modes
 #        BRAID_BIN, BENCH_BIN, DUR, WARM, FILE_SIZE, ONLY, OUT: as bench/multichannel.sh
 #        BRAID_PORT (4621), SAMBA_PORT (4622), ADMIN_PORT (4623)
 # Needs root, iproute2 (ip, tc, ss), python3, jq.
@@ -174,6 +175,6 @@ if [[ "$FLOW_TEST" == 1 ]]; then
   wait "$flow_pid" 2>/dev/null || true
 fi
 export BRAID_PORT="${BRAID_PORT:-4621}" SAMBA_PORT="${SAMBA_PORT:-4622}" ADMIN_PORT="${ADMIN_PORT:-4623}"
-MATRIX=netns NETNS="$NS_S" CLIENT_NS="$NS_C" LISTEN_ADDR="$ADDR_S" "$REPO/bench/multichannel.sh" "$ROUNDS"
+MATRIX="${MATRIX:-netns}" NETNS="$NS_S" CLIENT_NS="$NS_C" LISTEN_ADDR="$ADDR_S" "$REPO/bench/multichannel.sh" "$ROUNDS"
 echo "qdisc counters after the run (server egress, busiest classes):"
 ip netns exec "$NS_S" tc -s class show dev "$VETH_S" | awk '/^class htb 1:1[0-9a-f][0-9a-f] /{c=$3} /Sent/{if (c != "") print c, $2, "bytes"; c=""}' | sort -k2 -n -r | head -n 5
