@@ -4,7 +4,8 @@
 //! No server can answer a QD 1 workload faster than this, so `Samba's latency / this floor`
 //! is the highest ratio against Samba any server can reach on the same machine.
 //!
-//! usage: cargo run --release -p braid-bench --example tcp_floor -- [SECONDS_PER_SHAPE]
+//! usage: cargo run --release -p braid-bench --example tcp_floor -- [SECONDS_PER_SHAPE [SHAPE]]
+//! (SHAPE: 4k-read, 4k-write, 64k-read or 1m-read; default all)
 //! Prints one `FLOOR shape=… rtt_p50_us=… per_s=…` line per shape.
 
 use std::io::{Read, Write};
@@ -95,13 +96,14 @@ fn measure(shape: &Shape, secs: f64) -> std::io::Result<(f64, f64, u64)> {
 
 fn main() -> std::io::Result<()> {
     let secs: f64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(5.0);
+    let only = std::env::args().nth(2);
     let shapes = [
         Shape { name: "4k-read", request: READ_REQ, response: READ_RESP_HEAD + 4096, block: 4096 },
         Shape { name: "4k-write", request: WRITE_REQ_HEAD + 4096, response: WRITE_RESP, block: 4096 },
         Shape { name: "64k-read", request: READ_REQ, response: READ_RESP_HEAD + 65536, block: 65536 },
         Shape { name: "1m-read", request: READ_REQ, response: READ_RESP_HEAD + (1 << 20), block: 1 << 20 },
     ];
-    for shape in &shapes {
+    for shape in shapes.iter().filter(|s| only.as_deref().is_none_or(|o| o == s.name)) {
         let (p50, per_s, n) = measure(shape, secs)?;
         let mib_per_s = per_s * shape.block as f64 / 1048576.0;
         println!("FLOOR shape={} rtt_p50_us={p50:.1} per_s={per_s:.0} mib_per_s={mib_per_s:.0} samples={n}", shape.name);
