@@ -38,9 +38,9 @@ pub struct ServerConfig {
     /// buffers (docs/decisions.md has the measurements either way).
     pub splice_writes: bool,
     /// Splice a WRITE only while at least this many large frames are being received at
-    /// once, over all connections (1 = whenever splicing is on). With one busy connection
-    /// the buffered receive copies beside the file write on the other core, which measured
-    /// faster; with several, the cores are full and splicing's single copy wins.
+    /// once, over all connections (1 = whenever splicing is on, the default). A buffered
+    /// WRITE to a memory file is copied twice on the receiving worker (socket, then file);
+    /// a spliced one is copied once, on the pool, beside the next receive.
     pub splice_min_concurrent: usize,
     /// Channels (connections) one session may have, the first included (1..=256).
     pub max_channels: usize,
@@ -112,7 +112,7 @@ impl Default for ServerConfig {
             multichannel: true,
             smbtorture_hooks: false,
             splice_writes: true,
-            splice_min_concurrent: 2,
+            splice_min_concurrent: 1,
             max_channels: 32,
             interfaces: Vec::new(),
         }

@@ -821,10 +821,10 @@ impl Client {
 /// Marks a `Braid::start` argument whose shares live in /dev/shm.
 const TMPFS: &str = "TMPFS";
 
-/// Every receive path: the default (one connection: buffered), spliced into pipes
-/// (`splice_min_concurrent = 1`), and splicing off; and a spliced payload that overwrites a
-/// memory file, which is copied into it through a mapping.
-const RECEIVE_PATHS: [&str; 4] = ["", "splice_min_concurrent = 1", "splice_writes = false", "TMPFSsplice_min_concurrent = 1"];
+/// Every receive path: the default (spliced into pipes), buffered while a connection is
+/// alone (`splice_min_concurrent = 2`), and splicing off; and a spliced payload that
+/// overwrites a memory file, which is copied into it through a mapping.
+const RECEIVE_PATHS: [&str; 4] = ["", "splice_min_concurrent = 2", "splice_writes = false", "TMPFS"];
 
 #[test]
 fn large_plain_write_lands_whole() {

@@ -229,10 +229,10 @@ fn splice_keys() {
     let d = dir();
     let def = parse("", "braid.toml", d.path()).unwrap().server;
     assert!(def.splice_writes);
-    assert_eq!(def.splice_min_concurrent, 2);
-    let c = parse("[server]\nsplice_writes = false\nsplice_min_concurrent = 1\n", "braid.toml", d.path()).unwrap().server;
+    assert_eq!(def.splice_min_concurrent, 1);
+    let c = parse("[server]\nsplice_writes = false\nsplice_min_concurrent = 2\n", "braid.toml", d.path()).unwrap().server;
     assert!(!c.splice_writes);
-    assert_eq!(c.splice_min_concurrent, 1);
+    assert_eq!(c.splice_min_concurrent, 2);
     error("[server]\nsplice_min_concurrent = 0\n", 2, &["server.splice_min_concurrent", "out of range"]);
     error("[server]\n\nsplice_min_concurrent = \"2\"\n", 3, &["splice_min_concurrent"]);
 }
