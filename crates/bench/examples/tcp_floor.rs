@@ -23,10 +23,20 @@ const WRITE_RESP: usize = 64 + 16;
 
 struct Shape {
     name: &'static str,
-    request: usize,
-    response: usize,
-    /// Data bytes the request moves (for MiB/s).
+    /// Data bytes the request moves.
     block: usize,
+    write: bool,
+}
+
+impl Shape {
+    /// Bytes of the request and of the response, each after its 4-byte length.
+    fn frames(&self) -> (usize, usize) {
+        if self.write {
+            (WRITE_REQ_HEAD + self.block, WRITE_RESP)
+        } else {
+            (READ_REQ, READ_RESP_HEAD + self.block)
+        }
+    }
 }
 
 fn frame(len: usize) -> Vec<u8> {
@@ -56,7 +66,7 @@ fn serve(mut s: TcpStream, response: usize) {
 fn measure(shape: &Shape, secs: f64) -> std::io::Result<(f64, f64, u64)> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
-    let response = shape.response;
+    let (request, response) = shape.frames();
     let server = std::thread::spawn(move || {
         if let Ok((s, _)) = listener.accept() {
             let _ = s.set_nodelay(true);
@@ -65,7 +75,7 @@ fn measure(shape: &Shape, secs: f64) -> std::io::Result<(f64, f64, u64)> {
     });
     let mut c = TcpStream::connect(addr)?;
     c.set_nodelay(true)?;
-    let request = frame(shape.request);
+    let request = frame(request);
     let mut buf = Vec::new();
     // Warm up the connection (congestion window, page cache of the buffers).
     let warm_until = Instant::now() + Duration::from_millis(300);
@@ -98,10 +108,10 @@ fn main() -> std::io::Result<()> {
     let secs: f64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(5.0);
     let only = std::env::args().nth(2);
     let shapes = [
-        Shape { name: "4k-read", request: READ_REQ, response: READ_RESP_HEAD + 4096, block: 4096 },
-        Shape { name: "4k-write", request: WRITE_REQ_HEAD + 4096, response: WRITE_RESP, block: 4096 },
-        Shape { name: "64k-read", request: READ_REQ, response: READ_RESP_HEAD + 65536, block: 65536 },
-        Shape { name: "1m-read", request: READ_REQ, response: READ_RESP_HEAD + (1 << 20), block: 1 << 20 },
+        Shape { name: "4k-read", block: 4096, write: false },
+        Shape { name: "4k-write", block: 4096, write: true },
+        Shape { name: "64k-read", block: 64 << 10, write: false },
+        Shape { name: "1m-read", block: 1 << 20, write: false },
     ];
     for shape in shapes.iter().filter(|s| only.as_deref().is_none_or(|o| o == s.name)) {
         let (p50, per_s, n) = measure(shape, secs)?;
