@@ -112,18 +112,21 @@ def test_large_reads_one_at_a_time(braid_server, scratch, signed):
     smb.close()
 
 
-def test_large_reads_racing_a_truncate(braid_server, scratch):
-    """Large unsigned READs of a tmpfs file are sent from a mapping of it. A file cut short while a
-    READ is on its way must not take the server or the connection down: each READ answers
-    with the length it announced (the part that vanished as zeros) or END_OF_FILE, and once
-    the file is still, READs return exactly its bytes."""
+@pytest.mark.parametrize("mode", ["plain", "signed", "encrypted"])
+def test_large_reads_racing_a_truncate(braid_server, scratch, mode):
+    """Large unsigned READs of a tmpfs file are sent from a mapping of it; signed ones are
+    copied out of it and encrypted ones sealed straight out of it (user space reads the
+    mapping). A file cut short while a READ is on its way must not take the server or the
+    connection down: each READ answers with the length it announced (the part that vanished
+    as zeros) or END_OF_FILE, every signature checks and every encrypted response opens, and
+    once the file is still, READs return exactly its bytes."""
     import threading
     name, path = scratch
     size = 4 * 1024 * 1024
     data = os.urandom(size)
     local = path / "shrinking.bin"
     local.write_bytes(data)
-    smb = Smb(braid_server, require_signing=False)
+    smb = Smb(braid_server, require_signing=mode != "plain", require_encryption=mode == "encrypted")
     f = smb.open(rf"{name}\shrinking.bin", access=A.GENERIC_READ, disposition=CreateDisposition.FILE_OPEN)
     stop = threading.Event()
 

@@ -217,13 +217,7 @@ impl Sealer {
             return Err(CryptoError::TooShort(buf.len()));
         }
         let (hdr, payload) = buf.split_at_mut(TRANSFORM_HEADER_LEN);
-        hdr[..4].copy_from_slice(&TRANSFORM_PROTOCOL_ID);
-        hdr[4..20].fill(0);
-        hdr[20..36].copy_from_slice(nonce);
-        hdr[36..40].copy_from_slice(&original_size.to_le_bytes());
-        hdr[40..42].fill(0);
-        hdr[42..44].copy_from_slice(&TRANSFORM_FLAG_ENCRYPTED.to_le_bytes());
-        hdr[44..52].copy_from_slice(&session_id.to_le_bytes());
+        write_header(hdr, nonce, original_size, session_id);
 
         let n = &nonce[..self.cipher.nonce_len()];
         let aad = &hdr[AAD_START..];
@@ -234,6 +228,39 @@ impl Sealer {
         }?;
         hdr[4..20].copy_from_slice(&tag);
         Ok(())
+    }
+
+    /// Encrypts a message whose end is held elsewhere (MS-SMB2 3.1.4.3), such as READ data
+    /// read in place from a file's mapping: `buf` holds 52 reserved bytes, `head_len` bytes
+    /// of plaintext (the start of the message), then room for `tail.len() + 16` bytes, into
+    /// which `tail` is encrypted in the same pass, never copied first. Returns the length of
+    /// the transform message now at the start of `buf` (52 + `head_len` + `tail.len()`);
+    /// the 16 bytes after it are scratch. `tail` is read exactly once.
+    pub fn seal_with_tail(&self, session_id: u64, buf: &mut [u8], head_len: usize, tail: &[u8]) -> Result<usize, CryptoError> {
+        let nonce = self.next_nonce()?;
+        self.seal_with_tail_at(&nonce, session_id, buf, head_len, tail)
+    }
+
+    fn seal_with_tail_at(&self, nonce: &[u8; 16], session_id: u64, buf: &mut [u8], head_len: usize, tail: &[u8]) -> Result<usize, CryptoError> {
+        let total = TRANSFORM_HEADER_LEN + head_len + tail.len();
+        if buf.len() < total + 16 {
+            return Err(CryptoError::TooShort(buf.len()));
+        }
+        let original_size = u32::try_from(head_len + tail.len()).map_err(|_| CryptoError::MessageTooLarge(head_len + tail.len()))?;
+        let AeadKey::Gcm(k) = &self.key else {
+            // CCM has no scatter form here: copy the tail behind the head and seal in place.
+            buf[TRANSFORM_HEADER_LEN + head_len..total].copy_from_slice(tail);
+            self.seal_at(nonce, original_size, session_id, &mut buf[..total])?;
+            return Ok(total);
+        };
+        let (hdr, rest) = buf.split_at_mut(TRANSFORM_HEADER_LEN);
+        let (head, out) = rest.split_at_mut(head_len);
+        write_header(hdr, nonce, original_size, session_id);
+        let n = Nonce::try_assume_unique_for_key(&nonce[..self.cipher.nonce_len()]).map_err(|_| CryptoError::AuthFailed)?;
+        let out = &mut out[..tail.len() + 16];
+        k.seal_in_place_scatter(n, Aad::from(&hdr[AAD_START..]), head, tail, out).map_err(|_| CryptoError::MessageTooLarge(total))?;
+        hdr[4..20].copy_from_slice(&out[tail.len()..]);
+        Ok(total)
     }
 
     /// Decrypts a whole transform message in place and verifies its tag
@@ -271,6 +298,17 @@ impl Sealer {
         nonce[prefix_len..prefix_len + 8].copy_from_slice(&counter.to_le_bytes());
         Ok(nonce)
     }
+}
+
+/// Fills a TRANSFORM_HEADER but its Signature (zeroed until the tag is known).
+fn write_header(hdr: &mut [u8], nonce: &[u8; 16], original_size: u32, session_id: u64) {
+    hdr[..4].copy_from_slice(&TRANSFORM_PROTOCOL_ID);
+    hdr[4..20].fill(0);
+    hdr[20..36].copy_from_slice(nonce);
+    hdr[36..40].copy_from_slice(&original_size.to_le_bytes());
+    hdr[40..42].fill(0);
+    hdr[42..44].copy_from_slice(&TRANSFORM_FLAG_ENCRYPTED.to_le_bytes());
+    hdr[44..52].copy_from_slice(&session_id.to_le_bytes());
 }
 
 /// AES-GCM (aws-lc-rs): encrypts `payload` in place, returning the detached
@@ -419,6 +457,34 @@ mod tests {
         let c = Aes128Ccm::new_from_slice(&[0u8; 16]).unwrap();
         assert!(seal_with(&c, &[0u8; 12], &[], &mut []).is_err());
         assert!(open_with(&c, &[0u8; 10], &[], &mut [], &[0u8; 16]).is_err());
+    }
+
+    #[test]
+    fn sealing_with_a_tail_equals_sealing_the_whole_message() {
+        let msg: Vec<u8> = (0..70_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        for cipher in [Cipher::Aes128Ccm, Cipher::Aes128Gcm, Cipher::Aes256Ccm, Cipher::Aes256Gcm] {
+            let key: Vec<u8> = (0..cipher.key_len() as u8).collect();
+            let s = Sealer::new(cipher, &key).unwrap();
+            let nonce = [0x42u8; 16];
+            // 80: a READ response's head (whole blocks); 13 and 0: partial and no head.
+            for head_len in [80, 13, 0] {
+                let mut whole = vec![0u8; TRANSFORM_HEADER_LEN];
+                whole.extend_from_slice(&msg);
+                s.seal_at(&nonce, msg.len() as u32, 7, &mut whole).unwrap();
+                let mut buf = vec![0xAAu8; TRANSFORM_HEADER_LEN + msg.len() + 16];
+                buf[TRANSFORM_HEADER_LEN..TRANSFORM_HEADER_LEN + head_len].copy_from_slice(&msg[..head_len]);
+                let n = s.seal_with_tail_at(&nonce, 7, &mut buf, head_len, &msg[head_len..]).unwrap();
+                assert_eq!(n, whole.len());
+                assert_eq!(&buf[..n], &whole[..], "{cipher:?} head {head_len}");
+                // And it opens.
+                let mut back = buf[..n].to_vec();
+                let range = s.open(&mut back).unwrap();
+                assert_eq!(&back[range], &msg[..]);
+            }
+            // Too little room for the tag is refused, not truncated.
+            let mut short = vec![0u8; TRANSFORM_HEADER_LEN + msg.len() + 15];
+            assert!(s.seal_with_tail(7, &mut short, 0, &msg).is_err());
+        }
     }
 
     #[test]

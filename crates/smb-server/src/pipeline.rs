@@ -120,6 +120,16 @@ impl Ctx<'_> {
             && !self.session.as_ref().and_then(|s| s.security.get()).is_some_and(|s| s.signing_required && s.signer.is_some())
     }
 
+    /// Whether this response may carry a [`Tail::Mapped`] that is encrypted straight out of
+    /// the mapping when sent: alone in its frame, in an encrypted frame.
+    pub fn may_seal_tail(&self) -> bool {
+        self.earlier.is_empty()
+            && self.range.end == self.frame.len()
+            && !self.hdr.is_related()
+            && self.hdr.next_command == 0
+            && self.encrypted_by.is_some()
+    }
+
     /// Resolves a FileId from a request: the all-ones id means the previous related result.
     pub fn file_id(&self, id: FileId) -> FileId {
         if id == FileId::RELATED {
@@ -248,8 +258,14 @@ async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<Pa
     }
     parts.clear();
     let mut buf = std::mem::replace(out, response_buffer(encrypted_by.is_some()));
+    let mut tail = tail;
     if let Some(session) = encrypted_by {
-        if let Err(why) = transform::encrypt(session, &mut buf) {
+        let r = match tail.take() {
+            Some(Tail::Mapped(m, h)) => seal_with_mapped(conn, session, &mut buf, &m, &*h),
+            Some(Tail::File(_)) => Err("file tail on an encrypted response"),
+            None => transform::encrypt(session, &mut buf),
+        };
+        if let Err(why) = r {
             tracing::warn!(conn = conn.id, why, "cannot encrypt response; disconnecting");
             conn.close();
             return;
@@ -264,6 +280,38 @@ async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<Pa
         tracing::debug!(conn = conn.id, error = %e, "send failed");
         conn.close();
     }
+}
+
+/// Encrypts the response in `buf` followed by READ data in a file's mapping, the cipher
+/// reading the data in place: one pass over it instead of a pread copy and a pass over the
+/// copy. `buf` becomes the finished frame (a pooled buffer). A window that user space may
+/// not read (see `braid_vfs::MappedRange::with_bytes`) is read with pread instead.
+fn seal_with_mapped(
+    conn: &Connection,
+    session: &Session,
+    buf: &mut Vec<u8>,
+    m: &braid_vfs::MappedRange,
+    h: &dyn braid_vfs::FileHandle,
+) -> Result<(), &'static str> {
+    let head_len = buf.len() - 4 - TRANSFORM_LEN;
+    let mut sealed = conn.take_buffer(buf.len() + m.len() + 16);
+    sealed[..buf.len()].copy_from_slice(buf);
+    let n = match m.with_bytes(|data| transform::encrypt_with_tail(session, &mut sealed, head_len, data)) {
+        Some(r) => r?,
+        None => {
+            let at = buf.len();
+            let got = h.read_at(&mut sealed[at..at + m.len()], m.offset()).unwrap_or(0);
+            // Past a new end of file the frame keeps its announced length, as zeros.
+            sealed[at + got..at + m.len()].fill(0);
+            sealed.truncate(at + m.len());
+            transform::encrypt(session, &mut sealed)?;
+            sealed.len()
+        }
+    };
+    sealed.truncate(n);
+    let old = std::mem::replace(buf, sealed);
+    conn.recycle(old);
+    Ok(())
 }
 
 /// What a related request inherits from the one before it: session, tree, FileId, and the
@@ -532,8 +580,9 @@ async fn process_one(
     // The session is kept with the response: LOGOFF removes it from the table before the
     // response that must still be signed with its key goes out.
     parts.push(Part { start, signer: if sign { signer } else { None }, preauth: cx.preauth_response.take() });
-    // Only a successful response carries file data after it.
-    if status == NtStatus::SUCCESS && !sign {
+    // Only a successful response carries file data after it; signing would need the data in
+    // the buffer, encryption (which replaces signing) seals it from the mapping.
+    if status == NtStatus::SUCCESS && (!sign || encrypted_by.is_some()) {
         *tail = cx.tail.take();
     }
     Some((session_now, tree_now, file, chain))

@@ -45,3 +45,13 @@ pub fn encrypt(session: &Session, out: &mut [u8]) -> Result<(), &'static str> {
     let sealer = session.security.get().and_then(|s| s.encryptor.as_ref()).ok_or("session has no encryption key")?;
     sealer.seal(session.id.0, &mut out[4..]).map_err(|_| "encryption failed")
 }
+
+/// Encrypts a response whose READ data is read in place from a file's mapping (no copy
+/// before the cipher): `out` holds the 4-byte transport header, [`TRANSFORM_LEN`] reserved
+/// bytes, `head_len` bytes of plaintext response, then room for `tail.len() + 16` bytes.
+/// Returns the length of the finished frame at the start of `out`.
+pub fn encrypt_with_tail(session: &Session, out: &mut [u8], head_len: usize, tail: &[u8]) -> Result<usize, &'static str> {
+    let sealer = session.security.get().and_then(|s| s.encryptor.as_ref()).ok_or("session has no encryption key")?;
+    let n = sealer.seal_with_tail(session.id.0, &mut out[4..], head_len, tail).map_err(|_| "encryption failed")?;
+    Ok(4 + n)
+}

@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 mod error;
+mod fault_guard;
 mod local;
 mod mapped;
 mod path;

@@ -4,16 +4,19 @@
 //! goes from its pipe into the page cache with `read` into the mapping, a plain copy,
 //! instead of the file system's write path, which costs about twice as much per page.
 //!
-//! Safety rests on one rule: user space never dereferences a mapping. Its bytes are only
-//! handed to the kernel (`writev`, `read`) as raw addresses; if the file shrinks under the
-//! mapping, the kernel's copy fails with `EFAULT` (a fault taken inside a system call is not
-//! a SIGBUS), which the caller handles. No Rust reference to mapped memory ever exists.
+//! Safety rests on two rules. Kernel copies (`writev`, `read`) get a mapping's bytes as raw
+//! addresses; if the file shrinks under the mapping, the copy fails with `EFAULT` (a fault
+//! taken inside a system call is not a SIGBUS), which the caller handles. User space reads a
+//! mapping only through [`MappedRange::with_bytes`], and only in windows registered with
+//! `fault_guard`, whose SIGBUS handler turns a page past a new end of file into zeros.
 
 #![allow(unsafe_code)]
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+use crate::fault_guard::Guard;
 
 /// A mapping covers this much of the file from an aligned start, plus [`MAX_RANGE`], so a
 /// range starting in the window always ends inside the mapping.
@@ -38,6 +41,8 @@ struct Window {
     len: usize,
     /// Mapped for writing too (the descriptor is open for reading and writing).
     writable: bool,
+    /// Registration for user-space reads (`with_bytes`); `None`: kernel copies only.
+    guard: Option<Guard>,
 }
 
 impl Window {
@@ -57,16 +62,24 @@ impl Window {
             tracing::debug!(error = %std::io::Error::last_os_error(), "mmap failed; reading with pread");
             return None;
         }
-        Some(Window { addr: p as usize, base, len, writable })
+        let guard = Guard::register(p as usize, len);
+        Some(Window { addr: p as usize, base, len, writable, guard })
     }
 
     fn covers(&self, offset: u64, len: usize, writable: bool) -> bool {
         offset >= self.base && offset - self.base + len as u64 <= self.len as u64 && (self.writable || !writable)
     }
+
+    /// Whether a page of zeros replaced part of the window (see `fault_guard`).
+    fn stale(&self) -> bool {
+        self.guard.as_ref().is_some_and(Guard::stale)
+    }
 }
 
 impl Drop for Window {
     fn drop(&mut self) {
+        // Unregister first: once unmapped, the addresses may belong to someone else.
+        drop(self.guard.take());
         // SAFETY: `addr`/`len` are exactly what mmap returned, unmapped once.
         unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
         MAPPED.fetch_sub(self.len as u64, Ordering::Relaxed);
@@ -87,6 +100,7 @@ impl Windows {
             return None;
         }
         let mut ws = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        ws.retain(|w| !w.stale());
         let w = match ws.iter().position(|w| w.covers(offset, len, writable)) {
             Some(i) => {
                 let w = ws.remove(i);
@@ -135,6 +149,26 @@ impl MappedRange {
     /// Whether the range holds no bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Runs `f` over the range's bytes read in place from the mapping (no copy); `None` when
+    /// the window is not registered for user-space reads (then read the file instead).
+    ///
+    /// The bytes are the file's live pages, not a snapshot: another writer may change them
+    /// while `f` runs, and pages past a new end of file (the file cut short by someone else)
+    /// read as zeros. So `f` must read them once and keep what it derives (a ciphertext, a
+    /// copy), never read them twice expecting the same bytes.
+    pub fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let Some(w) = self.window.as_ref() else {
+            return Some(f(&[]));
+        };
+        w.guard.as_ref()?;
+        // SAFETY: the range lies inside a live mapping (`self.window` holds it; `at + len <=
+        // w.len`), readable, registered with the fault guard so a truncated page reads as
+        // zeros instead of raising SIGBUS. Other writers may change the bytes during `f` (as
+        // with any shared mapping); `f` is told so and only reads them.
+        let bytes = unsafe { std::slice::from_raw_parts((w.addr + self.at) as *const u8, self.len) };
+        Some(f(bytes))
     }
 
     /// One `writev` to the (non-blocking) socket `sock` of what is left of `head` followed
@@ -268,6 +302,39 @@ mod tests {
         }
         assert_eq!(ws.0.lock().unwrap().len(), WINDOWS_PER_HANDLE);
         assert!(ws.range(f.as_fd(), 0, MAX_RANGE + 1, false, false).is_none());
+    }
+
+    #[test]
+    fn reads_the_bytes_in_place() {
+        let data: Vec<u8> = (0..3 * 4096 + 100).map(|i| (i * 13 % 251) as u8).collect();
+        let (_dir, f) = scratch_file("bytes", &data);
+        let r = Windows::default().range(f.as_fd(), 100, 9000, false, false).unwrap();
+        assert_eq!(r.with_bytes(<[u8]>::to_vec).unwrap(), &data[100..9100]);
+        assert_eq!(MappedRange::empty().with_bytes(|b| b.len()), Some(0));
+    }
+
+    #[test]
+    fn pages_past_a_new_end_read_as_zeros_and_the_window_is_replaced() {
+        let (_dir, f) = scratch_file("zeros", &[7u8; 5 * 4096]);
+        let ws = Windows::default();
+        let r = ws.range(f.as_fd(), 0, 5 * 4096, true, true).unwrap();
+        f.set_len(4096 + 10).unwrap();
+        // The first page (partly past the end: the kernel zeroes its tail) is the file's;
+        // later ones would raise SIGBUS and read as zeros instead.
+        let got = r.with_bytes(<[u8]>::to_vec).unwrap();
+        assert!(got[..4096 + 10].iter().all(|&b| b == 7));
+        assert!(got[4096 + 10..].iter().all(|&b| b == 0));
+        let w = r.window.as_ref().unwrap();
+        assert!(w.stale());
+        // A kernel copy into a zeroed page still fails: nothing is written where the file
+        // cannot see it.
+        let (pr, _pw) = pipe_with(&[9u8; 4096]);
+        assert_eq!(r.fill_from(pr.as_fd(), 2 * 4096).unwrap_err().raw_os_error(), Some(libc::EFAULT));
+        // The file grows back: a new range comes from a fresh window that sees it.
+        f.set_len(5 * 4096).unwrap();
+        let again = ws.range(f.as_fd(), 0, 5 * 4096, false, true).unwrap();
+        assert!(!Arc::ptr_eq(again.window.as_ref().unwrap(), w));
+        assert_eq!(ws.0.lock().unwrap().len(), 1);
     }
 
     fn pipe_with(bytes: &[u8]) -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {

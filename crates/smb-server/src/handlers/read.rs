@@ -41,7 +41,10 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     // Large reads of memory-backed files outside compounds and without signing are written
     // to the socket from a mapping of the file: one copy, where pread and send make two, and
     // no hand-off to the blocking pool (medium ones only while the writer is free).
-    if len_ok_for_mapping(req.length, || cx.conn.writer_busy()) && cx.may_send_tail() {
+    // Encrypted ones are sealed straight out of the mapping (`pipeline::seal_with_mapped`):
+    // the cipher's pass replaces the pread copy.
+    let sealed = req.length as usize >= MAP_MIN && cx.may_seal_tail();
+    if sealed || len_ok_for_mapping(req.length, || cx.conn.writer_busy()) && cx.may_send_tail() {
         if let Some(r) = handle.map_range(req.offset, req.length as usize) {
             let m = r.map_err(super::storage_status)?;
             if m.is_empty() || m.len() < req.minimum_count as usize {
