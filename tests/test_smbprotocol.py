@@ -114,9 +114,9 @@ def test_large_reads_one_at_a_time(braid_server, scratch, signed):
 
 @pytest.mark.parametrize("mode", ["plain", "signed", "encrypted"])
 def test_large_reads_racing_a_truncate(braid_server, scratch, mode):
-    """Large unsigned READs of a tmpfs file are sent from a mapping of it; signed ones are
-    copied out of it and encrypted ones sealed straight out of it (user space reads the
-    mapping). A file cut short while a READ is on its way must not take the server or the
+    """Large unsigned READs of a tmpfs file are sent from a mapping of it and encrypted ones
+    sealed straight out of it (user space reads the mapping); signed ones are read into a
+    buffer. A file cut short while a READ is on its way must not take the server or the
     connection down: each READ answers with the length it announced (the part that vanished
     as zeros) or END_OF_FILE, every signature checks and every encrypted response opens, and
     once the file is still, READs return exactly its bytes."""

@@ -14,10 +14,6 @@ use rustix::io::{pread, pwrite, Errno};
 use std::fmt;
 use std::sync::Arc;
 
-/// Smallest read of a memory file copied out of its mapping rather than with pread (below
-/// this, finding the window and the file's size costs more than pread's overhead).
-const MAPPED_COPY_MIN: usize = 64 << 10;
-
 /// What the kernel lets us do with a handle's fd (independent of what the client asked for).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FdAccess {
@@ -219,18 +215,6 @@ impl FileHandle for LocalHandle {
         }
         if !self.allow_read || self.access == FdAccess::PathOnly {
             return Err(VfsError::PermissionDenied);
-        }
-        // Large reads of memory files copy out of the file's mapping: one plain copy, where
-        // pread walks the page cache page by page (~1.5-2x the cost per MiB here).
-        if buf.len() >= MAPPED_COPY_MIN {
-            if let Some(Ok(r)) = self.map_range(offset, buf.len()) {
-                if let Some(n) = r.with_bytes(|b| {
-                    buf[..b.len()].copy_from_slice(b);
-                    b.len()
-                }) {
-                    return Ok(n);
-                }
-            }
         }
         let mut done = 0;
         while done < buf.len() {
