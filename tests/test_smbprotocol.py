@@ -168,11 +168,13 @@ def test_large_reads_racing_a_truncate(braid_server, scratch, mode):
     smb.close()
 
 
-def test_large_overwrites_from_two_connections(braid_server, scratch):
-    """1 MiB WRITEs into an existing tmpfs file from two connections at once: large frames
-    arriving together are spliced, and a spliced payload that overwrites a memory file is
-    copied into it through a mapping. Every byte must land, the last WRITE to each block
-    wins, and the file's write time moves as with any write."""
+@pytest.mark.parametrize("mode", ["plain", "signed", "encrypted"])
+def test_large_overwrites_from_two_connections(braid_server, scratch, mode):
+    """1 MiB WRITEs into an existing tmpfs file from two connections at once: large plain
+    frames arriving together are spliced, and a spliced payload that overwrites a memory file
+    is copied into it through a mapping by the kernel; signed and encrypted payloads are
+    written from their buffers. Every byte must land, the last WRITE to each block wins, and
+    the file's write time moves as with any write."""
     import threading
     name, path = scratch
     block = 1024 * 1024
@@ -185,7 +187,7 @@ def test_large_overwrites_from_two_connections(braid_server, scratch):
 
     def writer(first):
         try:
-            smb = Smb(braid_server, require_signing=False)
+            smb = Smb(braid_server, require_signing=mode != "plain", require_encryption=mode == "encrypted")
             f = smb.open(rf"{name}\overwritten.bin", access=A.GENERIC_READ | A.GENERIC_WRITE,
                          disposition=CreateDisposition.FILE_OPEN)
             for rnd in range(6):
@@ -209,6 +211,49 @@ def test_large_overwrites_from_two_connections(braid_server, scratch):
     for b in range(8):
         assert got[b * block:(b + 1) * block] == final[b], f"block {b}"
     assert local.stat().st_mtime_ns > before
+
+
+@pytest.mark.parametrize("mode", ["plain", "signed"])
+def test_overwrites_racing_a_truncate(braid_server, scratch, mode):
+    """WRITEs of 64 KiB and 1 MiB inside a tmpfs file (plain large ones spliced and copied into
+    a mapping of it by the kernel, signed ones written from their buffers). Another process
+    cutting the file short meanwhile must not take the server down or fail a WRITE, and once
+    the file is still, a WRITE and a READ of it round-trip exactly."""
+    import threading
+    name, path = scratch
+    size = 4 * 1024 * 1024
+    local = path / "cut.bin"
+    local.write_bytes(bytes(size))
+    smb = Smb(braid_server, require_signing=mode == "signed")
+    f = smb.open(rf"{name}\cut.bin", access=A.GENERIC_READ | A.GENERIC_WRITE, disposition=CreateDisposition.FILE_OPEN)
+    stop = threading.Event()
+
+    def churn():
+        with open(local, "r+b") as h:
+            while not stop.is_set():
+                h.truncate(random.randrange(size))
+                h.truncate(size)
+
+    t = threading.Thread(target=churn)
+    t.start()
+    writes = 0
+    try:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            n = random.choice((64 * 1024, 1024 * 1024))
+            off = random.randrange(0, size - n, 4096)
+            assert f.write(os.urandom(n), off) == n
+            writes += 1
+    finally:
+        stop.set()
+        t.join()
+    assert writes > 0
+    data = os.urandom(2 * 1024 * 1024)
+    assert f.write(data, 1024 * 1024) == len(data)
+    assert f.read(1024 * 1024, len(data)) == data
+    assert local.read_bytes()[1024 * 1024:3 * 1024 * 1024] == data
+    f.close()
+    smb.close()
 
 
 def test_truncate_and_extend(smb, scratch):
