@@ -1,16 +1,18 @@
 //! Reading a file's mapping from user space without dying when the file shrinks.
 //!
 //! A shared mapping of a file that another process cuts short raises SIGBUS on the next
-//! user-space read of a page past the new end. Sealing a READ straight out of the mapping
-//! (one pass instead of a pread copy and a pass over the copy) reads it from user space, so
-//! windows that may be read that way are registered here, and a SIGBUS handler, installed
-//! once, answers a fault inside a registered window by mapping read-only zero pages over the
-//! faulting page and the rest of the window, and returning: the access is retried and reads
-//! zeros, which is what the
-//! kernel-copy paths already send past a new end of file. The window is marked stale so no
-//! new range is taken from it (its zero pages no longer follow the file). The zero page is
-//! read-only, so a kernel copy *into* the window (a spliced WRITE) still fails with EFAULT
-//! there and falls back to the file system, losing nothing.
+//! user-space access to a page past the new end. Sealing a READ straight out of the mapping
+//! (one pass instead of a pread copy and a pass over the copy) and copying a buffered WRITE
+//! into it access it from user space, so every window is registered here, and a SIGBUS
+//! handler, installed once, answers a fault inside a registered window by mapping zero pages
+//! over the faulting page and the rest of the window (every page after the first one past
+//! the end is past it too) and returning: the access is retried. A read then sees zeros,
+//! which is what the kernel-copy paths already send past a new end of file. A write lands
+//! nowhere: its bytes fell past the end of a file that was cut short while they were being
+//! written, which is what the write followed by the cut leaves, so no ordering a client could
+//! observe is broken. The window is marked stale so no new range is taken from it (its zero
+//! pages no longer follow the file). Zero pages are writable only in windows mapped for
+//! writing.
 //!
 //! A SIGBUS anywhere else gets the disposition that was in place before (Rust's own, or the
 //! default) back and is re-raised by the retried access: such faults stay fatal.
@@ -33,9 +35,13 @@ struct Slot {
     len: AtomicUsize,
     /// A zero page was mapped into the window: it no longer mirrors the file.
     stale: AtomicBool,
+    /// User space writes into the window too (buffered WRITEs), so its zero pages must take
+    /// writes.
+    writable: AtomicBool,
 }
 
-static TABLE: [Slot; SLOTS] = [const { Slot { start: AtomicUsize::new(0), len: AtomicUsize::new(0), stale: AtomicBool::new(false) } }; SLOTS];
+static TABLE: [Slot; SLOTS] =
+    [const { Slot { start: AtomicUsize::new(0), len: AtomicUsize::new(0), stale: AtomicBool::new(false), writable: AtomicBool::new(false) } }; SLOTS];
 
 /// The SIGBUS disposition before ours (restored for faults that are not ours).
 struct Previous(libc::sigaction);
@@ -94,8 +100,8 @@ extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mu
         // SAFETY: the pages lie inside a live window (a reader holds it while faulting in
         // it); MAP_FIXED replaces just them, and only this module's readers and the kernel
         // touch the window.
-        let p =
-            unsafe { libc::mmap(at as *mut libc::c_void, len, libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED, -1, 0) };
+        let prot = if s.writable.load(Ordering::Acquire) { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+        let p = unsafe { libc::mmap(at as *mut libc::c_void, len, prot, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED, -1, 0) };
         if p != libc::MAP_FAILED {
             s.stale.store(true, Ordering::Release);
             return;
@@ -119,13 +125,14 @@ pub(crate) struct Guard(usize);
 impl Guard {
     /// Registers `len` bytes at `addr`; `None` when the handler could not be installed or
     /// every slot is taken (the window then serves kernel copies only).
-    pub(crate) fn register(addr: usize, len: usize) -> Option<Guard> {
+    pub(crate) fn register(addr: usize, len: usize, writable: bool) -> Option<Guard> {
         if addr == 0 || !install() {
             return None;
         }
         for (i, s) in TABLE.iter().enumerate() {
             if s.start.compare_exchange(0, addr, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
                 s.stale.store(false, Ordering::Relaxed);
+                s.writable.store(writable, Ordering::Relaxed);
                 s.len.store(len, Ordering::Release);
                 return Some(Guard(i));
             }

@@ -332,6 +332,7 @@ impl LocalBackend {
 
     fn handle(&self, fd: OwnedFd, is_dir: bool, access: FdAccess, path: &SharePath, opts: OpenOptions) -> LocalHandle {
         let memory_backed = (opts.read || opts.write) && !is_dir && handle::is_memory_fs(&fd);
+        let windows = if memory_backed { crate::mapped::shared(fd.as_fd()) } else { Arc::default() };
         LocalHandle {
             fd,
             is_dir,
@@ -340,7 +341,8 @@ impl LocalBackend {
             allow_write: opts.write,
             memory_backed,
             sticky_ctime: std::sync::atomic::AtomicBool::new(false),
-            windows: Default::default(),
+            windows,
+            recent_windows: Default::default(),
             path: path.clone(),
             root: Arc::clone(&self.root),
         }
