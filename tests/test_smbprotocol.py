@@ -1,5 +1,6 @@
 """Interop with the Python smbprotocol client (low-level API, high-level smbclient where simpler)."""
 
+import contextlib
 import os
 import random
 import time
@@ -112,6 +113,27 @@ def test_large_reads_one_at_a_time(braid_server, scratch, signed):
     smb.close()
 
 
+@contextlib.contextmanager
+def _cutting(local, step):
+    """Runs step(file) over and over in another thread (another process's view of the share)
+    while the body runs."""
+    import threading
+    stop = threading.Event()
+
+    def churn():
+        with open(local, "r+b") as h:
+            while not stop.is_set():
+                step(h)
+
+    t = threading.Thread(target=churn)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
+
+
 @pytest.mark.parametrize("mode", ["plain", "signed", "encrypted"])
 def test_large_reads_racing_a_truncate(braid_server, scratch, mode):
     """Large unsigned READs of a tmpfs file are sent from a mapping of it and encrypted ones
@@ -120,7 +142,6 @@ def test_large_reads_racing_a_truncate(braid_server, scratch, mode):
     connection down: each READ answers with the length it announced (the part that vanished
     as zeros) or END_OF_FILE, every signature checks and every encrypted response opens, and
     once the file is still, READs return exactly its bytes."""
-    import threading
     name, path = scratch
     size = 4 * 1024 * 1024
     data = os.urandom(size)
@@ -128,20 +149,15 @@ def test_large_reads_racing_a_truncate(braid_server, scratch, mode):
     local.write_bytes(data)
     smb = Smb(braid_server, require_signing=mode != "plain", require_encryption=mode == "encrypted")
     f = smb.open(rf"{name}\shrinking.bin", access=A.GENERIC_READ, disposition=CreateDisposition.FILE_OPEN)
-    stop = threading.Event()
 
-    def churn():
-        with open(local, "r+b") as h:
-            while not stop.is_set():
-                h.truncate(random.randrange(size))
-                h.seek(0)
-                h.write(data)
-                h.flush()
+    def cut_and_restore(h):
+        h.truncate(random.randrange(size))
+        h.seek(0)
+        h.write(data)
+        h.flush()
 
-    t = threading.Thread(target=churn)
-    t.start()
     reads = 0
-    try:
+    with _cutting(local, cut_and_restore):
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
             # 1 MiB READs are always mapped, 64 KiB ones while the writer is free
@@ -158,9 +174,6 @@ def test_large_reads_racing_a_truncate(braid_server, scratch, mode):
             for i in range(0, len(got), 65536):
                 chunk = got[i:i + 65536]
                 assert chunk == data[off + i:off + i + len(chunk)] or chunk.count(0) > 0
-    finally:
-        stop.set()
-        t.join()
     assert reads > 0
     local.write_bytes(data)
     assert f.read(size - 2 * 1024 * 1024, 2 * 1024 * 1024) == data[-2 * 1024 * 1024:]
@@ -219,34 +232,25 @@ def test_overwrites_racing_a_truncate(braid_server, scratch, mode):
     a mapping of it by the kernel, signed ones written from their buffers). Another process
     cutting the file short meanwhile must not take the server down or fail a WRITE, and once
     the file is still, a WRITE and a READ of it round-trip exactly."""
-    import threading
     name, path = scratch
     size = 4 * 1024 * 1024
     local = path / "cut.bin"
     local.write_bytes(bytes(size))
     smb = Smb(braid_server, require_signing=mode == "signed")
     f = smb.open(rf"{name}\cut.bin", access=A.GENERIC_READ | A.GENERIC_WRITE, disposition=CreateDisposition.FILE_OPEN)
-    stop = threading.Event()
 
-    def churn():
-        with open(local, "r+b") as h:
-            while not stop.is_set():
-                h.truncate(random.randrange(size))
-                h.truncate(size)
+    def cut_and_regrow(h):
+        h.truncate(random.randrange(size))
+        h.truncate(size)
 
-    t = threading.Thread(target=churn)
-    t.start()
     writes = 0
-    try:
+    with _cutting(local, cut_and_regrow):
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
             n = random.choice((64 * 1024, 1024 * 1024))
             off = random.randrange(0, size - n, 4096)
             assert f.write(os.urandom(n), off) == n
             writes += 1
-    finally:
-        stop.set()
-        t.join()
     assert writes > 0
     data = os.urandom(2 * 1024 * 1024)
     assert f.write(data, 1024 * 1024) == len(data)

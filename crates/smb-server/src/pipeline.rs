@@ -111,10 +111,7 @@ impl Ctx<'_> {
     /// Whether this response may carry a [`FileTail`]: alone in its frame (no compound),
     /// neither signed nor encrypted (both need the payload in memory).
     pub fn may_send_tail(&self) -> bool {
-        self.earlier.is_empty()
-            && self.range.end == self.frame.len()
-            && !self.hdr.is_related()
-            && self.hdr.next_command == 0
+        self.alone_in_frame()
             && self.encrypted_by.is_none()
             && !self.hdr.is_signed()
             && !self.session.as_ref().and_then(|s| s.security.get()).is_some_and(|s| s.signing_required && s.signer.is_some())
@@ -123,11 +120,12 @@ impl Ctx<'_> {
     /// Whether this response may carry a [`Tail::Mapped`] that is encrypted straight out of
     /// the mapping when sent: alone in its frame, in an encrypted frame.
     pub fn may_seal_tail(&self) -> bool {
-        self.earlier.is_empty()
-            && self.range.end == self.frame.len()
-            && !self.hdr.is_related()
-            && self.hdr.next_command == 0
-            && self.encrypted_by.is_some()
+        self.alone_in_frame() && self.encrypted_by.is_some()
+    }
+
+    /// The request is its frame's only one (no compound before or after it).
+    fn alone_in_frame(&self) -> bool {
+        self.earlier.is_empty() && self.range.end == self.frame.len() && !self.hdr.is_related() && self.hdr.next_command == 0
     }
 
     /// Resolves a FileId from a request: the all-ones id means the previous related result.
