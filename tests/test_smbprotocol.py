@@ -113,6 +113,13 @@ def test_large_reads_one_at_a_time(braid_server, scratch, signed):
     smb.close()
 
 
+def _for_seconds(secs):
+    """Yields until `secs` seconds have passed."""
+    deadline = time.monotonic() + secs
+    while time.monotonic() < deadline:
+        yield
+
+
 @contextlib.contextmanager
 def _cutting(local, step):
     """Runs step(file) over and over in another thread (another process's view of the share)
@@ -158,8 +165,7 @@ def test_large_reads_racing_a_truncate(braid_server, scratch, mode):
 
     reads = 0
     with _cutting(local, cut_and_restore):
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
+        for _ in _for_seconds(3):
             # 1 MiB READs are always mapped, 64 KiB ones while the writer is free
             want = random.choice((64 * 1024, 1024 * 1024))
             off = random.randrange(0, size - want, 4096)
@@ -245,8 +251,7 @@ def test_overwrites_racing_a_truncate(braid_server, scratch, mode):
 
     writes = 0
     with _cutting(local, cut_and_regrow):
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
+        for _ in _for_seconds(3):
             n = random.choice((64 * 1024, 1024 * 1024))
             off = random.randrange(0, size - n, 4096)
             assert f.write(os.urandom(n), off) == n

@@ -226,7 +226,7 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>, mut paylo
 /// Signs (or encrypts) and sends the responses in `out` as one compound, leaving `out` and
 /// `parts` empty for whatever follows. Nothing is sent when there is no response (a lone
 /// CANCEL).
-async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<Part>, encrypted_by: Option<&Session>, tail: Option<Tail>) {
+async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<Part>, encrypted_by: Option<&Session>, mut tail: Option<Tail>) {
     let Some(last) = parts.last().map(|p| p.start) else { return };
     // The last response ends the chain, even if a request after it produced none.
     out[last + offset::NEXT_COMMAND..last + offset::NEXT_COMMAND + 4].copy_from_slice(&0u32.to_le_bytes());
@@ -256,7 +256,6 @@ async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<Pa
     }
     parts.clear();
     let mut buf = std::mem::replace(out, response_buffer(encrypted_by.is_some()));
-    let mut tail = tail;
     if let Some(session) = encrypted_by {
         let r = match tail.take() {
             Some(Tail::Mapped(m, h)) => seal_with_mapped(conn, session, &mut buf, &m, &*h),

@@ -6,9 +6,10 @@
 //!
 //! Safety rests on two rules. Kernel copies (`writev`, `read`) get a mapping's bytes as raw
 //! addresses; if the file shrinks under the mapping, the copy fails with `EFAULT` (a fault
-//! taken inside a system call is not a SIGBUS), which the caller handles. User space reads a
-//! mapping only through [`MappedRange::with_bytes`], and only in windows registered with
-//! `fault_guard`, whose SIGBUS handler turns a page past a new end of file into zeros.
+//! taken inside a system call is not a SIGBUS), which the caller handles. User space touches
+//! a mapping only through [`MappedRange::with_bytes`] and [`MappedRange::copy_in`], and only
+//! in windows registered with `fault_guard`, whose SIGBUS handler maps zeros over pages past
+//! a new end of file.
 
 #![allow(unsafe_code)]
 
@@ -43,7 +44,8 @@ struct Window {
     len: usize,
     /// Mapped for writing too (the descriptor is open for reading and writing).
     writable: bool,
-    /// Registration for user-space reads (`with_bytes`); `None`: kernel copies only.
+    /// Registration for user-space access (`with_bytes`, `copy_in`); `None`: kernel copies
+    /// only.
     guard: Option<Guard>,
 }
 
@@ -143,8 +145,7 @@ impl Windows {
                 w
             }
         };
-        let at = usize::try_from(offset - w.base).ok()?;
-        Some(MappedRange { window: Some(w), at, len, offset })
+        MappedRange::in_window(w, offset, len)
     }
 
     /// [`Windows::range`] for one handle of a file whose windows are `shared` by all its
@@ -168,8 +169,7 @@ impl Windows {
             let mut ws = self.0.lock().unwrap_or_else(|p| p.into_inner());
             ws.retain(|w| !w.stale());
             if let Some(w) = ws.iter().find(|w| w.covers(offset, len, writable)).cloned() {
-                let at = usize::try_from(offset - w.base).ok()?;
-                return Some(MappedRange { window: Some(w), at, len, offset });
+                return MappedRange::in_window(w, offset, len);
             }
         }
         let r = shared.range(fd, offset, len, writable, rw)?;
@@ -194,6 +194,12 @@ pub struct MappedRange {
 }
 
 impl MappedRange {
+    /// `len` bytes at file offset `offset` of window `w`, which covers them.
+    fn in_window(w: Arc<Window>, offset: u64, len: usize) -> Option<MappedRange> {
+        let at = usize::try_from(offset - w.base).ok()?;
+        Some(MappedRange { window: Some(w), at, len, offset })
+    }
+
     /// A range of no bytes (a read at or past the end of file).
     pub fn empty() -> MappedRange {
         MappedRange { window: None, at: 0, len: 0, offset: 0 }

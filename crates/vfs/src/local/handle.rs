@@ -86,7 +86,31 @@ impl LocalHandle {
         self.is_dir
     }
 
-    /// Common gate of every call that changes the file's data.
+    /// A range of the file from its mapped windows (see `Windows::range_through`).
+    fn window_range(&self, offset: u64, len: usize, writable: bool) -> Option<MappedRange> {
+        self.recent_windows.range_through(&self.windows, self.fd.as_fd(), offset, len, writable, self.access == FdAccess::ReadWrite)
+    }
+
+    /// A writable mapped range for a write of `len` bytes at `offset`, when the file is in
+    /// memory, open for writing, the write large enough to be worth it and wholly inside
+    /// the file (`fill_mapped`, `copy_mapped`); `None`: write the ordinary way.
+    fn overwrite_range(&self, offset: u64, len: usize) -> Result<Option<MappedRange>> {
+        if !self.memory_backed || self.access != FdAccess::ReadWrite || len < MAPPED_WRITE_MIN {
+            return Ok(None);
+        }
+        if self.size()? < offset + len as u64 {
+            return Ok(None);
+        }
+        Ok(self.window_range(offset, len, true))
+    }
+
+    /// Sets the write time as a write would: a write through a mapping does not.
+    fn touch_write_time(&self) -> Result<()> {
+        let now = Timespec { tv_sec: 0, tv_nsec: UTIME_NOW };
+        let keep = Timespec { tv_sec: 0, tv_nsec: UTIME_OMIT };
+        futimens(&self.fd, &Timestamps { last_access: keep, last_modification: now }).map_err(map_errno)
+    }
+
     /// Copies up to `len` bytes of a pipe into a memory file at `offset` through a writable
     /// mapping, when the range lies inside the file: a plain copy into the page cache,
     /// where the file system's write path (splice, pwrite) costs about twice as much per
@@ -94,13 +118,7 @@ impl LocalHandle {
     /// past the end of file, or a file cut short meanwhile). A write through a mapping does
     /// not touch the file's times, so they are set here as a write would set them.
     fn fill_mapped(&self, from: std::os::fd::BorrowedFd<'_>, offset: u64, len: usize) -> Result<usize> {
-        if !self.memory_backed || self.access != FdAccess::ReadWrite || len < MAPPED_WRITE_MIN {
-            return Ok(0);
-        }
-        if self.size()? < offset + len as u64 {
-            return Ok(0);
-        }
-        let Some(m) = self.recent_windows.range_through(&self.windows, self.fd.as_fd(), offset, len, true, true) else { return Ok(0) };
+        let Some(m) = self.overwrite_range(offset, len)? else { return Ok(0) };
         let mut done = 0;
         while done < len {
             match m.fill_from(from, done) {
@@ -114,9 +132,7 @@ impl LocalHandle {
             }
         }
         if done > 0 {
-            let now = Timespec { tv_sec: 0, tv_nsec: UTIME_NOW };
-            let keep = Timespec { tv_sec: 0, tv_nsec: UTIME_OMIT };
-            futimens(&self.fd, &Timestamps { last_access: keep, last_modification: now }).map_err(map_errno)?;
+            self.touch_write_time()?;
         }
         Ok(done)
     }
@@ -126,22 +142,15 @@ impl LocalHandle {
     /// `memcpy` where pwrite's per-page path costs ~3x as much on tmpfs). `None`: write the
     /// ordinary way.
     fn copy_mapped(&self, buf: &[u8], offset: u64) -> Result<Option<usize>> {
-        if !self.memory_backed || self.access != FdAccess::ReadWrite || buf.len() < MAPPED_WRITE_MIN {
-            return Ok(None);
-        }
-        if self.size()? < offset + buf.len() as u64 {
-            return Ok(None);
-        }
-        let Some(m) = self.recent_windows.range_through(&self.windows, self.fd.as_fd(), offset, buf.len(), true, true) else { return Ok(None) };
+        let Some(m) = self.overwrite_range(offset, buf.len())? else { return Ok(None) };
         if m.copy_in(buf).is_none() {
             return Ok(None);
         }
-        let now = Timespec { tv_sec: 0, tv_nsec: UTIME_NOW };
-        let keep = Timespec { tv_sec: 0, tv_nsec: UTIME_OMIT };
-        futimens(&self.fd, &Timestamps { last_access: keep, last_modification: now }).map_err(map_errno)?;
+        self.touch_write_time()?;
         Ok(Some(buf.len()))
     }
 
+    /// Common gate of every call that changes the file's data.
     fn check_data_change(&self) -> Result<()> {
         if self.root.read_only {
             return Err(VfsError::ReadOnly);
@@ -361,7 +370,7 @@ impl FileHandle for LocalHandle {
         if avail == 0 {
             return Some(Ok(MappedRange::empty()));
         }
-        self.recent_windows.range_through(&self.windows, self.fd.as_fd(), offset, avail as usize, false, self.access == FdAccess::ReadWrite).map(Ok)
+        self.window_range(offset, avail as usize, false).map(Ok)
     }
 
     fn attrs(&self) -> Result<FileAttrs> {
