@@ -15,6 +15,7 @@ use bytes::{Bytes, BytesMut};
 use smb_crypto::{Sealer, Signer, TRANSFORM_HEADER_LEN, TRANSFORM_PROTOCOL_ID};
 use smb_wire::frame::{frame_header, frame_len, MAX_FRAME};
 use smb_wire::header::flags;
+use smb_wire::read_ahead::ReadAhead;
 use smb_wire::{Command, Header, MessageId, NtStatus, SessionId, TreeId, HEADER_LEN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -501,17 +502,27 @@ async fn write_all_two(wr: &mut OwnedWriteHalf, a: &[u8], b: &[u8]) -> std::io::
 }
 
 async fn reader_loop(shared: Arc<Shared>, mut rd: OwnedReadHalf) {
-    loop {
-        let mut th = [0u8; 4];
-        if rd.read_exact(&mut th).await.is_err() {
-            break;
-        }
+    // Small responses arrive with their length prefix in one receive (see `ReadAhead`).
+    let mut ahead = ReadAhead::default();
+    'frames: loop {
+        let th = loop {
+            if let Some(th) = ahead.take_prefix() {
+                break th;
+            }
+            match rd.read(ahead.spare()).await {
+                Ok(n) if n > 0 => ahead.filled(n),
+                _ => break 'frames,
+            }
+        };
         let Ok(len) = frame_len(th, shared.frame_cap.load(Ordering::Relaxed)) else {
             tracing::debug!("smb-client: bad or oversized frame from server");
             break;
         };
         let mut frame = crate::buffers::filled(len);
-        if rd.read_exact(&mut frame).await.is_err() {
+        let pre = ahead.take_frame(len);
+        frame[..pre.len()].copy_from_slice(pre);
+        let have = pre.len();
+        if have < len && rd.read_exact(&mut frame[have..]).await.is_err() {
             break;
         }
         if let Err(why) = process_frame(&shared, frame) {

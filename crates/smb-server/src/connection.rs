@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use smb_crypto::{Cipher, PreauthHash, SigningAlgorithm};
+use smb_wire::read_ahead::ReadAhead;
 use smb_wire::{frame, SessionId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -286,15 +287,21 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     let in_flight = conn.in_flight.clone();
     // Largest frame: a maximal WRITE plus headers, or a compound of small requests.
     let cap = (server.config.max_io_size as usize + 64 * 1024).min(frame::MAX_FRAME);
-    loop {
-        let mut hdr = [0u8; 4];
-        let read = tokio::select! {
-            r = rd.read_exact(&mut hdr) => r.is_ok(),
-            _ = conn.closing.notified() => false,
+    let mut ahead = ReadAhead::default();
+    'frames: loop {
+        let hdr = loop {
+            if let Some(h) = ahead.take_prefix() {
+                break h;
+            }
+            let read = tokio::select! {
+                r = rd.read(ahead.spare()) => r,
+                _ = conn.closing.notified() => Ok(0),
+            };
+            match read {
+                Ok(n) if n > 0 && !conn.is_closed() => ahead.filled(n),
+                _ => break 'frames,
+            }
         };
-        if !read || conn.is_closed() {
-            break;
-        }
         let len = match frame::frame_len(hdr, cap) {
             Ok(l) => l,
             Err(e) => {
@@ -303,7 +310,7 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
             }
         };
         let read = tokio::select! {
-            r = read_frame(&conn, &mut rd, len) => r,
+            r = read_frame(&conn, &mut rd, len, &mut ahead) => r,
             _ = conn.closing.notified() => Err(std::io::ErrorKind::ConnectionAborted.into()),
         };
         let Ok((buf, payload)) = read else { break };
@@ -329,12 +336,13 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     tracing::debug!(conn = id, %peer, "disconnected");
 }
 
-/// Reads the `len` bytes of one frame. A large plain WRITE leaves its payload in a pipe
-/// (zero-copy receive, see `splice.rs`; `splice_writes = false` turns it off) while other
-/// large frames are being received too (`splice_min_concurrent`), on a connection whose
-/// segments are large (loopback-like, `splice::MIN_MSS`); everything else arrives whole in
-/// a pooled buffer.
-async fn read_frame(conn: &Connection, rd: &mut OwnedReadHalf, len: usize) -> std::io::Result<(Vec<u8>, Option<Payload>)> {
+/// Reads the `len` bytes of one frame, starting with those already read ahead. A large
+/// plain WRITE leaves its payload in a pipe (zero-copy receive, see `splice.rs`;
+/// `splice_writes = false` turns it off) while other large frames are being received too
+/// (`splice_min_concurrent`), on a connection whose segments are large (loopback-like,
+/// `splice::MIN_MSS`), unless part of the payload was already read ahead; everything else
+/// arrives whole in a pooled buffer.
+async fn read_frame(conn: &Connection, rd: &mut OwnedReadHalf, len: usize, ahead: &mut ReadAhead) -> std::io::Result<(Vec<u8>, Option<Payload>)> {
     let pipes = &conn.server.pipes;
     // Deep queues splice too: pipes hold no more than buffers would (requests in flight are
     // capped per connection), and when pipes or descriptors run out the frame is read into a
@@ -342,14 +350,25 @@ async fn read_frame(conn: &Connection, rd: &mut OwnedReadHalf, len: usize) -> st
     let large = conn.large_segments && len >= splice::PREFIX && pipes.fits(len - splice::PREFIX);
     let receiving = large.then(|| pipes.receiving());
     let alone = receiving.as_ref().is_some_and(|r| r.concurrent < conn.server.config.splice_min_concurrent);
-    if !large || alone {
+    // After a frame that may be spliced, receive only the next one's headers ahead: a large
+    // WRITE's payload must still be in the socket when the splice decision is made.
+    if len >= splice::PREFIX + splice::MIN_PAYLOAD {
+        ahead.limit_next(4 + splice::PREFIX);
+    }
+    let pre = ahead.take_frame(len);
+    if !large || alone || pre.len() > splice::PREFIX {
         let mut buf = conn.take_buffer(len);
         buf.truncate(len);
-        read_all(conn, rd, &mut buf).await?;
+        buf[..pre.len()].copy_from_slice(pre);
+        let have = pre.len();
+        if have < len {
+            read_all(conn, rd, &mut buf[have..]).await?;
+        }
         return Ok((buf, None));
     }
     let mut prefix = [0u8; splice::PREFIX];
-    rd.read_exact(&mut prefix).await?;
+    prefix[..pre.len()].copy_from_slice(pre);
+    rd.read_exact(&mut prefix[pre.len()..]).await?;
     let mut head = Vec::new();
     if splice::is_spliceable(&prefix, len) {
         match splice::receive(pipes, rd.as_ref(), len - splice::PREFIX).await? {

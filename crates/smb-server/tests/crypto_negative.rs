@@ -893,6 +893,46 @@ fn deep_queue_of_large_writes_lands_whole() {
     }
 }
 
+/// Small and large WRITEs back to back in one send, so that frames of every size start
+/// and end inside what the server read ahead of them (a large WRITE whose first bytes were
+/// read ahead is received into a buffer; the next one may be spliced): each lands whole.
+#[test]
+fn small_and_large_writes_in_one_stream_land_whole() {
+    const ECHO: u16 = 13;
+    let sizes = [100, 1 << 20, 4096, 300 << 10, 7, 20_000, 1 << 20, 1 << 20, 60, 16_300, 300 << 10];
+    for extra in RECEIVE_PATHS {
+        let mut srv = Braid::start(extra);
+        let mut c = Client::on_share(srv.port, "plain");
+        let fid = prepared_file(&mut c, "mixed.bin", b"X", Prot::Signed);
+        for _ in 0..2 {
+            assert_eq!(c.call(ECHO, &[4, 0, 0, 0], Prot::Plain).status, SUCCESS, "ECHO");
+        }
+        let mut stream = Vec::new();
+        let mut expect = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            let data = big_payload(i as u8 + 70)[..n].to_vec();
+            stream.extend(c.big_write_frame(&fid, expect.len() as u64, &data));
+            expect.extend(data);
+        }
+        c.sock.write_all(&stream).expect("send");
+        // Responses may come back in any order.
+        let mut counts: Vec<usize> = (0..sizes.len())
+            .map(|_| {
+                let resp = c.recv();
+                assert_eq!(resp.status, SUCCESS, "a WRITE ({extra:?})");
+                get32(resp.body(), 4) as usize
+            })
+            .collect();
+        counts.sort_unstable();
+        let mut want = sizes.to_vec();
+        want.sort_unstable();
+        assert_eq!(counts, want, "Counts ({extra:?})");
+        let on_disk = std::fs::read(srv.path("plain", "mixed.bin")).expect("file");
+        assert!(on_disk == expect, "the file differs from what was written ({extra:?})");
+        srv.assert_serving();
+    }
+}
+
 /// A large WRITE that trickles in: the server raises the socket's low-water mark to what
 /// is missing while it waits, and must still wake for each remainder, the frame's last
 /// bytes included, on both receive paths.

@@ -10,6 +10,7 @@ pub mod frame;
 pub mod header;
 pub mod ids;
 pub mod msg;
+pub mod read_ahead;
 pub mod reader;
 pub mod smb1;
 pub mod status;
