@@ -348,11 +348,21 @@ impl Client {
     /// needs neither signing nor sealing; otherwise the payload is appended and sent as usual.
     pub(crate) async fn call_payload(&self, mut req: Request, payload: bytes::Bytes, command: &'static str) -> Result<Response, ClientError> {
         let opts = self.opts(req.encrypted());
-        if opts.sign || opts.encrypt {
+        if opts.encrypt {
+            return self.call_sealed(req, &payload, command).await;
+        }
+        if opts.sign {
             req.body().extend_from_slice(&payload);
             return self.call(req, command).await;
         }
         self.inner.conn.call_with_payload(req, payload, opts).await?.check(command)
+    }
+
+    /// Sends a sealed request whose last bytes are `payload`, encrypted straight from it
+    /// (see `Conn::call_sealed_payload`).
+    pub(crate) async fn call_sealed(&self, req: Request, payload: &[u8], command: &'static str) -> Result<Response, ClientError> {
+        let opts = self.opts(req.encrypted());
+        self.inner.conn.call_sealed_payload(req, payload, opts).await?.check(command)
     }
 
     /// Sends a WRITE built in the caller's frame (see `Conn::call_framed`): plain or signed,

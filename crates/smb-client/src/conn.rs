@@ -174,19 +174,23 @@ enum Outgoing {
 pub const FRAMED_ROOM: usize = 4 + HEADER_LEN + 48;
 
 /// A WRITE payload that is not copied into the request.
-enum Tail {
+enum Tail<'a> {
     /// Written after the request (plain requests only).
     After(Bytes),
     /// The whole frame: the request's head goes into the room before the payload, and a
     /// signature is computed in place.
     Framed(BytesMut),
+    /// Encrypted from the caller's bytes into the frame in the sealing pass itself (sealed
+    /// requests only): the payload is read once, never copied into the request first.
+    Sealed(&'a [u8]),
 }
 
-impl Tail {
+impl Tail<'_> {
     fn len(&self) -> usize {
         match self {
             Tail::After(b) => b.len(),
             Tail::Framed(b) => b.len().saturating_sub(FRAMED_ROOM),
+            Tail::Sealed(b) => b.len(),
         }
     }
 }
@@ -298,6 +302,17 @@ impl Conn {
         rx.await.map_err(|_| ClientError::Disconnected)?
     }
 
+    /// Sends one sealed request whose last `payload.len()` bytes are `payload`, encrypted
+    /// straight from it into the frame (see `Sealer::seal_with_tail`).
+    pub async fn call_sealed_payload(&self, req: Request, payload: &[u8], opts: SendOpts) -> Result<Response, ClientError> {
+        if !opts.encrypt || opts.capture || !req.encrypted() {
+            return Err(ClientError::Protocol("a sealed payload needs a sealed request"));
+        }
+        let (mut rx, _, _) = self.send(vec![req], opts, Some(Tail::Sealed(payload))).await?;
+        let rx = rx.pop().ok_or(ClientError::Disconnected)?;
+        rx.await.map_err(|_| ClientError::Disconnected)?
+    }
+
     /// Sends one WRITE whose frame the caller built: `frame` holds [`FRAMED_ROOM`] bytes of
     /// room and then the payload; `req` is the request's head (header room and the 48-byte
     /// fixed part), copied into the room. A signature is computed over the frame in place,
@@ -326,7 +341,7 @@ impl Conn {
         &self,
         reqs: Vec<Request>,
         opts: SendOpts,
-        payload: Option<Tail>,
+        payload: Option<Tail<'_>>,
     ) -> Result<(Vec<oneshot::Receiver<Reply>>, Vec<Vec<u8>>, Option<Bytes>), ClientError> {
         if reqs.is_empty() {
             return Ok((Vec::new(), Vec::new(), None));
@@ -425,13 +440,28 @@ impl Conn {
                 captured.push(frame[at..end].to_vec());
             }
         }
+        let mut tail_outside = tail;
         if let Some(sealer) = sealer {
             if start != 4 + TRANSFORM_HEADER_LEN {
                 return Err(ClientError::Protocol("request not built for encryption"));
             }
-            sealer.seal(session_id, &mut frame[4..])?;
+            if let Some(Tail::Sealed(p)) = &payload {
+                // The head moves into a frame with room for the ciphertext and the tag's
+                // scratch; a pooled buffer, so no page is zeroed or faulted in per request.
+                let head_len = frame.len() - start;
+                let mut out = crate::buffers::filled(frame.len() + p.len() + 16);
+                out[..frame.len()].copy_from_slice(&frame);
+                let total = sealer.seal_with_tail(session_id, &mut out[4..], head_len, p)?;
+                out.truncate(4 + total);
+                crate::buffers::give(std::mem::replace(&mut frame, out));
+                tail_outside = 0;
+            } else {
+                sealer.seal(session_id, &mut frame[4..])?;
+            }
+        } else if matches!(payload, Some(Tail::Sealed(_))) {
+            return Err(ClientError::Protocol("a sealed payload on a request that is not sealed"));
         }
-        let len = frame.len() - 4 + tail;
+        let len = frame.len() - 4 + tail_outside;
         frame[..4].copy_from_slice(&frame_header(len));
         let mut shared = None;
         let out = match payload {
@@ -446,7 +476,7 @@ impl Conn {
                 shared = Some(b.clone());
                 Outgoing::Shared(b)
             }
-            None => Outgoing::Frame(frame),
+            Some(Tail::Sealed(_)) | None => Outgoing::Frame(frame),
         };
         if self.tx.send(out).is_err() {
             return Err(ClientError::Disconnected);

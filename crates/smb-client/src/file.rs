@@ -159,21 +159,26 @@ impl File {
 
     /// [`File::write`] of a payload the caller placed after the first [`WRITE_FRAME_ROOM`]
     /// bytes of `frame`: the request is built in that room and a signature computed in
-    /// place, so neither a plain nor a signed WRITE copies the payload (a sealed one does,
-    /// as encryption must not overwrite the caller's bytes). `frame` is handed back for the
-    /// next write; after an error it may be empty.
+    /// place, so neither a plain nor a signed WRITE copies the payload; a sealed one is
+    /// encrypted from it into a frame of its own in one pass (encryption must not overwrite
+    /// the caller's bytes). `frame` is handed back for the next write; after an error it may
+    /// be empty.
     pub async fn write_framed(&self, offset: u64, frame: &mut bytes::BytesMut) -> Result<u32, ClientError> {
         let client = self.tree.client();
         let Some(len) = frame.len().checked_sub(WRITE_FRAME_ROOM) else {
             return Err(ClientError::Protocol("WRITE frame shorter than its header room"));
         };
         let mut r = self.tree.request_with_room(Command::Write, 48);
-        if len == 0 || len > client.max_write() as usize || r.encrypted() {
+        if len == 0 || len > client.max_write() as usize {
             return self.write(offset, &frame[WRITE_FRAME_ROOM..]).await;
         }
         r.charge = client.charge(len as u32);
         WriteRequest { offset, file_id: self.id, channel: 0, flags: 0, data: &[] }.encode_fixed(r.body(), len);
-        let resp = client.call_framed(r, frame, "WRITE").await?;
+        let resp = if r.encrypted() {
+            client.call_sealed(r, &frame[WRITE_FRAME_ROOM..], "WRITE").await?
+        } else {
+            client.call_framed(r, frame, "WRITE").await?
+        };
         Ok(write::decode_response(resp.msg())?)
     }
 
