@@ -370,7 +370,8 @@ async fn read_frame(conn: &Connection, rd: &mut OwnedReadHalf, len: usize, ahead
     prefix[..pre.len()].copy_from_slice(pre);
     rd.read_exact(&mut prefix[pre.len()..]).await?;
     let mut head = Vec::new();
-    if splice::is_spliceable(&prefix, len) {
+    let lone = pipes.only_receiver(conn.id);
+    if splice::is_spliceable(&prefix, len) && !(lone && overwrites_memory_file(conn, &prefix)) {
         match splice::receive(pipes, rd.as_ref(), len - splice::PREFIX).await? {
             Received::Spliced(payload) => return Ok((prefix.to_vec(), Some(payload))),
             Received::Partial(h) => head = h,
@@ -383,6 +384,19 @@ async fn read_frame(conn: &Connection, rd: &mut OwnedReadHalf, len: usize, ahead
     buf[splice::PREFIX..have].copy_from_slice(&head);
     read_all(conn, rd, &mut buf[have..]).await?;
     Ok((buf, None))
+}
+
+/// Whether a WRITE (its `prefix`) lies inside a memory file's current size: such a WRITE,
+/// received into a buffer, is copied into the file's mapping (`LocalHandle::copy_mapped`),
+/// which on a lone connection beats splicing it (the hand-off to the pool and the pipe cost
+/// more than the second copy saves; decisions.md, "Lone overwrites of memory files").
+fn overwrites_memory_file(conn: &Connection, prefix: &[u8; splice::PREFIX]) -> bool {
+    let u64_at = |o: usize| u64::from_le_bytes(prefix[o..o + 8].try_into().unwrap_or_default());
+    let length = u64::from(u32::from_le_bytes(prefix[68..72].try_into().unwrap_or_default()));
+    let (session_id, offset, volatile) = (u64_at(40), u64_at(72), u64_at(88));
+    let Some(open) = conn.server.sessions.get(&SessionId(session_id)).and_then(|s| s.open(volatile)) else { return false };
+    let crate::open::OpenKind::File { handle, is_dir: false, .. } = &open.kind else { return false };
+    handle.in_memory() && handle.size().is_ok_and(|size| offset.checked_add(length).is_some_and(|end| end <= size))
 }
 
 /// Remainders of a frame at least this long are waited for whole (SO_RCVLOWAT).

@@ -46,7 +46,15 @@ pub struct PipePool {
     max_payload: usize,
     /// Large frames being received right now, over all connections.
     receiving: std::sync::atomic::AtomicUsize,
+    /// The connection that received the last large frame, and when (µs since `epoch`) a
+    /// large frame last came from a connection other than the one before it.
+    last_conn: std::sync::atomic::AtomicU64,
+    switched_at: std::sync::atomic::AtomicU64,
+    epoch: std::time::Instant,
 }
+
+/// A connection is alone once no other one has received a large frame for this long.
+const LONE_AFTER_US: u64 = 20_000;
 
 /// One large frame being received; see [`PipePool::receiving`].
 pub struct Receiving<'a> {
@@ -80,7 +88,20 @@ impl PipePool {
                 }
             }
         };
-        PipePool { idle: Mutex::new(idle), capacity, max_payload, receiving: Default::default() }
+        PipePool { idle: Mutex::new(idle), capacity, max_payload, ..Self::disabled() }
+    }
+
+    /// Notes a large frame arriving on connection `conn`; true when `conn` has been the only
+    /// connection receiving large frames for a while (`LONE_AFTER_US`). Two atomics per
+    /// large frame, no lock.
+    pub fn only_receiver(&self, conn: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
+        if self.last_conn.swap(conn, Relaxed) != conn {
+            self.switched_at.store(now, Relaxed);
+            return false;
+        }
+        now.saturating_sub(self.switched_at.load(Relaxed)) >= LONE_AFTER_US
     }
 
     /// Counts a large frame as being received until the guard drops.
@@ -91,7 +112,15 @@ impl PipePool {
 
     /// A pool that splices nothing: every WRITE takes the buffered path.
     pub fn disabled() -> Self {
-        PipePool { idle: Mutex::new(Vec::new()), capacity: 0, max_payload: 0, receiving: Default::default() }
+        PipePool {
+            idle: Mutex::new(Vec::new()),
+            capacity: 0,
+            max_payload: 0,
+            receiving: Default::default(),
+            last_conn: std::sync::atomic::AtomicU64::new(u64::MAX),
+            switched_at: Default::default(),
+            epoch: std::time::Instant::now(),
+        }
     }
 
     fn make(size: usize) -> std::io::Result<Pipe> {
