@@ -391,12 +391,10 @@ async fn read_frame(conn: &Connection, rd: &mut OwnedReadHalf, len: usize, ahead
 /// which on a lone connection beats splicing it (the hand-off to the pool and the pipe cost
 /// more than the second copy saves; decisions.md, "Lone overwrites of memory files").
 fn overwrites_memory_file(conn: &Connection, prefix: &[u8; splice::PREFIX]) -> bool {
-    let u64_at = |o: usize| u64::from_le_bytes(prefix[o..o + 8].try_into().unwrap_or_default());
-    let length = u64::from(u32::from_le_bytes(prefix[68..72].try_into().unwrap_or_default()));
-    let (session_id, offset, volatile) = (u64_at(40), u64_at(72), u64_at(88));
-    let Some(open) = conn.server.sessions.get(&SessionId(session_id)).and_then(|s| s.open(volatile)) else { return false };
+    let (Ok(hdr), Ok(w)) = (smb_wire::Header::decode(prefix), smb_wire::msg::write::WriteFixed::decode(prefix)) else { return false };
+    let Some(open) = conn.server.sessions.get(&hdr.session_id).and_then(|s| s.open(w.file_id.volatile)) else { return false };
     let crate::open::OpenKind::File { handle, is_dir: false, .. } = &open.kind else { return false };
-    handle.in_memory() && handle.size().is_ok_and(|size| offset.checked_add(length).is_some_and(|end| end <= size))
+    handle.overwrites_in_place(w.offset, w.length as usize)
 }
 
 /// Remainders of a frame at least this long are waited for whole (SO_RCVLOWAT).

@@ -158,6 +158,12 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     fn in_memory(&self) -> bool {
         false
     }
+    /// Whether a write of `len` bytes at `offset` would be copied into the file in place (a
+    /// memory file's mapping, wholly inside the file) rather than go through the file
+    /// system's write path; lets a caller pick how to receive the bytes.
+    fn overwrites_in_place(&self, _offset: u64, _len: usize) -> bool {
+        false
+    }
     /// Writes all of `buf` at `offset`; returns bytes written.
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize>;
     /// End of file, cheaper than [`FileHandle::attrs`] where the backend can tell it alone.

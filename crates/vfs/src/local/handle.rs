@@ -95,13 +95,18 @@ impl LocalHandle {
     /// memory, open for writing, the write large enough to be worth it and wholly inside
     /// the file (`fill_mapped`, `copy_mapped`); `None`: write the ordinary way.
     fn overwrite_range(&self, offset: u64, len: usize) -> Result<Option<MappedRange>> {
-        if !self.memory_backed || self.access != FdAccess::ReadWrite || len < MAPPED_WRITE_MIN {
-            return Ok(None);
-        }
-        if self.size()? < offset + len as u64 {
+        if !self.mapped_overwrite(offset, len)? {
             return Ok(None);
         }
         Ok(self.window_range(offset, len, true))
+    }
+
+    /// The gate of `overwrite_range` (and of [`FileHandle::overwrites_in_place`]).
+    fn mapped_overwrite(&self, offset: u64, len: usize) -> Result<bool> {
+        if !self.memory_backed || self.access != FdAccess::ReadWrite || len < MAPPED_WRITE_MIN {
+            return Ok(false);
+        }
+        Ok(offset.checked_add(len as u64).is_some_and(|end| end <= MAX_OFFSET) && self.size()? >= offset + len as u64)
     }
 
     /// Sets the write time as a write would: a write through a mapping does not.
@@ -265,6 +270,10 @@ impl FileHandle for LocalHandle {
 
     fn in_memory(&self) -> bool {
         self.memory_backed
+    }
+
+    fn overwrites_in_place(&self, offset: u64, len: usize) -> bool {
+        self.mapped_overwrite(offset, len).unwrap_or(false)
     }
 
     fn read_at_nowait(&self, buf: &mut [u8], offset: u64) -> Option<Result<usize>> {
