@@ -84,7 +84,11 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     // copies overlap better on a pool thread, unless this READ is all the connection has
     // in progress: then nothing overlaps, and the hand-off (waking an idle thread) is pure
     // latency.
-    let inline_max = if cx.conn.requests_in_progress() <= 1 { LONE_INLINE_READ_MAX } else { INLINE_READ_MAX };
+    // A READ of a memory file whose response is signed (or otherwise not sent from the
+    // mapping) is copied out of the mapping here too: one memcpy, after which the signature
+    // and the send read the bytes from this core's cache.
+    let copy_here = handle.in_memory() && !cx.may_send_tail();
+    let inline_max = if copy_here || cx.conn.requests_in_progress() <= 1 { LONE_INLINE_READ_MAX } else { INLINE_READ_MAX };
     let inline = if len <= inline_max { handle.read_at_nowait(&mut buf[data_at..data_at + len], offset) } else { None };
     let (mut buf, n) = match inline {
         Some(n) => (buf, n),
