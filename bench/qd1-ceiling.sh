@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # qd1-ceiling.sh - how far above Samba any server can be at one request in flight on this
 # machine. Each round runs the loopback round-trip floor (crates/bench/examples/tcp_floor.rs:
-# frames of the SMB READ/WRITE sizes, blocking sockets, no server work) and then the
-# single-threaded cells of bench/multichannel.sh against Braid and Samba. The ceiling of a
-# cell is floor rate / Samba's rate: a server that did nothing but answer would reach it.
+# frames of the SMB READ/WRITE sizes, a blocking server thread, no server work) twice, with a
+# blocking client thread and with a client task on a two-worker tokio runtime (how `braid
+# bench`, the client of both servers here, waits), and then the single-threaded cells of
+# bench/multichannel.sh against Braid and Samba. The ceiling of a cell is floor rate /
+# Samba's rate: a server that did nothing but answer would reach it. The tokio client's floor
+# is the one that applies to `braid bench` figures; the blocking one is the machine's.
 #
 # usage: bench/qd1-ceiling.sh [ROUNDS]     (default 3)
 # env:   BRAID_BIN as bench/multichannel.sh; FLOOR_SECS (3) per shape and round
@@ -19,13 +22,14 @@ trap 'rm -rf "$WORK"' EXIT
 FLOOR_BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/examples/tcp_floor"
 
 for r in $(seq "$ROUNDS"); do
-  "$FLOOR_BIN" "$FLOOR_SECS" | tee -a "$WORK/floor.txt"
+  "$FLOOR_BIN" "$FLOOR_SECS" all blocking | tee -a "$WORK/floor.txt"
+  "$FLOOR_BIN" "$FLOOR_SECS" all tokio | tee -a "$WORK/floor.txt"
   ONLY='^st/(4k|64k)' OUT="$WORK/runs.jsonl" "$REPO/bench/multichannel.sh" 1 | grep -E '^  (braid|samba)'
 done
 
-# Medians: floor per shape (round trips/s), servers per cell and channel count (IOPS).
-floor_med() {
-  sed -n "s/^FLOOR shape=$1 .* per_s=\([0-9]*\) .*/\1/p" "$WORK/floor.txt" | sort -n |
+# Medians: floor per shape and client (round trips/s), servers per cell and channel count (IOPS).
+floor_med() {  # SHAPE CLIENT
+  sed -n "s/^FLOOR shape=$1 client=$2 .* per_s=\([0-9]*\) .*/\1/p" "$WORK/floor.txt" | sort -n |
     awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 srv_med() {  # SERVER WORKLOAD CHANNELS
@@ -33,14 +37,14 @@ srv_med() {  # SERVER WORKLOAD CHANNELS
     '[.[] | select(.srv == $s and .wl == $w and .ch == $c) | .iops] | sort
      | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end' "$WORK/runs.jsonl"
 }
-echo "| cell | ch | floor (round trips/s) | Braid | Samba | Braid/Samba | ceiling: floor/Samba | Braid/floor |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| cell | ch | floor, blocking client | floor, tokio client | Braid | Samba | Braid/Samba | ceiling: floor/Samba (blocking, tokio) | Braid/floor (tokio) |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for pair in "4k-randread 4k-read" "4k-randwrite 4k-write" "64k-seqread 64k-read"; do
   read -r wl shape <<<"$pair"
-  f=$(floor_med "$shape")
+  f=$(floor_med "$shape" blocking); t=$(floor_med "$shape" tokio)
   for ch in 1 4; do
     b=$(srv_med braid "$wl" "$ch"); s=$(srv_med samba "$wl" "$ch")
-    printf '| st %s | %s | %.0f | %.0f | %.0f | %.2fx | %.2fx | %.2f |\n' "$wl" "$ch" "$f" "$b" "$s" \
-      "$(echo "$b / $s" | bc -l)" "$(echo "$f / $s" | bc -l)" "$(echo "$b / $f" | bc -l)"
+    printf '| st %s | %s | %.0f | %.0f | %.0f | %.0f | %.2fx | %.2fx, %.2fx | %.2f |\n' "$wl" "$ch" "$f" "$t" "$b" "$s" \
+      "$(echo "$b / $s" | bc -l)" "$(echo "$f / $s" | bc -l)" "$(echo "$t / $s" | bc -l)" "$(echo "$b / $t" | bc -l)"
   done
 done

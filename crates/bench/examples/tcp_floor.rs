@@ -3,14 +3,19 @@
 //! request and its response have on the wire, with blocking sockets and no work in between.
 //! No server can answer a QD 1 workload faster than this, so `Samba's latency / this floor`
 //! is the highest ratio against Samba any server can reach on the same machine.
+//! The client is either a blocking thread (the machine's floor) or, with `tokio`, a task on
+//! a two-worker tokio runtime, the way `braid bench` waits for its responses: that floor is
+//! the fastest any server can look through `braid bench`.
 //!
-//! usage: cargo run --release -p braid-bench --example tcp_floor -- [SECONDS_PER_SHAPE [SHAPE]]
-//! (SHAPE: 4k-read, 4k-write, 64k-read or 1m-read; default all)
-//! Prints one `FLOOR shape=… rtt_p50_us=… per_s=…` line per shape.
+//! usage: cargo run --release -p braid-bench --example tcp_floor -- [SECONDS_PER_SHAPE [SHAPE|all [blocking|tokio]]]
+//! (SHAPE: 4k-read, 4k-write, 64k-read or 1m-read; default all; client default blocking)
+//! Prints one `FLOOR shape=… client=… rtt_p50_us=… per_s=…` line per shape.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// SMB2 header (64) + READ request fixed part (48) + 1 byte of the variable buffer.
 const READ_REQ: usize = 64 + 49;
@@ -63,22 +68,16 @@ fn serve(mut s: TcpStream, response: usize) {
     }
 }
 
-fn measure(shape: &Shape, secs: f64) -> std::io::Result<(f64, f64, u64)> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?;
-    let (request, response) = shape.frames();
-    let server = std::thread::spawn(move || {
-        if let Ok((s, _)) = listener.accept() {
-            let _ = s.set_nodelay(true);
-            serve(s, response);
-        }
-    });
+/// Warm-up before measuring (congestion window, page cache of the buffers).
+const WARM: Duration = Duration::from_millis(300);
+
+/// Round trips from a blocking client thread: each one's time in ns, and the seconds measured.
+fn blocking_client_run(addr: SocketAddr, request: usize, secs: f64) -> std::io::Result<(Vec<u64>, f64)> {
     let mut c = TcpStream::connect(addr)?;
     c.set_nodelay(true)?;
     let request = frame(request);
     let mut buf = Vec::new();
-    // Warm up the connection (congestion window, page cache of the buffers).
-    let warm_until = Instant::now() + Duration::from_millis(300);
+    let warm_until = Instant::now() + WARM;
     while Instant::now() < warm_until {
         c.write_all(&request)?;
         read_frame(&mut c, &mut buf)?;
@@ -95,8 +94,57 @@ fn measure(shape: &Shape, secs: f64) -> std::io::Result<(f64, f64, u64)> {
         read_frame(&mut c, &mut buf)?;
         samples.push(t.elapsed().as_nanos() as u64);
     }
-    let elapsed = start.elapsed().as_secs_f64();
-    drop(c);
+    Ok((samples, start.elapsed().as_secs_f64()))
+}
+
+/// The same from a task on a two-worker tokio runtime (the shape of `braid bench`).
+fn tokio_client_run(addr: SocketAddr, request: usize, secs: f64) -> std::io::Result<(Vec<u64>, f64)> {
+    async fn read_frame(s: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).await?;
+        buf.resize(u32::from_be_bytes(len) as usize, 0);
+        s.read_exact(buf).await.map(|_| ())
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let run = async move {
+        let mut c = tokio::net::TcpStream::connect(addr).await?;
+        c.set_nodelay(true)?;
+        let request = frame(request);
+        let mut buf = Vec::new();
+        let warm_until = Instant::now() + WARM;
+        while Instant::now() < warm_until {
+            c.write_all(&request).await?;
+            read_frame(&mut c, &mut buf).await?;
+        }
+        let mut samples = Vec::with_capacity(1 << 16);
+        let start = Instant::now();
+        let end = start + Duration::from_secs_f64(secs);
+        loop {
+            let t = Instant::now();
+            if t >= end {
+                break;
+            }
+            c.write_all(&request).await?;
+            read_frame(&mut c, &mut buf).await?;
+            samples.push(t.elapsed().as_nanos() as u64);
+        }
+        Ok::<_, std::io::Error>((samples, start.elapsed().as_secs_f64()))
+    };
+    // On a worker, as `braid bench`'s workers are, not on the thread that blocks on it.
+    rt.block_on(async { tokio::spawn(run).await.map_err(std::io::Error::other)? })
+}
+
+fn measure(shape: &Shape, secs: f64, tokio_client: bool) -> std::io::Result<(f64, f64, u64)> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let (request, response) = shape.frames();
+    let server = std::thread::spawn(move || {
+        if let Ok((s, _)) = listener.accept() {
+            let _ = s.set_nodelay(true);
+            serve(s, response);
+        }
+    });
+    let (mut samples, elapsed) = if tokio_client { tokio_client_run(addr, request, secs)? } else { blocking_client_run(addr, request, secs)? };
     let _ = server.join();
     samples.sort_unstable();
     let n = samples.len() as u64;
@@ -106,7 +154,13 @@ fn measure(shape: &Shape, secs: f64) -> std::io::Result<(f64, f64, u64)> {
 
 fn main() -> std::io::Result<()> {
     let secs: f64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(5.0);
-    let only = std::env::args().nth(2);
+    let only = std::env::args().nth(2).filter(|s| s != "all");
+    let tokio_client = match std::env::args().nth(3).as_deref() {
+        None | Some("blocking") => false,
+        Some("tokio") => true,
+        Some(other) => return Err(std::io::Error::other(format!("client must be blocking or tokio, not {other}"))),
+    };
+    let client = if tokio_client { "tokio" } else { "blocking" };
     let shapes = [
         Shape { name: "4k-read", block: 4096, write: false },
         Shape { name: "4k-write", block: 4096, write: true },
@@ -114,9 +168,9 @@ fn main() -> std::io::Result<()> {
         Shape { name: "1m-read", block: 1 << 20, write: false },
     ];
     for shape in shapes.iter().filter(|s| only.as_deref().is_none_or(|o| o == s.name)) {
-        let (p50, per_s, n) = measure(shape, secs)?;
+        let (p50, per_s, n) = measure(shape, secs, tokio_client)?;
         let mib_per_s = per_s * shape.block as f64 / 1048576.0;
-        println!("FLOOR shape={} rtt_p50_us={p50:.1} per_s={per_s:.0} mib_per_s={mib_per_s:.0} samples={n}", shape.name);
+        println!("FLOOR shape={} client={client} rtt_p50_us={p50:.1} per_s={per_s:.0} mib_per_s={mib_per_s:.0} samples={n}", shape.name);
     }
     Ok(())
 }
