@@ -25,8 +25,9 @@ impl BufferPool {
     pub fn take(&self, len: usize) -> Vec<u8> {
         if len >= MIN_LEN {
             let mut g = lock(&self.free);
-            if let Some(i) = g.0.iter().position(|b| b.capacity() >= len) {
-                let mut b = g.0.swap_remove(i);
+            // The most recently returned buffer that fits: its lines may still be in cache.
+            if let Some(i) = g.0.iter().rposition(|b| b.capacity() >= len) {
+                let mut b = g.0.remove(i);
                 g.1 -= b.capacity();
                 drop(g);
                 // Zero only what was never initialised: a 2 MiB buffer that last held a
