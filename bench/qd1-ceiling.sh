@@ -24,7 +24,7 @@ FLOOR_BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/examples/tcp_floor"
 for r in $(seq "$ROUNDS"); do
   "$FLOOR_BIN" "$FLOOR_SECS" all blocking | tee -a "$WORK/floor.txt"
   "$FLOOR_BIN" "$FLOOR_SECS" all tokio | tee -a "$WORK/floor.txt"
-  ONLY='^st/(4k|64k)' OUT="$WORK/runs.jsonl" "$REPO/bench/multichannel.sh" 1 | grep -E '^  (braid|samba)'
+  ONLY='^st/' OUT="$WORK/runs.jsonl" "$REPO/bench/multichannel.sh" 1 | grep -E '^  (braid|samba)'
 done
 
 # Medians: floor per shape and client (round trips/s), servers per cell and channel count (IOPS).
@@ -39,7 +39,7 @@ srv_med() {  # SERVER WORKLOAD CHANNELS
 }
 echo "| cell | ch | floor, blocking client | floor, tokio client | Braid | Samba | Braid/Samba | ceiling: floor/Samba (blocking, tokio) | Braid/floor (tokio) |"
 echo "|---|---|---|---|---|---|---|---|---|"
-for pair in "4k-randread 4k-read" "4k-randwrite 4k-write" "64k-seqread 64k-read"; do
+for pair in "4k-randread 4k-read" "4k-randwrite 4k-write" "64k-seqread 64k-read" "1m-seqread 1m-read"; do
   read -r wl shape <<<"$pair"
   f=$(floor_med "$shape" blocking); t=$(floor_med "$shape" tokio)
   for ch in 1 4; do
