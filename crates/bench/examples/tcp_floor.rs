@@ -71,30 +71,55 @@ fn serve(mut s: TcpStream, response: usize) {
 /// Warm-up before measuring (congestion window, page cache of the buffers).
 const WARM: Duration = Duration::from_millis(300);
 
+/// The clock of one client's run: a warm-up, then round trips timed until `secs` are over.
+struct Clock {
+    warm_until: Instant,
+    start: Instant,
+    end: Instant,
+    /// Each measured round trip, in ns.
+    samples: Vec<u64>,
+}
+
+impl Clock {
+    fn new(secs: f64) -> Clock {
+        let now = Instant::now();
+        let start = now + WARM;
+        Clock { warm_until: start, start, end: start + Duration::from_secs_f64(secs), samples: Vec::with_capacity(1 << 16) }
+    }
+
+    /// When the next round trip starts, or `None` once the time is over. Warm-up round trips
+    /// are not recorded (`record` ignores them).
+    fn next(&self) -> Option<Instant> {
+        let t = Instant::now();
+        (t < self.end).then_some(t)
+    }
+
+    fn record(&mut self, began: Instant) {
+        if began >= self.warm_until {
+            self.samples.push(began.elapsed().as_nanos() as u64);
+        }
+    }
+
+    /// The samples and the seconds they cover.
+    fn finish(self) -> (Vec<u64>, f64) {
+        let secs = self.start.elapsed().as_secs_f64();
+        (self.samples, secs)
+    }
+}
+
 /// Round trips from a blocking client thread: each one's time in ns, and the seconds measured.
 fn blocking_client_run(addr: SocketAddr, request: usize, secs: f64) -> std::io::Result<(Vec<u64>, f64)> {
     let mut c = TcpStream::connect(addr)?;
     c.set_nodelay(true)?;
     let request = frame(request);
     let mut buf = Vec::new();
-    let warm_until = Instant::now() + WARM;
-    while Instant::now() < warm_until {
+    let mut clock = Clock::new(secs);
+    while let Some(t) = clock.next() {
         c.write_all(&request)?;
         read_frame(&mut c, &mut buf)?;
+        clock.record(t);
     }
-    let mut samples = Vec::with_capacity(1 << 16);
-    let start = Instant::now();
-    let end = start + Duration::from_secs_f64(secs);
-    loop {
-        let t = Instant::now();
-        if t >= end {
-            break;
-        }
-        c.write_all(&request)?;
-        read_frame(&mut c, &mut buf)?;
-        samples.push(t.elapsed().as_nanos() as u64);
-    }
-    Ok((samples, start.elapsed().as_secs_f64()))
+    Ok(clock.finish())
 }
 
 /// The same from a task on a two-worker tokio runtime (the shape of `braid bench`).
@@ -111,24 +136,13 @@ fn tokio_client_run(addr: SocketAddr, request: usize, secs: f64) -> std::io::Res
         c.set_nodelay(true)?;
         let request = frame(request);
         let mut buf = Vec::new();
-        let warm_until = Instant::now() + WARM;
-        while Instant::now() < warm_until {
+        let mut clock = Clock::new(secs);
+        while let Some(t) = clock.next() {
             c.write_all(&request).await?;
             read_frame(&mut c, &mut buf).await?;
+            clock.record(t);
         }
-        let mut samples = Vec::with_capacity(1 << 16);
-        let start = Instant::now();
-        let end = start + Duration::from_secs_f64(secs);
-        loop {
-            let t = Instant::now();
-            if t >= end {
-                break;
-            }
-            c.write_all(&request).await?;
-            read_frame(&mut c, &mut buf).await?;
-            samples.push(t.elapsed().as_nanos() as u64);
-        }
-        Ok::<_, std::io::Error>((samples, start.elapsed().as_secs_f64()))
+        Ok::<_, std::io::Error>(clock.finish())
     };
     // On a worker, as `braid bench`'s workers are, not on the thread that blocks on it.
     rt.block_on(async { tokio::spawn(run).await.map_err(std::io::Error::other)? })
