@@ -160,9 +160,10 @@ impl LocalHandle {
     /// read the ordinary way. Bytes past a new end of file (the file cut short during the
     /// copy) read as zeros, as they do for READs sent from the mapping.
     fn copy_out_mapped(&self, buf: &mut [u8], offset: u64) -> Result<Option<usize>> {
-        if !self.memory_backed || buf.len() < MAPPED_READ_MIN {
+        if buf.len() < MAPPED_READ_MIN {
             return Ok(None);
         }
+        // `map_range` answers `None` for files not in memory.
         let Some(m) = self.map_range(offset, buf.len()) else { return Ok(None) };
         let m = m?;
         Ok(m.with_bytes(|b| {
