@@ -145,7 +145,12 @@ mod tests {
             assert_eq!(rx.await.expect("result"), i);
         }
         assert_eq!(most.load(Ordering::SeqCst), 1, "two writes of one file ran at once");
-        // The last result is sent just before the runner lets go of the queue.
+        wait_idle(&q).await;
+    }
+
+    /// A job's result is sent just before its runner lets go of the queue, so a test that
+    /// needs the queue idle waits for that.
+    async fn wait_idle(q: &WriteQueue) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while lock(&q.state).running {
             assert!(std::time::Instant::now() < deadline, "the runner never finished");
@@ -167,6 +172,7 @@ mod tests {
         let back = q.run_here(|| 3).expect_err("ran while another write was running");
         gate.wait();
         assert_eq!(busy.await.expect("busy"), 2);
+        wait_idle(&q).await;
         // A write queued while an inline one runs is started when it ends.
         let (q2, queued) = (q.clone(), std::sync::Mutex::new(None));
         let r = q.run_here(|| {
