@@ -6,7 +6,9 @@
 # bench`, the client of both servers here, waits), and then the single-threaded cells of
 # bench/multichannel.sh against Braid and Samba. The ceiling of a cell is floor rate /
 # Samba's rate: a server that did nothing but answer would reach it. The tokio client's floor
-# is the one that applies to `braid bench` figures; the blocking one is the machine's.
+# is the one that applies to `braid bench` figures; the blocking one is the machine's. A third
+# floor answers from a task on a tokio runtime of its own (tokio client too): the least any
+# epoll-driven server, Braid's design, can cost.
 #
 # usage: bench/qd1-ceiling.sh [ROUNDS]     (default 3)
 # env:   BRAID_BIN as bench/multichannel.sh; FLOOR_SECS (3) per shape and round
@@ -24,12 +26,13 @@ FLOOR_BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/examples/tcp_floor"
 for r in $(seq "$ROUNDS"); do
   "$FLOOR_BIN" "$FLOOR_SECS" all blocking | tee -a "$WORK/floor.txt"
   "$FLOOR_BIN" "$FLOOR_SECS" all tokio | tee -a "$WORK/floor.txt"
+  "$FLOOR_BIN" "$FLOOR_SECS" all tokio tokio | tee -a "$WORK/floor.txt"
   ONLY='^st/' OUT="$WORK/runs.jsonl" "$REPO/bench/multichannel.sh" 1 | grep -E '^  (braid|samba)'
 done
 
 # Medians: floor per shape and client (round trips/s), servers per cell and channel count (IOPS).
-floor_med() {  # SHAPE CLIENT
-  sed -n "s/^FLOOR shape=$1 client=$2 .* per_s=\([0-9]*\) .*/\1/p" "$WORK/floor.txt" | sort -n |
+floor_med() {  # SHAPE CLIENT [SERVER]
+  sed -n "s/^FLOOR shape=$1 client=$2${3:+ server=$3} rtt.* per_s=\([0-9]*\) .*/\1/p" "$WORK/floor.txt" | sort -n |
     awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 srv_med() {  # SERVER WORKLOAD CHANNELS
@@ -37,14 +40,15 @@ srv_med() {  # SERVER WORKLOAD CHANNELS
     '[.[] | select(.srv == $s and .wl == $w and .ch == $c) | .iops] | sort
      | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end' "$WORK/runs.jsonl"
 }
-echo "| cell | ch | floor, blocking client | floor, tokio client | Braid | Samba | Braid/Samba | ceiling: floor/Samba (blocking, tokio) | Braid/floor (tokio) |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| cell | ch | floor, blocking client | floor, tokio client | floor, tokio client and server | Braid | Samba | Braid/Samba | ceiling: floor/Samba (blocking, tokio, tokio both) | Braid/floor (tokio, tokio both) |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for pair in "4k-randread 4k-read" "4k-randwrite 4k-write" "64k-seqread 64k-read" "1m-seqread 1m-read"; do
   read -r wl shape <<<"$pair"
-  f=$(floor_med "$shape" blocking); t=$(floor_med "$shape" tokio)
+  f=$(floor_med "$shape" blocking); t=$(floor_med "$shape" tokio); a=$(floor_med "$shape" tokio tokio)
   for ch in 1 4; do
     b=$(srv_med braid "$wl" "$ch"); s=$(srv_med samba "$wl" "$ch")
-    printf '| st %s | %s | %.0f | %.0f | %.0f | %.0f | %.2fx | %.2fx, %.2fx | %.2f |\n' "$wl" "$ch" "$f" "$t" "$b" "$s" \
-      "$(echo "$b / $s" | bc -l)" "$(echo "$f / $s" | bc -l)" "$(echo "$t / $s" | bc -l)" "$(echo "$b / $t" | bc -l)"
+    printf '| st %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.2fx | %.2fx, %.2fx, %.2fx | %.2f, %.2f |\n' "$wl" "$ch" "$f" "$t" "$a" "$b" "$s" \
+      "$(echo "$b / $s" | bc -l)" "$(echo "$f / $s" | bc -l)" "$(echo "$t / $s" | bc -l)" "$(echo "$a / $s" | bc -l)" \
+      "$(echo "$b / $t" | bc -l)" "$(echo "$b / $a" | bc -l)"
   done
 done

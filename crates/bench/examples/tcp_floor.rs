@@ -6,10 +6,16 @@
 //! The client is either a blocking thread (the machine's floor) or, with `tokio`, a task on
 //! a two-worker tokio runtime, the way `braid bench` waits for its responses: that floor is
 //! the fastest any server can look through `braid bench`.
+//! The server is a blocking thread, or (`tokio`) one task per connection on its own
+//! two-worker tokio runtime, reading a frame and answering it (the least an epoll-driven
+//! server does), or (`tokio-spawn`) that plus Braid's shape: every frame handled in a task of
+//! its own that answers through the connection's shared writer.
 //!
-//! usage: cargo run --release -p braid-bench --example tcp_floor -- [SECONDS_PER_SHAPE [SHAPE|all [blocking|tokio]]]
-//! (SHAPE: 4k-read, 4k-write, 64k-read or 1m-read; default all; client default blocking)
-//! Prints one `FLOOR shape=… client=… rtt_p50_us=… per_s=…` line per shape.
+//! usage: cargo run --release -p braid-bench --example tcp_floor -- [SECONDS_PER_SHAPE [SHAPE|all [CLIENT [SERVER]]]]
+//! (SHAPE: 4k-read, 4k-write, 64k-read or 1m-read; default all; CLIENT blocking (default) or
+//! tokio; SERVER blocking (default), tokio or tokio-spawn)
+//! Prints one `FLOOR shape=… client=… rtt_p50_us=… per_s=…` line per shape (with
+//! `server=…` when the server is not the blocking one).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -66,6 +72,49 @@ fn serve(mut s: TcpStream, response: usize) {
             break;
         }
     }
+}
+
+/// How the floor's server waits for requests.
+#[derive(Clone, Copy, PartialEq)]
+enum ServerKind {
+    Blocking,
+    Tokio,
+    TokioSpawn,
+}
+
+/// The same answers from a tokio runtime of two workers (a server process's own runtime).
+fn serve_tokio(s: TcpStream, response: usize, kind: ServerKind) -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(async move {
+        let task = tokio::spawn(async move {
+            s.set_nonblocking(true)?;
+            let s = tokio::net::TcpStream::from_std(s)?;
+            let reply = std::sync::Arc::new(frame(response));
+            let (mut rd, wr) = s.into_split();
+            let wr = std::sync::Arc::new(tokio::sync::Mutex::new(wr));
+            let mut buf = Vec::new();
+            loop {
+                let mut len = [0u8; 4];
+                if rd.read_exact(&mut len).await.is_err() {
+                    break;
+                }
+                buf.resize(u32::from_be_bytes(len) as usize, 0);
+                if rd.read_exact(&mut buf).await.is_err() {
+                    break;
+                }
+                if kind == ServerKind::TokioSpawn {
+                    let (wr, reply) = (wr.clone(), reply.clone());
+                    tokio::spawn(async move {
+                        let _ = wr.lock().await.write_all(&reply).await;
+                    });
+                } else if wr.lock().await.write_all(&reply).await.is_err() {
+                    break;
+                }
+            }
+            Ok::<_, std::io::Error>(())
+        });
+        task.await.map_err(std::io::Error::other)?
+    })
 }
 
 /// Warm-up before measuring (congestion window, page cache of the buffers).
@@ -148,14 +197,18 @@ fn tokio_client_run(addr: SocketAddr, request: usize, secs: f64) -> std::io::Res
     rt.block_on(async { tokio::spawn(run).await.map_err(std::io::Error::other)? })
 }
 
-fn measure(shape: &Shape, secs: f64, tokio_client: bool) -> std::io::Result<(f64, f64, u64)> {
+fn measure(shape: &Shape, secs: f64, tokio_client: bool, server_kind: ServerKind) -> std::io::Result<(f64, f64, u64)> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     let (request, response) = shape.frames();
     let server = std::thread::spawn(move || {
         if let Ok((s, _)) = listener.accept() {
             let _ = s.set_nodelay(true);
-            serve(s, response);
+            if server_kind == ServerKind::Blocking {
+                serve(s, response);
+            } else if let Err(e) = serve_tokio(s, response, server_kind) {
+                eprintln!("tcp_floor: server: {e}");
+            }
         }
     });
     let (mut samples, elapsed) = if tokio_client { tokio_client_run(addr, request, secs)? } else { blocking_client_run(addr, request, secs)? };
@@ -175,6 +228,12 @@ fn main() -> std::io::Result<()> {
         Some(other) => return Err(std::io::Error::other(format!("client must be blocking or tokio, not {other}"))),
     };
     let client = if tokio_client { "tokio" } else { "blocking" };
+    let (server_kind, server) = match std::env::args().nth(4).as_deref() {
+        None | Some("blocking") => (ServerKind::Blocking, String::new()),
+        Some("tokio") => (ServerKind::Tokio, " server=tokio".to_string()),
+        Some("tokio-spawn") => (ServerKind::TokioSpawn, " server=tokio-spawn".to_string()),
+        Some(other) => return Err(std::io::Error::other(format!("server must be blocking, tokio or tokio-spawn, not {other}"))),
+    };
     let shapes = [
         Shape { name: "4k-read", block: 4096, write: false },
         Shape { name: "4k-write", block: 4096, write: true },
@@ -182,9 +241,9 @@ fn main() -> std::io::Result<()> {
         Shape { name: "1m-read", block: 1 << 20, write: false },
     ];
     for shape in shapes.iter().filter(|s| only.as_deref().is_none_or(|o| o == s.name)) {
-        let (p50, per_s, n) = measure(shape, secs, tokio_client)?;
+        let (p50, per_s, n) = measure(shape, secs, tokio_client, server_kind)?;
         let mib_per_s = per_s * shape.block as f64 / 1048576.0;
-        println!("FLOOR shape={} client={client} rtt_p50_us={p50:.1} per_s={per_s:.0} mib_per_s={mib_per_s:.0} samples={n}", shape.name);
+        println!("FLOOR shape={} client={client}{server} rtt_p50_us={p50:.1} per_s={per_s:.0} mib_per_s={mib_per_s:.0} samples={n}", shape.name);
     }
     Ok(())
 }
