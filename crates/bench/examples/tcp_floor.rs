@@ -21,7 +21,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 /// SMB2 header (64) + READ request fixed part (48) + 1 byte of the variable buffer.
 const READ_REQ: usize = 64 + 49;
@@ -74,6 +74,14 @@ fn serve(mut s: TcpStream, response: usize) {
     }
 }
 
+/// [`read_frame`] for the tokio client and server.
+async fn read_frame_async(s: &mut (impl AsyncRead + Unpin), buf: &mut Vec<u8>) -> std::io::Result<()> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).await?;
+    buf.resize(u32::from_be_bytes(len) as usize, 0);
+    s.read_exact(buf).await.map(|_| ())
+}
+
 /// How the floor's server waits for requests.
 #[derive(Clone, Copy, PartialEq)]
 enum ServerKind {
@@ -93,15 +101,7 @@ fn serve_tokio(s: TcpStream, response: usize, kind: ServerKind) -> std::io::Resu
             let (mut rd, wr) = s.into_split();
             let wr = std::sync::Arc::new(tokio::sync::Mutex::new(wr));
             let mut buf = Vec::new();
-            loop {
-                let mut len = [0u8; 4];
-                if rd.read_exact(&mut len).await.is_err() {
-                    break;
-                }
-                buf.resize(u32::from_be_bytes(len) as usize, 0);
-                if rd.read_exact(&mut buf).await.is_err() {
-                    break;
-                }
+            while read_frame_async(&mut rd, &mut buf).await.is_ok() {
                 if kind == ServerKind::TokioSpawn {
                     let (wr, reply) = (wr.clone(), reply.clone());
                     tokio::spawn(async move {
@@ -173,12 +173,6 @@ fn blocking_client_run(addr: SocketAddr, request: usize, secs: f64) -> std::io::
 
 /// The same from a task on a two-worker tokio runtime (the shape of `braid bench`).
 fn tokio_client_run(addr: SocketAddr, request: usize, secs: f64) -> std::io::Result<(Vec<u64>, f64)> {
-    async fn read_frame(s: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
-        let mut len = [0u8; 4];
-        s.read_exact(&mut len).await?;
-        buf.resize(u32::from_be_bytes(len) as usize, 0);
-        s.read_exact(buf).await.map(|_| ())
-    }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let run = async move {
         let mut c = tokio::net::TcpStream::connect(addr).await?;
@@ -188,7 +182,7 @@ fn tokio_client_run(addr: SocketAddr, request: usize, secs: f64) -> std::io::Res
         let mut clock = Clock::new(secs);
         while let Some(t) = clock.next() {
             c.write_all(&request).await?;
-            read_frame(&mut c, &mut buf).await?;
+            read_frame_async(&mut c, &mut buf).await?;
             clock.record(t);
         }
         Ok::<_, std::io::Error>(clock.finish())
@@ -228,11 +222,17 @@ fn main() -> std::io::Result<()> {
         Some(other) => return Err(std::io::Error::other(format!("client must be blocking or tokio, not {other}"))),
     };
     let client = if tokio_client { "tokio" } else { "blocking" };
-    let (server_kind, server) = match std::env::args().nth(4).as_deref() {
-        None | Some("blocking") => (ServerKind::Blocking, String::new()),
-        Some("tokio") => (ServerKind::Tokio, " server=tokio".to_string()),
-        Some("tokio-spawn") => (ServerKind::TokioSpawn, " server=tokio-spawn".to_string()),
+    let server_kind = match std::env::args().nth(4).as_deref() {
+        None | Some("blocking") => ServerKind::Blocking,
+        Some("tokio") => ServerKind::Tokio,
+        Some("tokio-spawn") => ServerKind::TokioSpawn,
         Some(other) => return Err(std::io::Error::other(format!("server must be blocking, tokio or tokio-spawn, not {other}"))),
+    };
+    // The blocking server's lines keep their earlier form (no `server=`).
+    let server = match server_kind {
+        ServerKind::Blocking => "",
+        ServerKind::Tokio => " server=tokio",
+        ServerKind::TokioSpawn => " server=tokio-spawn",
     };
     let shapes = [
         Shape { name: "4k-read", block: 4096, write: false },

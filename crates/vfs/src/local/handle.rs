@@ -106,7 +106,8 @@ impl LocalHandle {
         if !self.memory_backed || self.access != FdAccess::ReadWrite || len < MAPPED_WRITE_MIN {
             return Ok(false);
         }
-        Ok(offset.checked_add(len as u64).is_some_and(|end| end <= MAX_OFFSET) && self.size()? >= offset + len as u64)
+        let Some(end) = offset.checked_add(len as u64).filter(|e| *e <= MAX_OFFSET) else { return Ok(false) };
+        Ok(self.size()? >= end)
     }
 
     /// Sets the write time as a write would: a write through a mapping does not.
