@@ -9,7 +9,9 @@
 #        BRAID_BIN    (default: built with `cargo build --release -p braid`, target/release/braid)
 #        BRAID_PORT (4493), SAMBA_PORT (4494), MAX_IO (Braid's max_io_size; default: Braid's own, 2 MiB)
 #        KEEP_JSON=FILE   also append every run's JSON report to FILE
-# Shares and state live under /dev/shm. Needs root for the Samba peer (scripts/samba-peer.sh).
+#        SHARE_ROOT=DIR   both servers' shares under DIR instead of /dev/shm (bench/diskfs.sh)
+# Shares and state live under /dev/shm unless SHARE_ROOT is set. Needs root for the Samba peer
+# (scripts/samba-peer.sh).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROUNDS="${1:-3}"
@@ -32,7 +34,7 @@ start_peers
 
 declare -A URL=([braid]="smb://alice@127.0.0.1:$BRAID_PORT/data" [samba]="smb://alice@127.0.0.1:$SAMBA_PORT/data")
 export BRAID_BENCH_PASSWORD="$PW"
-echo "workload: braid bench $BENCH_ARGS   ($ROUNDS round(s), Braid $BRAID_PORT vs Samba $SAMBA_PORT, tmpfs)"
+echo "workload: braid bench $BENCH_ARGS   ($ROUNDS round(s), Braid $BRAID_PORT vs Samba $SAMBA_PORT, shares on $(stat -f -c %T "$BRAID_SHARE"))"
 
 # One run; appends its JSON to $WORK/SERVER.jsonl and prints a summary line.
 run() {

@@ -20,12 +20,17 @@
 #        SUMMARY_ONLY=FILE    print only the table and RESULT lines of such a FILE (no runs)
 #        LISTEN_ADDR (127.0.0.1), NETNS (servers' namespace), CLIENT_NS (client's namespace)
 #                             set by bench/netns.sh
+#        SHARE_ROOT=DIR       both servers' shares (the data files) under DIR instead of
+#                             /dev/shm, e.g. a disk file system (bench/diskfs.sh)
+#        DROP_CACHES=1        drop the page cache before every run (with SHARE_ROOT on a disk
+#                             and WARM=0 the first pass over the files reads the disk); root
 # "per server CPU-s": the figure divided by the server's CPU time for the run (Braid's process,
 # Samba's smbd and its children), Braid over Samba: work per CPU, which is what a 2-core
 # machine shared by client and server caps.
 # Output: one line per run, a CHECK section (channels really used: Braid's `braid status`
 # bytes per channel, Samba's established TCP connections), a table and RESULT lines.
-# Shares and state live under /dev/shm. Needs root (Samba peer), jq and ss.
+# Shares and state live under /dev/shm unless SHARE_ROOT is set. Needs root (Samba peer), jq
+# and ss.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROUNDS="${1:-2}"
@@ -136,6 +141,7 @@ echo "multichannel.sh: matrix $MATRIX, $ROUNDS round(s), -d $DUR -W $WARM, files
 echo "  server $BRAID_BIN  client $BENCH_BIN"
 echo "  Braid $LISTEN_ADDR:$BRAID_PORT  Samba $LISTEN_ADDR:$SAMBA_PORT${NETNS:+  (servers in netns $NETNS, client in ${CLIENT_NS:-the root namespace})}"
 echo "  $(uname -r), $(nproc) CPUs, $(smbd --version), load: $(uptime | sed 's/.*load average: //')"
+echo "  shares: $BRAID_SHARE (Braid), $SAMBA_DATA (Samba), $(stat -f -c %T "$BRAID_SHARE")${DROP_CACHES:+, DROP_CACHES=$DROP_CACHES}"
 
 # CPU seconds (user + system) a server has used so far: Braid's process; Samba's main smbd
 # plus its reaped children (each client connection is served by a forked smbd).
@@ -152,6 +158,7 @@ server_cpu() {
 run() {
   local srv=$1 grp=$2 wl=$3 ch=$4 r=$5 json c0 c1
   shift 5
+  drop_caches_if_asked
   c0=$(server_cpu "$srv")
   if ! json="$(in_client_ns "$BENCH_BIN" bench "$@" -c "$FILE_SIZE" -d "$DUR" -W "$WARM" --channels "$ch" --json "$(url "$srv")")"; then
     echo "run failed: $srv $grp/$wl ch=$ch" >&2

@@ -22,8 +22,12 @@
 #                 just freed by the guest, but a reporting pass may still overlap a transfer:
 #                 each round line says how many MiB were reported meanwhile, and a second
 #                 RESULT line per operation gives the medians over the rounds with none.
-# Rounds alternate which server goes first. Shares, file and state live on /dev/shm. Needs
-# root for the Samba peer.
+#        SHARE_ROOT  directory for both servers' shares instead of /dev/shm (bench/diskfs.sh:
+#                 a disk file system); the client's source file and server state stay on /dev/shm
+#        DROP_CACHES=1  drop the page cache before each timed transfer (with SHARE_ROOT on a disk:
+#                 gets read the disk, puts start with no dirty pages); needs root
+# Rounds alternate which server goes first. Shares, file and state live on /dev/shm unless
+# SHARE_ROOT is set. Needs root for the Samba peer.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROUNDS="${1:-3}"
@@ -36,12 +40,13 @@ BRAID_PORT="${BRAID_PORT:-4491}"
 SAMBA_PORT="${SAMBA_PORT:-4492}"
 WORK=/dev/shm/braid-bench-smbclient
 PW=bench-pw-1
-rm -rf "$WORK"; mkdir -p "$WORK/braid-share" "$WORK/local"
+rm -rf "$WORK"; mkdir -p "$WORK/local"
 head -c $((1 << 30)) /dev/urandom > "$WORK/local/src.bin"
 
 # shellcheck source=bench/peers.sh
 source "$REPO/bench/peers.sh"
 start_peers
+echo "smbclient-1g.sh: shares in $BRAID_SHARE (Braid) and $SAMBA_DATA (Samba)$( [[ ${DROP_CACHES:-0} == 1 ]] && echo ', page cache dropped before each transfer')"
 
 # KiB of free memory reported to the host so far (virtio-balloon free page reporting), or 0
 reported() { cat /sys/module/page_reporting/parameters/reported_kib 2>/dev/null || echo 0; }
@@ -52,7 +57,7 @@ xfer() {  # server port dir(put|get)
   if [[ $op == put ]]; then
     cmd="put $WORK/local/src.bin f.bin"
     if [[ $PUT_MODE == new ]]; then
-      if [[ $port == "$BRAID_PORT" ]]; then rm -f "$WORK/braid-share/f.bin"; else rm -f "$WORK/samba/shares/data/f.bin"; fi
+      if [[ $port == "$BRAID_PORT" ]]; then rm -f "$BRAID_SHARE/f.bin"; else rm -f "$SAMBA_DATA/f.bin"; fi
     fi
   elif [[ $GET_DEST == null ]]; then
     cmd="get f.bin /dev/null"
@@ -63,6 +68,7 @@ xfer() {  # server port dir(put|get)
     [[ $PUT_MODE == new ]] && rm -f "$WORK/local/back.bin"
   fi
   if [[ $WARM == 1 ]]; then head -c 1536M /dev/zero >"$WORK/warm.bin"; rm -f "$WORK/warm.bin"; fi
+  drop_caches_if_asked
   local r0; r0=$(reported)
   t0=$(date +%s.%N)
   smbclient //127.0.0.1/data -p "$port" -U "alice%$PW" --client-protection="$PROTECTION" -c "$cmd" >/dev/null 2>&1
