@@ -648,8 +648,9 @@ fn check_nowait(dir: &Path, expect_inline: bool) {
     fs::write(share.join("f.bin"), &data).unwrap();
     let b = LocalBackend::new(&share, false).unwrap();
     let h = open(&b, "f.bin", read_only_opts()).unwrap();
+    let fast = h.fast_paths().expect("a local handle offers fast paths");
     let mut buf = vec![0u8; 65536];
-    match h.read_at_nowait(&mut buf, 4096) {
+    match fast.read_at_nowait(&mut buf, 4096) {
         Some(r) => {
             assert_eq!(r.unwrap(), 65536);
             assert_eq!(buf, data[4096..4096 + 65536]);
@@ -658,13 +659,13 @@ fn check_nowait(dir: &Path, expect_inline: bool) {
     }
     // Past the end: a memory file system answers the short read; a disk one may decline.
     let mut tail = vec![0u8; 1000];
-    if let Some(r) = h.read_at_nowait(&mut tail, 299_500) {
+    if let Some(r) = fast.read_at_nowait(&mut tail, 299_500) {
         assert_eq!(r.unwrap(), 500);
         assert_eq!(tail[..500], data[299_500..]);
     }
     // A handle without read access never reads.
     let w = open(&b, "f.bin", OpenOptions { read: false, ..opts(CreateMode::OpenExisting) }).unwrap();
-    assert!(w.read_at_nowait(&mut buf, 0).is_none());
+    assert!(w.fast_paths().unwrap().read_at_nowait(&mut buf, 0).is_none());
     fs::remove_dir_all(&share).unwrap();
 }
 
