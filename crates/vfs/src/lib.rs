@@ -3,6 +3,10 @@
 //! The VFS knows nothing of SMB or NFS: it takes validated share-relative paths and returns
 //! plain metadata and [`VfsError`]s. Each protocol maps errors to its own status codes in one
 //! place. All calls are synchronous and may block; servers call them off the async reactor.
+//!
+//! Two backends implement [`Backend`]: [`LocalBackend`] serves a directory of the local file
+//! system and offers every transport fast path ([`FastPaths`]); [`MemoryBackend`] holds a
+//! share in memory, bounded by a capacity, and offers none.
 
 #![warn(missing_docs)]
 
@@ -10,10 +14,12 @@ mod error;
 mod fault_guard;
 mod local;
 mod mapped;
+mod memory;
 mod path;
 pub use error::VfsError;
 pub use local::{LocalBackend, LocalHandle, BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR};
 pub use mapped::MappedRange;
+pub use memory::{MemoryBackend, MemoryHandle};
 pub use path::{validate_component, SharePath, MAX_COMPONENT_LEN, MAX_PATH_LEN};
 
 use std::time::SystemTime;
