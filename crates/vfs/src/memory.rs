@@ -8,17 +8,18 @@
 //! path holds two node locks at once.
 //!
 //! Names follow [`LocalBackend`](crate::LocalBackend)'s rules: case-insensitive and
-//! case-preserving, the exact spelling winning over other spellings, then byte order.
+//! case-preserving. Unlike a directory on disk, a memory directory never holds two
+//! spellings of one name, so a lookup is one map probe.
 //! Everything a file holds (bytes, reserved allocation, security descriptor, extended
 //! attributes, a fixed cost per node) is charged against the backend's capacity; a change
 //! that would exceed it fails with [`VfsError::NoSpace`] and changes nothing.
 
+mod entries;
 mod handle;
 mod node;
 
 pub use handle::MemoryHandle;
 
-use crate::local::case::{eq_fold, has_case_variants};
 use crate::{Backend, CreateMode, FileAttrs, FileHandle, FsStats, OpenOptions, OpenOutcome, Result, SharePath, VfsError};
 use node::{Node, Usage};
 use std::fmt;
@@ -60,17 +61,9 @@ impl fmt::Debug for MemoryBackend {
     }
 }
 
-/// The entry of `dir` matching `name`: the exact spelling if present, otherwise the first
-/// case-insensitive match in byte order (the map's order). Returns the stored spelling.
+/// The entry of `dir` matching `name` case-insensitively, with its stored spelling.
 fn find_child(dir: &Node, name: &str) -> Option<(String, Arc<Node>)> {
-    let st = dir.read();
-    if let Some(n) = st.entries.get(name) {
-        return Some((name.to_owned(), Arc::clone(n)));
-    }
-    if !has_case_variants(name) {
-        return None;
-    }
-    st.entries.iter().find(|(k, _)| eq_fold(k, name)).map(|(k, n)| (k.clone(), Arc::clone(n)))
+    dir.read().entries.find(name)
 }
 
 /// Where a non-root path leads: its parent directory (with the parent's stored path and the
@@ -183,7 +176,9 @@ impl MemoryBackend {
         if ro && (opts.write || opts.truncate || opts.create == CreateMode::CreateNew) {
             return Err(VfsError::ReadOnly);
         }
-        let _names = self.write_names();
+        // Only a create changes the namespace; plain opens may run side by side.
+        let (_reading, _writing) =
+            if opts.create == CreateMode::OpenExisting { (Some(self.read_names()), None) } else { (None, Some(self.write_names())) };
         let (node, stored, outcome) = if path.is_root() {
             if opts.create == CreateMode::CreateNew {
                 return Err(VfsError::Exists);

@@ -139,7 +139,7 @@ impl FileHandle for MemoryHandle {
         if !self.node.is_dir {
             return Err(VfsError::NotADirectory);
         }
-        Ok(self.node.read().entries.contains_key(name))
+        Ok(self.node.read().entries.contains_exact(name))
     }
 
     fn opened_path(&self) -> Option<SharePath> {

@@ -1,6 +1,7 @@
 //! The files and directories of a [`MemoryBackend`](super::MemoryBackend), and the account
 //! of the bytes they hold.
 
+use super::entries::Entries;
 use super::BLOCK_SIZE;
 use crate::{dos, FileAttrs, Result, SetTimes, VfsError};
 use std::collections::BTreeMap;
@@ -61,8 +62,8 @@ pub(crate) struct NodeState {
     pub(crate) data: Vec<u8>,
     /// Space reserved by `allocate` (may exceed the data).
     pub(crate) reserved: u64,
-    /// A directory's entries by stored name.
-    pub(crate) entries: BTreeMap<String, Arc<Node>>,
+    /// A directory's entries.
+    pub(crate) entries: Entries,
     pub(crate) created: SystemTime,
     pub(crate) accessed: SystemTime,
     pub(crate) modified: SystemTime,
@@ -113,7 +114,7 @@ impl Node {
         let state = NodeState {
             data: Vec::new(),
             reserved: 0,
-            entries: BTreeMap::new(),
+            entries: Entries::default(),
             created: now,
             accessed: now,
             modified: now,
@@ -156,7 +157,7 @@ impl Node {
     pub(crate) fn attrs(&self) -> FileAttrs {
         let st = self.read();
         let (size, nlink) = if self.is_dir {
-            let subdirs = st.entries.values().filter(|n| n.is_dir).count();
+            let subdirs = st.entries.subdirs();
             (0, u32::try_from(2 + subdirs).unwrap_or(u32::MAX))
         } else {
             (st.data.len() as u64, 1)
@@ -238,11 +239,11 @@ impl Drop for Node {
         self.usage.used.fetch_sub(st.charged, Ordering::Relaxed);
         // Children are taken apart here, one level at a time, so a deep tree cannot
         // overflow the stack with nested drops.
-        let mut orphans: Vec<Arc<Node>> = std::mem::take(&mut st.entries).into_values().collect();
+        let mut orphans = st.entries.take_all();
         while let Some(n) = orphans.pop() {
             if let Some(mut n) = Arc::into_inner(n) {
                 let st = n.state.get_mut().unwrap_or_else(|e| e.into_inner());
-                orphans.extend(std::mem::take(&mut st.entries).into_values());
+                orphans.extend(st.entries.take_all());
             }
         }
     }
