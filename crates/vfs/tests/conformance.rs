@@ -185,6 +185,9 @@ fn read_write_truncate_extend(f: &dyn Fixture) {
     assert_eq!(data.len(), 21);
     assert!(data[11..20].iter().all(|&c| c == 0));
     assert_eq!(h.size().unwrap(), 21);
+    // An empty write past the end writes nothing and leaves the end of file.
+    assert_eq!(h.write_at(b"", 100).unwrap(), 0);
+    assert_eq!(h.size().unwrap(), 21);
 
     h.set_len(5).unwrap();
     assert_eq!(read_all(&*h), b"hello");

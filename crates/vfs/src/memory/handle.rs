@@ -76,6 +76,10 @@ impl FileHandle for MemoryHandle {
             Some(end) if end <= MAX_OFFSET => end,
             _ => return Err(VfsError::TooLarge),
         };
+        if buf.is_empty() {
+            // As pwrite: nothing written, the end of file stays.
+            return Ok(0);
+        }
         let mut st = self.node.write();
         if end > st.data.len() as u64 {
             let want = st.charge_with_data(end.max(st.reserved));
