@@ -163,7 +163,8 @@ def _toml_str(s: str) -> str:
 
 def braid_config(port: int, users: dict[str, str], shares: list[dict], server_extra=()) -> str:
     """users: name -> password; shares: dicts with name, path, read_only, users, guest_ok,
-    encrypt; server_extra: more TOML lines for the [server] section."""
+    encrypt, or instead of path backend="memory" and an optional capacity (e.g. "8M");
+    server_extra: more TOML lines for the [server] section."""
     out = ["[server]", f"listen = [{_toml_str(f'{LOCALHOST}:{port}')}]", *server_extra, ""]
     for name, pw in users.items():
         out += ["[[user]]", f"name = {_toml_str(name)}", f"nt_hash = {_toml_str(nt_hash(pw))}", ""]
@@ -171,7 +172,9 @@ def braid_config(port: int, users: dict[str, str], shares: list[dict], server_ex
         out += [
             "[[share]]",
             f"name = {_toml_str(sh['name'])}",
-            f"path = {_toml_str(sh['path'])}",
+            *([f"path = {_toml_str(sh['path'])}"] if "path" in sh else []),
+            *([f"backend = {_toml_str(sh['backend'])}"] if "backend" in sh else []),
+            *([f"capacity = {_toml_str(sh['capacity'])}"] if "capacity" in sh else []),
             f"read_only = {'true' if sh.get('read_only') else 'false'}",
             "users = [" + ", ".join(_toml_str(u) for u in sh.get("users", [])) + "]",
             f"guest_ok = {'true' if sh.get('guest_ok') else 'false'}",
@@ -192,7 +195,7 @@ class Server:
     password: str
     user2: str
     password2: str
-    shares: dict[str, Path]          # share name -> directory on disk
+    shares: dict[str, Path]          # share name -> directory on disk (memory shares: none)
     root: Path                       # private temp dir (config, logs, shares)
     log: Path
     proc: subprocess.Popen | None = None
@@ -252,7 +255,8 @@ def _mk_share_dirs(root: Path, names) -> dict[str, Path]:
 def start_braid(root: Path, users: dict[str, str], wait: float = 10.0, *, share_specs=None,
                 server_extra=()) -> Server:
     """Starts braid on a free port. By default shares data, ro and alice_only; share_specs (dicts
-    as for braid_config, without path) and server_extra ([server] lines) make custom servers."""
+    as for braid_config, without path; a memory share gets no directory) and server_extra
+    ([server] lines) make custom servers."""
     exe = braid_bin()
     if not exe.is_file() or not os.access(exe, os.X_OK):
         raise RuntimeError(f"braid binary not found at {exe} (cargo build --release, or set BRAID_BIN)")
@@ -260,11 +264,11 @@ def start_braid(root: Path, users: dict[str, str], wait: float = 10.0, *, share_
     if share_specs is None:
         share_specs = [{"name": "data"}, {"name": "ro", "read_only": True},
                        {"name": "alice_only", "users": [names[0]]}]
-    shares = _mk_share_dirs(root, [sh["name"] for sh in share_specs])
+    shares = _mk_share_dirs(root, [sh["name"] for sh in share_specs if sh.get("backend") != "memory"])
     port = free_port()
     cfg = root / "braid.toml"
-    cfg.write_text(braid_config(port, users, [dict(sh, path=str(shares[sh["name"]])) for sh in share_specs],
-                                server_extra))
+    specs = [dict(sh, path=str(shares[sh["name"]])) if sh["name"] in shares else sh for sh in share_specs]
+    cfg.write_text(braid_config(port, users, specs, server_extra))
     log = root / "braid.log"
     env = dict(os.environ, RUST_BACKTRACE="1")
     with open(log, "wb") as lf:

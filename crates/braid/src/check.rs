@@ -33,7 +33,7 @@ fn summary(path: &Path, loaded: &config::Loaded) -> String {
             s,
             "  share {:?}: {} ({}; {}{})",
             sh.name,
-            sh.path.display(),
+            sh.storage,
             if sh.read_only { "read-only" } else { "read-write" },
             who,
             if sh.guest_ok { "; guests allowed" } else { "" }

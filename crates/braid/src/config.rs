@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use smb_server::{EncryptionMode, InterfaceConfig, ServerConfig, ShareConfig, UserConfig};
+use smb_server::{EncryptionMode, InterfaceConfig, ServerConfig, ShareConfig, ShareStorage, UserConfig};
 use toml::Spanned;
 
 use crate::names;
@@ -127,7 +127,11 @@ struct RawUser {
 #[serde(deny_unknown_fields)]
 struct RawShare {
     name: Spanned<String>,
-    path: Spanned<String>,
+    // Required unless `backend = "memory"`: checked by hand.
+    path: Option<Spanned<String>>,
+    backend: Option<Spanned<String>>,
+    // Integer bytes or a string like "1G"; memory shares only.
+    capacity: Option<Spanned<toml::Value>>,
     #[serde(default)]
     read_only: bool,
     users: Option<Vec<Spanned<String>>>,
@@ -220,6 +224,7 @@ impl Ctx<'_> {
 
         let mut share_names = HashSet::new();
         for share in raw.share {
+            let span = share.span();
             let s = share.into_inner();
             let name = s.name.get_ref();
             let what = format!("share {name:?}");
@@ -227,7 +232,7 @@ impl Ctx<'_> {
             if !share_names.insert(name.to_lowercase()) {
                 return Err(self.err(s.name.span(), format!("{what}: duplicate share name")));
             }
-            let path = self.share_path(&s.path, base_dir, &what)?;
+            let storage = self.share_storage(&s, span, base_dir, &what)?;
             let mut users = Vec::new();
             for u in s.users.unwrap_or_default() {
                 if !user_names.contains(&u.get_ref().to_lowercase()) {
@@ -237,7 +242,7 @@ impl Ctx<'_> {
             }
             server.shares.push(ShareConfig {
                 name: name.clone(),
-                path,
+                storage,
                 read_only: s.read_only,
                 users,
                 guest_ok: s.guest_ok,
@@ -390,6 +395,32 @@ impl Ctx<'_> {
         Ok(())
     }
 
+    /// Where a share's files live: `backend = "local"` (the default) needs `path`;
+    /// `backend = "memory"` takes an optional `capacity` and no `path`.
+    fn share_storage(&self, s: &RawShare, span: Range<usize>, base_dir: &Path, what: &str) -> Result<ShareStorage, ConfigError> {
+        let memory = match &s.backend {
+            None => false,
+            Some(b) if b.get_ref() == "local" => false,
+            Some(b) if b.get_ref() == "memory" => true,
+            Some(b) => return Err(self.err(b.span(), format!("{what}: backend {:?} is unknown (use \"local\" or \"memory\")", b.get_ref()))),
+        };
+        if !memory {
+            if let Some(c) = &s.capacity {
+                return Err(self.err(c.span(), format!("{what}: capacity applies only to backend = \"memory\"")));
+            }
+            let path = s.path.as_ref().ok_or_else(|| self.err(span, format!("{what}: missing field `path`")))?;
+            return self.share_path(path, base_dir, what).map(ShareStorage::Directory);
+        }
+        if let Some(p) = &s.path {
+            return Err(self.err(p.span(), format!("{what}: a memory share has no path")));
+        }
+        let capacity = match &s.capacity {
+            None => DEFAULT_MEMORY_CAPACITY,
+            Some(c) => share_capacity(c.get_ref()).map_err(|m| self.err(c.span(), format!("{what}: capacity: {m}")))?,
+        };
+        Ok(ShareStorage::Memory { capacity })
+    }
+
     fn share_path(&self, path: &Spanned<String>, base_dir: &Path, what: &str) -> Result<PathBuf, ConfigError> {
         let shown = path.get_ref();
         if shown.is_empty() {
@@ -448,7 +479,23 @@ fn io_size(v: &toml::Value) -> Result<u32, String> {
     Ok(bytes as u32)
 }
 
-/// Parses a byte count with an optional binary unit suffix (K, KiB, M, MiB; any case).
+/// Capacity of a memory share whose file names none.
+const DEFAULT_MEMORY_CAPACITY: u64 = 1 << 30;
+
+/// Checks a memory share's `capacity`: integer bytes or "512M", "4G", ...; at least 1 MiB.
+fn share_capacity(v: &toml::Value) -> Result<u64, String> {
+    let bytes = match v {
+        toml::Value::Integer(n) => u64::try_from(*n).map_err(|_| format!("{n} is negative"))?,
+        toml::Value::String(s) => parse_size(s).ok_or_else(|| format!("{s:?} is not a size (use bytes, or e.g. \"512M\", \"4G\")"))?,
+        other => return Err(format!("expected a size such as \"1G\" or 1073741824, found a {}", other.type_str())),
+    };
+    if bytes < 1 << 20 {
+        return Err(format!("{v} is too small (at least 1M)"));
+    }
+    Ok(bytes)
+}
+
+/// Parses a byte count with an optional binary unit suffix (K, KiB, M, MiB, G, GiB; any case).
 fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
     let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -458,6 +505,7 @@ fn parse_size(s: &str) -> Option<u64> {
         "" | "b" => 1,
         "k" | "kib" => 1 << 10,
         "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
         _ => return None,
     };
     n.checked_mul(mult)

@@ -109,8 +109,8 @@ mod tests {
         assert_eq!(cfg.users[0].nt_hash, smb_auth::nt_hash(&pw));
         assert_eq!(cfg.shares.len(), 1);
         assert_eq!(cfg.shares[0].name, "data");
-        assert!(cfg.shares[0].path.is_absolute());
-        assert_eq!(cfg.shares[0].path, std::fs::canonicalize(dir.path().join("braid-data")).unwrap());
+        assert!(matches!(&cfg.shares[0].storage, smb_server::ShareStorage::Directory(p) if p.is_absolute()));
+        assert_eq!(cfg.shares[0].storage, smb_server::ShareStorage::Directory(std::fs::canonicalize(dir.path().join("braid-data")).unwrap()));
         assert_eq!(cfg.listen, vec!["127.0.0.1:4455".parse().unwrap()]);
 
         #[cfg(unix)]

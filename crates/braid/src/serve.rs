@@ -121,7 +121,7 @@ mod tests {
             users: vec![UserConfig { name: "braid".into(), nt_hash: [0; 16] }],
             shares: vec![ShareConfig {
                 name: "data".into(),
-                path: "/tmp".into(),
+                storage: smb_server::ShareStorage::Directory("/tmp".into()),
                 read_only: false,
                 users: vec![],
                 guest_ok: false,

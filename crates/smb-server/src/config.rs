@@ -77,11 +77,12 @@ pub struct UserConfig {
     pub nt_hash: [u8; 16],
 }
 
-/// One exported directory.
+/// One exported share.
 #[derive(Debug, Clone)]
 pub struct ShareConfig {
     pub name: String,
-    pub path: PathBuf,
+    /// Where its files live.
+    pub storage: ShareStorage,
     pub read_only: bool,
     /// Users allowed to connect; empty means every user.
     pub users: Vec<String>,
@@ -90,6 +91,29 @@ pub struct ShareConfig {
     /// Requests to this share must be encrypted (MS-SMB2 Share.EncryptData).
     pub encrypt: bool,
     pub comment: String,
+}
+
+/// Where a share's files live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShareStorage {
+    /// A directory of the local file system (`braid_vfs::LocalBackend`), by absolute path.
+    Directory(PathBuf),
+    /// In memory (`braid_vfs::MemoryBackend`), holding at most `capacity` bytes: the share
+    /// starts empty and its contents go when the server stops. For tests and benchmarks
+    /// that must not depend on a disk.
+    Memory {
+        /// Most bytes the share holds; writes beyond fail with STATUS_DISK_FULL.
+        capacity: u64,
+    },
+}
+
+impl std::fmt::Display for ShareStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ShareStorage::Directory(p) => write!(f, "{}", p.display()),
+            ShareStorage::Memory { capacity } => write!(f, "memory, {capacity} bytes"),
+        }
+    }
 }
 
 impl Default for ServerConfig {

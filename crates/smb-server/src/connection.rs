@@ -234,7 +234,7 @@ fn sendfile_all(sock: &std::os::fd::OwnedFd, tail: &FileTail) -> std::io::Result
             let chunk = [0u8; 4096];
             rustix::io::write(sock, &chunk[..left.min(chunk.len())]).map_err(std::io::Error::from)
         } else {
-            tail.handle.send_to(sock.as_fd(), off, left)
+            tail.handle.fast_paths().map_or_else(|| Err(std::io::ErrorKind::Unsupported.into()), |f| f.send_to(sock.as_fd(), off, left))
         };
         match r {
             Ok(0) if !zeros => zeros = true,
@@ -394,7 +394,7 @@ fn overwrites_memory_file(conn: &Connection, prefix: &[u8; splice::PREFIX]) -> b
     let (Ok(hdr), Ok(w)) = (smb_wire::Header::decode(prefix), smb_wire::msg::write::WriteFixed::decode(prefix)) else { return false };
     let Some(open) = conn.server.sessions.get(&hdr.session_id).and_then(|s| s.open(w.file_id.volatile)) else { return false };
     let crate::open::OpenKind::File { handle, is_dir: false, .. } = &open.kind else { return false };
-    handle.overwrites_in_place(w.offset, w.length as usize)
+    handle.fast_paths().is_some_and(|f| f.overwrites_in_place(w.offset, w.length as usize))
 }
 
 /// Remainders of a frame at least this long are waited for whole (SO_RCVLOWAT).

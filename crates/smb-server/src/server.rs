@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use braid_vfs::{Backend, LocalBackend};
+use braid_vfs::{Backend, LocalBackend, MemoryBackend};
 use smb_wire::SessionId;
 
 use crate::config::{ServerConfig, ShareConfig};
@@ -97,9 +97,14 @@ impl ServerState {
     pub fn new(config: ServerConfig) -> std::io::Result<Self> {
         let mut shares = Vec::new();
         for (index, s) in config.shares.iter().enumerate() {
-            let backend = LocalBackend::new(&s.path, s.read_only)
-                .map_err(|e| std::io::Error::other(format!("share {}: cannot open {}: {e}", s.name, s.path.display())))?;
-            shares.push(Arc::new(Share { config: s.clone(), backend: Arc::new(backend), index }));
+            let backend: Arc<dyn Backend> = match &s.storage {
+                crate::config::ShareStorage::Directory(path) => Arc::new(
+                    LocalBackend::new(path, s.read_only)
+                        .map_err(|e| std::io::Error::other(format!("share {}: cannot open {}: {e}", s.name, path.display())))?,
+                ),
+                crate::config::ShareStorage::Memory { capacity } => Arc::new(MemoryBackend::new(*capacity, s.read_only)),
+            };
+            shares.push(Arc::new(Share { config: s.clone(), backend, index }));
         }
         let users = config.users.iter().map(|u| (u.name.to_lowercase(), u.nt_hash)).collect();
         let server_guid: [u8; 16] = rand::random();

@@ -3,6 +3,10 @@
 //! The VFS knows nothing of SMB or NFS: it takes validated share-relative paths and returns
 //! plain metadata and [`VfsError`]s. Each protocol maps errors to its own status codes in one
 //! place. All calls are synchronous and may block; servers call them off the async reactor.
+//!
+//! Two backends implement [`Backend`]: [`LocalBackend`] serves a directory of the local file
+//! system and offers every transport fast path ([`FastPaths`]); [`MemoryBackend`] holds a
+//! share in memory, bounded by a capacity, and offers none.
 
 #![warn(missing_docs)]
 
@@ -10,10 +14,12 @@ mod error;
 mod fault_guard;
 mod local;
 mod mapped;
+mod memory;
 mod path;
 pub use error::VfsError;
 pub use local::{LocalBackend, LocalHandle, BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR};
 pub use mapped::MappedRange;
+pub use memory::{MemoryBackend, MemoryHandle};
 pub use path::{validate_component, SharePath, MAX_COMPONENT_LEN, MAX_PATH_LEN};
 
 use std::time::SystemTime;
@@ -147,57 +153,16 @@ pub struct FsStats {
 pub trait FileHandle: Send + Sync + std::fmt::Debug {
     /// Reads up to `buf.len()` bytes at `offset`; returns bytes read (0 at end of file).
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize>;
-    /// [`FileHandle::read_at`] only if it cannot block on storage: the data is in memory
-    /// (page cache, or a memory file system). `None` means "could block": call `read_at` on a
-    /// thread that may. Lets a server answer cached reads without a thread hand-off.
-    fn read_at_nowait(&self, _buf: &mut [u8], _offset: u64) -> Option<Result<usize>> {
-        None
-    }
-    /// Whether this file's data lives in memory (tmpfs, ramfs), so small reads and writes
-    /// never wait for a device (short of swap or memory reclaim).
-    fn in_memory(&self) -> bool {
-        false
-    }
-    /// Whether a write of `len` bytes at `offset` would be copied into the file in place (a
-    /// memory file's mapping, wholly inside the file) rather than go through the file
-    /// system's write path; lets a caller pick how to receive the bytes.
-    fn overwrites_in_place(&self, _offset: u64, _len: usize) -> bool {
-        false
-    }
     /// Writes all of `buf` at `offset`; returns bytes written.
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize>;
     /// End of file, cheaper than [`FileHandle::attrs`] where the backend can tell it alone.
     fn size(&self) -> Result<u64> {
         Ok(self.attrs()?.size)
     }
-    /// One zero-copy transfer of up to `len` bytes at `offset` to `out` (a socket), as
-    /// sendfile(2) does: returns the bytes sent, `WouldBlock` when `out` is full, and
-    /// `Unsupported` when the backend cannot (the caller then reads and sends itself).
-    fn send_to(&self, out: std::os::fd::BorrowedFd<'_>, offset: u64, len: usize) -> std::io::Result<usize> {
-        let _ = (out, offset, len);
-        Err(std::io::ErrorKind::Unsupported.into())
-    }
-    /// Whether [`FileHandle::send_to`] works on this handle.
-    fn can_send_to(&self) -> bool {
-        false
-    }
-    /// Up to `len` bytes at `offset` as a range of a memory mapping that can be written to
-    /// a socket in one copy ([`MappedRange::write_after`]); the range ends at the end of
-    /// file. `None` when the backend does not map this file (not in memory, not readable,
-    /// too long a range, address-space budget spent): read it instead.
-    fn map_range(&self, _offset: u64, _len: usize) -> Option<Result<MappedRange>> {
+    /// The transport fast paths this handle offers, if any: a server that holds only a
+    /// `FileHandle` asks here before taking a path that bypasses `read_at`/`write_at`.
+    fn fast_paths(&self) -> Option<&dyn FastPaths> {
         None
-    }
-    /// Moves exactly `len` bytes from the pipe `from` into the file at `offset` with
-    /// splice(2), so they never pass through user space; returns bytes written. The
-    /// default (and a backend that cannot) answers `Unsupported` before taking any byte.
-    fn splice_from(&self, from: std::os::fd::BorrowedFd<'_>, offset: u64, len: usize) -> Result<usize> {
-        let _ = (from, offset, len);
-        Err(VfsError::Io(std::io::ErrorKind::Unsupported.into()))
-    }
-    /// Whether [`FileHandle::splice_from`] works on this handle.
-    fn can_splice_from(&self) -> bool {
-        false
     }
     /// Current metadata.
     fn attrs(&self) -> Result<FileAttrs>;
@@ -237,6 +202,59 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     /// beyond [`MAX_EAS`] fails with `TooLarge`. Names are stored as given: callers that
     /// want case-insensitive names normalise them first.
     fn set_extended_attribute(&self, name: &str, value: &[u8]) -> Result<()>;
+}
+
+/// Transport fast paths a backend may offer beside [`FileHandle`]'s storage operations:
+/// reads that must not block, and transfers between a file and a socket or pipe that skip
+/// user space or a copy. Every method has a safe answer ("cannot", "no"), so a backend
+/// implements only what it can do; a server falls back to `read_at`/`write_at` otherwise.
+pub trait FastPaths: Send + Sync {
+    /// [`FileHandle::read_at`] only if it cannot block on storage: the data is in memory
+    /// (page cache, or a memory file system). `None` means "could block": call `read_at` on a
+    /// thread that may. Lets a server answer cached reads without a thread hand-off.
+    fn read_at_nowait(&self, _buf: &mut [u8], _offset: u64) -> Option<Result<usize>> {
+        None
+    }
+    /// Whether this file's data lives in memory (tmpfs, ramfs), so small reads and writes
+    /// never wait for a device (short of swap or memory reclaim).
+    fn in_memory(&self) -> bool {
+        false
+    }
+    /// Whether a write of `len` bytes at `offset` would be copied into the file in place (a
+    /// memory file's mapping, wholly inside the file) rather than go through the file
+    /// system's write path; lets a caller pick how to receive the bytes.
+    fn overwrites_in_place(&self, _offset: u64, _len: usize) -> bool {
+        false
+    }
+    /// One zero-copy transfer of up to `len` bytes at `offset` to `out` (a socket), as
+    /// sendfile(2) does: returns the bytes sent, `WouldBlock` when `out` is full, and
+    /// `Unsupported` when the backend cannot (the caller then reads and sends itself).
+    fn send_to(&self, out: std::os::fd::BorrowedFd<'_>, offset: u64, len: usize) -> std::io::Result<usize> {
+        let _ = (out, offset, len);
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+    /// Whether [`FastPaths::send_to`] works on this handle.
+    fn can_send_to(&self) -> bool {
+        false
+    }
+    /// Up to `len` bytes at `offset` as a range of a memory mapping that can be written to
+    /// a socket in one copy ([`MappedRange::write_after`]); the range ends at the end of
+    /// file. `None` when the backend does not map this file (not in memory, not readable,
+    /// too long a range, address-space budget spent): read it instead.
+    fn map_range(&self, _offset: u64, _len: usize) -> Option<Result<MappedRange>> {
+        None
+    }
+    /// Moves exactly `len` bytes from the pipe `from` into the file at `offset` with
+    /// splice(2), so they never pass through user space; returns bytes written. The
+    /// default (and a backend that cannot) answers `Unsupported` before taking any byte.
+    fn splice_from(&self, from: std::os::fd::BorrowedFd<'_>, offset: u64, len: usize) -> Result<usize> {
+        let _ = (from, offset, len);
+        Err(VfsError::Io(std::io::ErrorKind::Unsupported.into()))
+    }
+    /// Whether [`FastPaths::splice_from`] works on this handle.
+    fn can_splice_from(&self) -> bool {
+        false
+    }
 }
 
 /// Most extended attributes a file may hold.

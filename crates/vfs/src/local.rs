@@ -17,7 +17,7 @@
 //! DOS attributes and creation-time overrides live in user xattrs ([`DOS_ATTR_XATTR`],
 //! [`BTIME_XATTR`]); on filesystems without user xattrs they silently are not persisted.
 
-mod case;
+pub(crate) mod case;
 mod errno;
 mod handle;
 mod listing;

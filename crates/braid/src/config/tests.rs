@@ -84,7 +84,7 @@ fn valid_example() {
     assert_eq!(c.shares.len(), 2);
     let data = &c.shares[0];
     assert_eq!(data.name, "data");
-    assert_eq!(data.path, std::fs::canonicalize(d.path().join("data")).unwrap());
+    assert_eq!(data.storage, ShareStorage::Directory(std::fs::canonicalize(d.path().join("data")).unwrap()));
     assert!(!data.read_only && !data.guest_ok);
     assert_eq!(data.users, vec!["alice".to_string()]);
     let public = &c.shares[1];
@@ -248,4 +248,24 @@ fn multichannel_errors() {
     error("[[server.interface]]\naddress = \"10.0.0.1\"\nspeed = -1\n", 3, &["speed"]);
     error("[[server.interface]]\nspeed = 1\n", 1, &["missing key `address`"]);
     error("[[server.interface]]\naddress = \"10.0.0.1\"\nmtu = 9000\n", 3, &["mtu"]);
+}
+
+#[test]
+fn memory_shares() {
+    let d = dir();
+    let text = "[[share]]\nname = \"ram\"\nbackend = \"memory\"\ncapacity = \"64M\"\n\n[[share]]\nname = \"ram2\"\nbackend = \"memory\"\n\n[[share]]\nname = \"disk\"\nbackend = \"local\"\npath = \"data\"\n";
+    let c = parse(text, "braid.toml", d.path()).unwrap().server;
+    assert_eq!(c.shares[0].storage, ShareStorage::Memory { capacity: 64 << 20 });
+    assert_eq!(c.shares[1].storage, ShareStorage::Memory { capacity: 1 << 30 });
+    assert_eq!(c.shares[2].storage, ShareStorage::Directory(std::fs::canonicalize(d.path().join("data")).unwrap()));
+    let c = parse("[[share]]\nname = \"ram\"\nbackend = \"memory\"\ncapacity = 2147483648\n", "braid.toml", d.path()).unwrap().server;
+    assert_eq!(c.shares[0].storage, ShareStorage::Memory { capacity: 2 << 30 });
+
+    error(&with_line(20, "backend = \"tape\""), 20, &["share \"data\"", "backend \"tape\"", "memory"]);
+    error(&with_line(21, "backend = \"memory\""), 20, &["share \"data\"", "memory share has no path"]);
+    error(&with_line(21, "capacity = \"1G\""), 21, &["share \"data\"", "capacity applies only"]);
+    for bad in ["\"lots\"", "\"1K\"", "-5", "true"] {
+        let text = format!("[[share]]\nname = \"ram\"\nbackend = \"memory\"\ncapacity = {bad}\n");
+        error(&text, 4, &["share \"ram\"", "capacity"]);
+    }
 }

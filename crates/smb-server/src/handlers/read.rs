@@ -47,7 +47,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     // Whether the response may carry file bytes it does not hold (a mapped or sendfile tail).
     let tail_ok = cx.may_send_tail();
     if sealed || len_ok_for_mapping(req.length, || cx.conn.writer_busy()) && tail_ok {
-        if let Some(r) = handle.map_range(req.offset, req.length as usize) {
+        if let Some(r) = handle.fast_paths().and_then(|f| f.map_range(req.offset, req.length as usize)) {
             let m = r.map_err(super::storage_status)?;
             if m.is_empty() || m.len() < req.minimum_count as usize {
                 return Err(NtStatus::END_OF_FILE);
@@ -60,7 +60,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     // Large reads outside compounds and without signing go from the file to the socket with
     // sendfile: the data never enters user space.
-    if len_ok_for_sendfile(req.length) && handle.can_send_to() && tail_ok {
+    if len_ok_for_sendfile(req.length) && handle.fast_paths().is_some_and(|f| f.can_send_to()) && tail_ok {
         let h = handle.clone();
         let size = super::storage_or_pending(cx, out, move || h.size()).await?;
         let avail = size.saturating_sub(req.offset).min(u64::from(req.length));
@@ -89,9 +89,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     // A READ of a memory file whose response is signed (or otherwise not sent from the
     // mapping) is copied out of the mapping here too: one memcpy, after which the signature
     // and the send read the bytes from this core's cache.
-    let copy_here = handle.in_memory() && !tail_ok;
+    let copy_here = handle.fast_paths().is_some_and(|f| f.in_memory()) && !tail_ok;
     let inline_max = if copy_here || cx.conn.requests_in_progress() <= 1 { LONE_INLINE_READ_MAX } else { INLINE_READ_MAX };
-    let inline = if len <= inline_max { handle.read_at_nowait(&mut buf[data_at..data_at + len], offset) } else { None };
+    let inline = if len <= inline_max { handle.fast_paths().and_then(|f| f.read_at_nowait(&mut buf[data_at..data_at + len], offset)) } else { None };
     let (mut buf, n) = match inline {
         Some(n) => (buf, n),
         None => {

@@ -33,15 +33,17 @@ impl Data {
     fn write_to(self, handle: &dyn braid_vfs::FileHandle, off: u64) -> braid_vfs::Result<usize> {
         match self {
             Data::Frame(frame, r) => handle.write_at(&frame[r], off),
-            Data::Pipe(mut p) if handle.can_splice_from() => {
-                let mut at = off;
-                p.drain(|fd, n| {
-                    let done = handle.splice_from(fd, at, n)?;
-                    at += done as u64;
-                    Ok(done)
-                })
-            }
-            Data::Pipe(mut p) => handle.write_at(&p.read_all().map_err(braid_vfs::VfsError::Io)?, off),
+            Data::Pipe(mut p) => match handle.fast_paths().filter(|f| f.can_splice_from()) {
+                Some(f) => {
+                    let mut at = off;
+                    p.drain(|fd, n| {
+                        let done = f.splice_from(fd, at, n)?;
+                        at += done as u64;
+                        Ok(done)
+                    })
+                }
+                None => handle.write_at(&p.read_all().map_err(braid_vfs::VfsError::Io)?, off),
+            },
         }
     }
 }
@@ -119,7 +121,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     drop(frame);
     let queue = &node.writes;
-    let inline = len <= INLINE_WRITE_MAX && matches!(data, Data::Frame(..)) && handle.in_memory();
+    let inline = len <= INLINE_WRITE_MAX && matches!(data, Data::Frame(..)) && handle.fast_paths().is_some_and(|f| f.in_memory());
     let job = move || -> braid_vfs::Result<(usize, u64)> {
         let off = if append { handle.attrs()?.size } else { offset };
         Ok((data.write_to(handle.as_ref(), off)?, off))

@@ -7,7 +7,7 @@ use super::meta::{
     DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR, STORED_DOS,
 };
 use super::Root;
-use crate::{DirEntry, FileAttrs, FileHandle, MappedRange, Result, SetTimes, SharePath, VfsError};
+use crate::{DirEntry, FastPaths, FileAttrs, FileHandle, MappedRange, Result, SetTimes, SharePath, VfsError};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{fallocate, fsync, ftruncate, futimens, utimensat, AtFlags, FallocateFlags, Timespec, Timestamps, UTIME_NOW, UTIME_OMIT};
 use rustix::io::{pread, pwrite, Errno};
@@ -267,32 +267,7 @@ const MAPPED_WRITE_MIN: usize = 64 << 10;
 /// window's bookkeeping costs about what pread's per-page path does.
 const MAPPED_READ_MIN: usize = 64 << 10;
 
-impl FileHandle for LocalHandle {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        if self.is_dir {
-            return Err(VfsError::IsADirectory);
-        }
-        if !self.allow_read || self.access == FdAccess::PathOnly {
-            return Err(VfsError::PermissionDenied);
-        }
-        if let Some(n) = self.copy_out_mapped(buf, offset)? {
-            return Ok(n);
-        }
-        let mut done = 0;
-        while done < buf.len() {
-            let Some(pos) = offset.checked_add(done as u64).filter(|p| *p <= MAX_OFFSET) else {
-                break;
-            };
-            match pread(&self.fd, &mut buf[done..], pos) {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(Errno::INTR) => continue,
-                Err(e) => return Err(map_errno(e)),
-            }
-        }
-        Ok(done)
-    }
-
+impl FastPaths for LocalHandle {
     fn in_memory(&self) -> bool {
         self.memory_backed
     }
@@ -318,37 +293,6 @@ impl FileHandle for LocalHandle {
             Ok(n) if n == buf.len() => Some(Ok(n)),
             _ => None,
         }
-    }
-
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize> {
-        self.keeping_ctime(|| {
-            self.check_data_change()?;
-            if !self.allow_write {
-                return Err(VfsError::PermissionDenied);
-            }
-            match offset.checked_add(buf.len() as u64) {
-                Some(end) if end <= MAX_OFFSET => {}
-                _ => return Err(VfsError::TooLarge),
-            }
-            if let Some(n) = self.copy_mapped(buf, offset)? {
-                return Ok(n);
-            }
-            let mut done = 0;
-            while done < buf.len() {
-                match pwrite(&self.fd, &buf[done..], offset + done as u64) {
-                    Ok(0) => return Err(VfsError::Io(std::io::ErrorKind::WriteZero.into())),
-                    Ok(n) => done += n,
-                    Err(Errno::INTR) => continue,
-                    Err(e) => return Err(map_errno(e)),
-                }
-            }
-            Ok(done)
-        })
-    }
-
-    fn size(&self) -> Result<u64> {
-        let st = rustix::fs::fstat(&self.fd).map_err(map_errno)?;
-        Ok(u64::try_from(st.st_size).unwrap_or(0))
     }
 
     fn can_splice_from(&self) -> bool {
@@ -405,6 +349,68 @@ impl FileHandle for LocalHandle {
             return Some(Ok(MappedRange::empty()));
         }
         self.window_range(offset, avail as usize, false).map(Ok)
+    }
+}
+
+impl FileHandle for LocalHandle {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        if self.is_dir {
+            return Err(VfsError::IsADirectory);
+        }
+        if !self.allow_read || self.access == FdAccess::PathOnly {
+            return Err(VfsError::PermissionDenied);
+        }
+        if let Some(n) = self.copy_out_mapped(buf, offset)? {
+            return Ok(n);
+        }
+        let mut done = 0;
+        while done < buf.len() {
+            let Some(pos) = offset.checked_add(done as u64).filter(|p| *p <= MAX_OFFSET) else {
+                break;
+            };
+            match pread(&self.fd, &mut buf[done..], pos) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(map_errno(e)),
+            }
+        }
+        Ok(done)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize> {
+        self.keeping_ctime(|| {
+            self.check_data_change()?;
+            if !self.allow_write {
+                return Err(VfsError::PermissionDenied);
+            }
+            match offset.checked_add(buf.len() as u64) {
+                Some(end) if end <= MAX_OFFSET => {}
+                _ => return Err(VfsError::TooLarge),
+            }
+            if let Some(n) = self.copy_mapped(buf, offset)? {
+                return Ok(n);
+            }
+            let mut done = 0;
+            while done < buf.len() {
+                match pwrite(&self.fd, &buf[done..], offset + done as u64) {
+                    Ok(0) => return Err(VfsError::Io(std::io::ErrorKind::WriteZero.into())),
+                    Ok(n) => done += n,
+                    Err(Errno::INTR) => continue,
+                    Err(e) => return Err(map_errno(e)),
+                }
+            }
+            Ok(done)
+        })
+    }
+
+    fn size(&self) -> Result<u64> {
+        let st = rustix::fs::fstat(&self.fd).map_err(map_errno)?;
+        Ok(u64::try_from(st.st_size).unwrap_or(0))
+    }
+
+    fn fast_paths(&self) -> Option<&dyn FastPaths> {
+        Some(self)
     }
 
     fn attrs(&self) -> Result<FileAttrs> {

@@ -1,0 +1,314 @@
+//! [`MemoryBackend`]: a share held entirely in memory, for tests and benchmarks that must
+//! not touch a disk.
+//!
+//! The share is a tree of [`Node`]s: a directory holds its entries by name, a file its bytes.
+//! Every node has its own lock, so I/O on different files never contends; changes to the
+//! namespace (create, remove, rename) additionally take the backend's namespace lock for
+//! writing, and lookups take it for reading, so a lookup never sees half a rename. No code
+//! path holds two node locks at once.
+//!
+//! Names follow [`LocalBackend`](crate::LocalBackend)'s rules: case-insensitive and
+//! case-preserving. Unlike a directory on disk, a memory directory never holds two
+//! spellings of one name, so a lookup is one map probe.
+//! Everything a file holds (bytes, reserved allocation, security descriptor, extended
+//! attributes, a fixed cost per node) is charged against the backend's capacity; a change
+//! that would exceed it fails with [`VfsError::NoSpace`] and changes nothing.
+
+mod entries;
+mod handle;
+mod node;
+
+pub use handle::MemoryHandle;
+
+use crate::{Backend, CreateMode, FileAttrs, FileHandle, FsStats, OpenOptions, OpenOutcome, Result, SharePath, VfsError};
+use node::{Node, Usage};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::SystemTime;
+
+/// Allocation unit reported by [`Backend::statfs`] and used to round allocation sizes.
+const BLOCK_SIZE: u32 = 4096;
+/// Longest name the share accepts, in bytes (as on the local backend).
+const MAX_NAME_LEN: u32 = 255;
+
+/// State shared by a backend and all its handles.
+struct Tree {
+    root: Arc<Node>,
+    /// Held for reading by lookups and for writing by namespace changes.
+    namespace: RwLock<()>,
+    usage: Arc<Usage>,
+    next_id: AtomicU64,
+}
+
+/// A share held in memory, bounded by a capacity in bytes.
+///
+/// Cheap to clone: clones share the tree. Its contents live as long as the backend or any
+/// of its handles.
+#[derive(Clone)]
+pub struct MemoryBackend {
+    tree: Arc<Tree>,
+    read_only: bool,
+}
+
+impl fmt::Debug for MemoryBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryBackend")
+            .field("capacity", &self.tree.usage.capacity())
+            .field("used", &self.tree.usage.used())
+            .field("read_only", &self.read_only)
+            .finish()
+    }
+}
+
+/// The entry of `dir` matching `name` case-insensitively, with its stored spelling.
+fn find_child(dir: &Node, name: &str) -> Option<(String, Arc<Node>)> {
+    dir.read().entries.find(name)
+}
+
+/// Where a non-root path leads: its parent directory (with the parent's stored path and the
+/// directories on the way, root first) and the entry at the final name, if any.
+struct Located {
+    chain: Vec<Arc<Node>>,
+    parent_path: SharePath,
+    name: String,
+    found: Option<(String, Arc<Node>)>,
+}
+
+impl Located {
+    fn parent(&self) -> &Arc<Node> {
+        self.chain.last().expect("the chain holds at least the root")
+    }
+}
+
+impl MemoryBackend {
+    /// An empty share that holds at most `capacity` bytes (file data, reserved allocation,
+    /// security descriptors, extended attributes and a fixed cost per file or directory).
+    ///
+    /// With `read_only`, every mutating call fails with [`VfsError::ReadOnly`].
+    pub fn new(capacity: u64, read_only: bool) -> Self {
+        let usage = Arc::new(Usage::new(capacity));
+        let root = Arc::new(Node::new_root(1, Arc::clone(&usage)));
+        let namespace = RwLock::new(());
+        MemoryBackend { tree: Arc::new(Tree { root, namespace, usage, next_id: AtomicU64::new(2) }), read_only }
+    }
+
+    /// A backend on the same tree that refuses all changes.
+    pub fn read_only_view(&self) -> Self {
+        MemoryBackend { tree: Arc::clone(&self.tree), read_only: true }
+    }
+
+    /// Whether this backend refuses all changes.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The capacity given to [`MemoryBackend::new`].
+    pub fn capacity(&self) -> u64 {
+        self.tree.usage.capacity()
+    }
+
+    /// Bytes charged against the capacity.
+    pub fn used(&self) -> u64 {
+        self.tree.usage.used()
+    }
+
+    fn read_names(&self) -> RwLockReadGuard<'_, ()> {
+        self.tree.namespace.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write_names(&self) -> RwLockWriteGuard<'_, ()> {
+        self.tree.namespace.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The directories along `comps` (root first) and their stored path; `PathNotFound` if
+    /// one is missing or not a directory.
+    fn dir_chain(&self, comps: &[String]) -> Result<(Vec<Arc<Node>>, SharePath)> {
+        let mut chain = vec![Arc::clone(&self.tree.root)];
+        let mut stored = Vec::with_capacity(comps.len());
+        for c in comps {
+            let here = chain.last().expect("the chain holds at least the root");
+            match find_child(here, c) {
+                Some((name, node)) if node.is_dir => {
+                    stored.push(name);
+                    chain.push(node);
+                }
+                _ => return Err(VfsError::PathNotFound),
+            }
+        }
+        Ok((chain, SharePath::from_components(stored)))
+    }
+
+    /// Resolves a non-root `path` (the caller holds the namespace lock).
+    fn locate(&self, path: &SharePath) -> Result<Located> {
+        let (last, parents) = path.components().split_last().ok_or(VfsError::PermissionDenied)?;
+        let (chain, parent_path) = self.dir_chain(parents)?;
+        let found = find_child(chain.last().expect("the chain holds at least the root"), last);
+        Ok(Located { chain, parent_path, name: last.clone(), found })
+    }
+
+    /// The node at `path` and its stored path (the caller holds the namespace lock).
+    fn lookup(&self, path: &SharePath) -> Result<(Arc<Node>, SharePath)> {
+        if path.is_root() {
+            return Ok((Arc::clone(&self.tree.root), SharePath::root()));
+        }
+        let l = self.locate(path)?;
+        let (name, node) = l.found.ok_or(VfsError::NotFound)?;
+        Ok((node, l.parent_path.join(&name)?))
+    }
+
+    /// Adds a new file or directory `name` to `parent`.
+    fn create_in(&self, parent: &Node, name: &str, dir: bool) -> Result<Arc<Node>> {
+        let id = self.tree.next_id.fetch_add(1, Ordering::Relaxed);
+        let node = Arc::new(Node::new(id, dir, Arc::clone(&self.tree.usage))?);
+        let mut st = parent.write();
+        st.entries.insert(name.to_owned(), Arc::clone(&node));
+        st.touch_modified(SystemTime::now());
+        Ok(node)
+    }
+
+    /// Like [`Backend::open`], returning the concrete handle type.
+    pub fn open_memory(&self, path: &SharePath, opts: OpenOptions) -> Result<(MemoryHandle, OpenOutcome)> {
+        if opts.directory && opts.non_directory {
+            return Err(VfsError::InvalidName);
+        }
+        let ro = self.read_only;
+        if ro && (opts.write || opts.truncate || opts.create == CreateMode::CreateNew) {
+            return Err(VfsError::ReadOnly);
+        }
+        // Only a create changes the namespace; plain opens may run side by side.
+        let (_reading, _writing) =
+            if opts.create == CreateMode::OpenExisting { (Some(self.read_names()), None) } else { (None, Some(self.write_names())) };
+        let (node, stored, outcome) = if path.is_root() {
+            if opts.create == CreateMode::CreateNew {
+                return Err(VfsError::Exists);
+            }
+            (Arc::clone(&self.tree.root), SharePath::root(), OpenOutcome::Opened)
+        } else {
+            let l = self.locate(path)?;
+            match (opts.create, l.found) {
+                (CreateMode::CreateNew, Some(_)) => return Err(VfsError::Exists),
+                (CreateMode::OpenExisting, None) => return Err(VfsError::NotFound),
+                (_, None) if ro => return Err(VfsError::ReadOnly),
+                (_, None) => {
+                    let node = self.create_in(l.chain.last().expect("non-empty chain"), &l.name, opts.directory)?;
+                    (node, l.parent_path.join(&l.name)?, OpenOutcome::Created)
+                }
+                (_, Some((name, node))) => (node, l.parent_path.join(&name)?, OpenOutcome::Opened),
+            }
+        };
+        if outcome == OpenOutcome::Opened {
+            check_existing(&node, opts)?;
+        }
+        Ok((MemoryHandle::new(node, stored, opts, self.read_only), outcome))
+    }
+
+    /// Moves the entry `from` found to the place `to` resolves to, as [`Backend::rename`] describes (the caller holds the namespace lock).
+    fn move_entry(&self, from: Located, to: Located, replace: bool) -> Result<()> {
+        let (fname, src) = from.found.clone().ok_or(VfsError::NotFound)?;
+        if src.is_dir && to.chain.iter().any(|d| Arc::ptr_eq(d, &src)) {
+            // A directory into itself.
+            return Err(VfsError::PermissionDenied);
+        }
+        if let Some((tname, dst)) = &to.found {
+            let case_change = Arc::ptr_eq(dst, &src);
+            if !case_change && !replace {
+                return Err(VfsError::Exists);
+            }
+            if !case_change && (src.is_dir || dst.is_dir) {
+                return Err(VfsError::PermissionDenied);
+            }
+            if let Some(old) = to.parent().write().entries.remove(tname) {
+                old.write().unlinked = true;
+            }
+        }
+        let now = SystemTime::now();
+        {
+            let mut st = from.parent().write();
+            st.entries.remove(&fname);
+            st.touch_modified(now);
+        }
+        src.write().unlinked = false;
+        src.write().changed = now;
+        let mut st = to.parent().write();
+        st.entries.insert(to.name.clone(), src);
+        st.touch_modified(now);
+        Ok(())
+    }
+}
+
+/// Checks an existing node against what `opts` require, truncating it if asked.
+fn check_existing(node: &Node, opts: OpenOptions) -> Result<()> {
+    if node.is_dir && opts.non_directory {
+        return Err(VfsError::IsADirectory);
+    }
+    if !node.is_dir && opts.directory {
+        return Err(VfsError::NotADirectory);
+    }
+    if opts.truncate {
+        if node.is_dir {
+            return Err(VfsError::IsADirectory);
+        }
+        node.set_len(0)?;
+    }
+    Ok(())
+}
+
+impl Backend for MemoryBackend {
+    fn open(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+        let (h, outcome) = self.open_memory(path, opts)?;
+        Ok((Box::new(h), outcome))
+    }
+
+    fn stat(&self, path: &SharePath) -> Result<FileAttrs> {
+        let _names = self.read_names();
+        Ok(self.lookup(path)?.0.attrs())
+    }
+
+    fn remove(&self, path: &SharePath) -> Result<()> {
+        if path.is_root() {
+            return Err(VfsError::PermissionDenied);
+        }
+        if self.read_only {
+            return Err(VfsError::ReadOnly);
+        }
+        let _names = self.write_names();
+        let l = self.locate(path)?;
+        let (name, node) = l.found.as_ref().ok_or(VfsError::NotFound)?;
+        if node.is_dir && !node.read().entries.is_empty() {
+            return Err(VfsError::NotEmpty);
+        }
+        let mut st = l.parent().write();
+        st.entries.remove(name);
+        st.touch_modified(SystemTime::now());
+        drop(st);
+        node.write().unlinked = true;
+        Ok(())
+    }
+
+    /// Renames as the local backend does: replacing never touches a directory (a directory
+    /// target, or a directory source over a file, is `PermissionDenied`), and a rename to
+    /// another spelling of the source's own name only changes its case.
+    fn rename(&self, from: &SharePath, to: &SharePath, replace: bool) -> Result<()> {
+        if from.is_root() || to.is_root() {
+            return Err(VfsError::PermissionDenied);
+        }
+        if self.read_only {
+            return Err(VfsError::ReadOnly);
+        }
+        let _names = self.write_names();
+        let src = self.locate(from)?;
+        let (fname, _) = src.found.as_ref().ok_or(VfsError::NotFound)?;
+        if src.parent_path.join(fname)? == *to {
+            return Ok(());
+        }
+        let dst = self.locate(to)?;
+        self.move_entry(src, dst, replace)
+    }
+
+    fn statfs(&self) -> Result<FsStats> {
+        let total = self.tree.usage.capacity();
+        let free = total.saturating_sub(self.tree.usage.used());
+        Ok(FsStats { total_bytes: total, free_bytes: free, avail_bytes: free, block_size: BLOCK_SIZE, max_name_len: MAX_NAME_LEN })
+    }
+}

@@ -1,0 +1,250 @@
+//! The files and directories of a [`MemoryBackend`](super::MemoryBackend), and the account
+//! of the bytes they hold.
+
+use super::entries::Entries;
+use super::BLOCK_SIZE;
+use crate::{dos, FileAttrs, Result, SetTimes, VfsError};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::SystemTime;
+
+/// What every file or directory costs beside its contents: its name (at most 255 bytes),
+/// its place in the parent's map, and its metadata.
+pub(crate) const NODE_COST: u64 = 512;
+
+/// Largest offset or size a file may reach, as on the local backend (`loff_t` is signed).
+pub(crate) const MAX_OFFSET: u64 = i64::MAX as u64;
+
+/// DOS attributes a node stores (the rest are derived or wire-only).
+const STORED_DOS: u32 = dos::READONLY | dos::HIDDEN | dos::SYSTEM | dos::ARCHIVE | dos::TEMPORARY | dos::OFFLINE | dos::NOT_CONTENT_INDEXED;
+
+/// Bytes charged against a backend's capacity.
+#[derive(Debug)]
+pub(crate) struct Usage {
+    used: AtomicU64,
+    capacity: u64,
+}
+
+impl Usage {
+    pub(crate) fn new(capacity: u64) -> Self {
+        Usage { used: AtomicU64::new(0), capacity }
+    }
+
+    pub(crate) fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    pub(crate) fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Moves a node's charge from `*charged` to `want`; `NoSpace` (nothing changed) when the
+    /// growth does not fit.
+    pub(crate) fn recharge(&self, charged: &mut u64, want: u64) -> Result<()> {
+        if want > *charged {
+            let add = want - *charged;
+            self.used
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| u.checked_add(add).filter(|n| *n <= self.capacity))
+                .map_err(|_| VfsError::NoSpace)?;
+        } else {
+            self.used.fetch_sub(*charged - want, Ordering::Relaxed);
+        }
+        *charged = want;
+        Ok(())
+    }
+}
+
+/// The mutable part of a node.
+#[derive(Debug)]
+pub(crate) struct NodeState {
+    /// A file's bytes.
+    pub(crate) data: Vec<u8>,
+    /// Space reserved by `allocate` (may exceed the data).
+    pub(crate) reserved: u64,
+    /// A directory's entries.
+    pub(crate) entries: Entries,
+    pub(crate) created: SystemTime,
+    pub(crate) accessed: SystemTime,
+    pub(crate) modified: SystemTime,
+    pub(crate) changed: SystemTime,
+    /// Stored DOS attributes (`STORED_DOS` bits only).
+    pub(crate) dos: u32,
+    pub(crate) security: Option<Vec<u8>>,
+    pub(crate) eas: BTreeMap<String, Vec<u8>>,
+    /// Removed from its directory (open handles keep it alive).
+    pub(crate) unlinked: bool,
+    /// Bytes charged for this node.
+    pub(crate) charged: u64,
+}
+
+impl NodeState {
+    /// Records a change of the contents (data, or a directory's entries).
+    pub(crate) fn touch_modified(&mut self, now: SystemTime) {
+        self.modified = now;
+        self.changed = now;
+    }
+
+    /// The bytes the data occupies: its length or the reservation, whichever is larger.
+    fn data_cost(&self) -> u64 {
+        (self.data.len() as u64).max(self.reserved)
+    }
+
+    /// The charge with the data cost replaced by `data_cost`.
+    pub(crate) fn charge_with_data(&self, data_cost: u64) -> u64 {
+        self.charged - self.data_cost() + data_cost
+    }
+}
+
+/// One file or directory.
+#[derive(Debug)]
+pub(crate) struct Node {
+    /// Unique within the backend, never reused.
+    pub(crate) id: u64,
+    pub(crate) is_dir: bool,
+    state: RwLock<NodeState>,
+    usage: Arc<Usage>,
+}
+
+impl Node {
+    fn with_state(id: u64, is_dir: bool, usage: Arc<Usage>, charged: u64) -> Node {
+        let now = SystemTime::now();
+        // Windows marks new files for backup, as the local backend does.
+        let dos = if is_dir { 0 } else { dos::ARCHIVE };
+        let state = NodeState {
+            data: Vec::new(),
+            reserved: 0,
+            entries: Entries::default(),
+            created: now,
+            accessed: now,
+            modified: now,
+            changed: now,
+            dos,
+            security: None,
+            eas: BTreeMap::new(),
+            unlinked: false,
+            charged,
+        };
+        Node { id, is_dir, state: RwLock::new(state), usage }
+    }
+
+    /// The root directory; free, so an empty share uses nothing.
+    pub(crate) fn new_root(id: u64, usage: Arc<Usage>) -> Node {
+        Node::with_state(id, true, usage, 0)
+    }
+
+    /// A new file or directory, charged [`NODE_COST`].
+    pub(crate) fn new(id: u64, is_dir: bool, usage: Arc<Usage>) -> Result<Node> {
+        let mut charged = 0;
+        usage.recharge(&mut charged, NODE_COST)?;
+        Ok(Node::with_state(id, is_dir, usage, charged))
+    }
+
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, NodeState> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, NodeState> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Changes `st`'s charge to `want` (see [`Usage::recharge`]).
+    pub(crate) fn recharge(&self, st: &mut NodeState, want: u64) -> Result<()> {
+        self.usage.recharge(&mut st.charged, want)
+    }
+
+    /// Current metadata.
+    pub(crate) fn attrs(&self) -> FileAttrs {
+        let st = self.read();
+        let (size, nlink) = if self.is_dir {
+            let subdirs = st.entries.subdirs();
+            (0, u32::try_from(2 + subdirs).unwrap_or(u32::MAX))
+        } else {
+            (st.data.len() as u64, 1)
+        };
+        let block = u64::from(BLOCK_SIZE);
+        FileAttrs {
+            is_dir: self.is_dir,
+            size,
+            alloc_size: st.data_cost().div_ceil(block).saturating_mul(block),
+            nlink: if st.unlinked { 0 } else { nlink },
+            file_id: self.id,
+            created: st.created,
+            accessed: st.accessed,
+            modified: st.modified,
+            changed: st.changed,
+            dos_attributes: st.dos | if self.is_dir { dos::DIRECTORY } else { 0 },
+        }
+    }
+
+    /// Sets the end of file, charging the new length; a reservation past it is released.
+    pub(crate) fn set_len(&self, len: u64) -> Result<()> {
+        if len > MAX_OFFSET {
+            return Err(VfsError::TooLarge);
+        }
+        let new_len = usize::try_from(len).map_err(|_| VfsError::TooLarge)?;
+        let mut st = self.write();
+        let reserved = st.reserved.min(len);
+        let want = st.charge_with_data(len.max(reserved));
+        self.recharge(&mut st, want)?;
+        st.reserved = reserved;
+        if let Some(grow) = new_len.checked_sub(st.data.len()) {
+            st.data.reserve_exact(grow);
+        }
+        st.data.resize(new_len, 0);
+        if new_len < st.data.capacity() / 2 {
+            st.data.shrink_to_fit();
+        }
+        st.touch_modified(SystemTime::now());
+        Ok(())
+    }
+
+    /// Reserves `len` bytes for the file without moving its end.
+    pub(crate) fn allocate(&self, len: u64) -> Result<()> {
+        if len > MAX_OFFSET {
+            return Err(VfsError::TooLarge);
+        }
+        let mut st = self.write();
+        if len <= st.reserved {
+            return Ok(());
+        }
+        let want = st.charge_with_data((st.data.len() as u64).max(len));
+        self.recharge(&mut st, want)?;
+        st.reserved = len;
+        st.changed = SystemTime::now();
+        Ok(())
+    }
+
+    /// Changes the times that are `Some`.
+    pub(crate) fn set_times(&self, times: SetTimes) {
+        let mut st = self.write();
+        let now = SystemTime::now();
+        st.created = times.created.unwrap_or(st.created);
+        st.accessed = times.accessed.unwrap_or(st.accessed);
+        st.modified = times.modified.unwrap_or(st.modified);
+        st.changed = times.changed.unwrap_or(now);
+    }
+
+    /// Stores the DOS attributes it keeps.
+    pub(crate) fn set_dos(&self, attrs: u32) {
+        let mut st = self.write();
+        st.dos = attrs & STORED_DOS;
+        st.changed = SystemTime::now();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        self.usage.used.fetch_sub(st.charged, Ordering::Relaxed);
+        // Children are taken apart here, one level at a time, so a deep tree cannot
+        // overflow the stack with nested drops.
+        let mut orphans = st.entries.take_all();
+        while let Some(n) = orphans.pop() {
+            if let Some(mut n) = Arc::into_inner(n) {
+                let st = n.state.get_mut().unwrap_or_else(|e| e.into_inner());
+                orphans.extend(st.entries.take_all());
+            }
+        }
+    }
+}
