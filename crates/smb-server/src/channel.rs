@@ -20,8 +20,9 @@ use smb_crypto::{PreauthHash, Signer};
 use smb_wire::{NtStatus, SessionId};
 
 use crate::connection::Connection;
-use crate::server::{lock, ServerState};
+use crate::server::ServerState;
 use crate::session::Session;
+use crate::sync::lock;
 
 /// A binding in progress on one connection (MS-SMB2 Session.BindingInProgress, per channel).
 #[derive(Debug)]

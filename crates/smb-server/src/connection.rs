@@ -16,8 +16,9 @@ use tokio::sync::{Notify, Semaphore};
 
 use crate::credits::CreditWindow;
 use crate::pipeline::{self, FileTail};
-use crate::server::{lock, ServerState};
+use crate::server::ServerState;
 use crate::splice::{self, Payload, Received};
+use crate::sync::lock;
 
 /// Requests one connection may have in progress at once; the reader stops reading (TCP
 /// back-pressure) beyond it.

@@ -23,6 +23,7 @@ mod server;
 mod session;
 mod splice;
 mod status_map;
+mod sync;
 mod tcp_ack;
 mod transform;
 mod tree;

@@ -25,7 +25,8 @@ use smb_wire::{Command, FileId, Header, MessageId, SessionId, TreeId};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::server::{lock, ServerState};
+use crate::server::ServerState;
+use crate::sync::lock;
 
 /// How long a break waits for its acknowledgment (MS-SMB2 3.3.2.1 oplock break
 /// acknowledgment timer: 35 s, what Windows uses and smbtorture checks).
@@ -448,7 +449,7 @@ impl NodeOplocks {
         };
         let Some(to) = l.breaking_to else { return Err(NtStatus::UNSUCCESSFUL) };
         if state & !to != 0 {
-            return Err(crate::handlers::status::REQUEST_NOT_ACCEPTED);
+            return Err(smb_wire::NtStatus::REQUEST_NOT_ACCEPTED);
         }
         l.state = state;
         l.breaking_to = None;
@@ -712,7 +713,7 @@ mod tests {
         let Notice::Lease { body, .. } = &b.notices[0] else { panic!("lease notice expected") };
         assert_eq!((body.current_state, body.new_state, body.new_epoch), (ls::ALL, ls::READ | ls::HANDLE, 2));
         assert_eq!(body.flags, LEASE_BREAK_ACK_REQUIRED);
-        assert_eq!(n.ack_lease(c, k1, ls::ALL), Err(crate::handlers::status::REQUEST_NOT_ACCEPTED));
+        assert_eq!(n.ack_lease(c, k1, ls::ALL), Err(smb_wire::NtStatus::REQUEST_NOT_ACCEPTED));
         assert_eq!(n.ack_lease(c, k2, ls::READ), Err(smb_wire::NtStatus::OBJECT_NAME_NOT_FOUND));
         assert_eq!(n.ack_lease(c, k1, ls::READ | ls::HANDLE), Ok(ls::READ | ls::HANDLE));
         assert_eq!(n.ack_lease(c, k1, ls::READ), Err(smb_wire::NtStatus::UNSUCCESSFUL));

@@ -13,8 +13,8 @@ use smb_wire::{smb1, Command, FileId, Header, NtStatus, SessionId, HEADER_LEN};
 
 use crate::connection::Connection;
 use crate::handlers;
-use crate::server::lock;
 use crate::session::Session;
+use crate::sync::lock;
 use crate::transform::{self, TRANSFORM_LEN};
 use crate::tree::Tree;
 

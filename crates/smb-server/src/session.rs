@@ -11,7 +11,7 @@ use crate::channel::ChannelList;
 use crate::connection::Connection;
 
 use crate::open::Open;
-use crate::server::lock;
+use crate::sync::lock;
 use crate::tree::Tree;
 
 /// Who a session belongs to.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use rustix::pipe::{fcntl_setpipe_size, pipe_with, splice, PipeFlags, SpliceFlags};
 use smb_wire::HEADER_LEN;
 
-use crate::server::lock;
+use crate::sync::lock;
 
 /// Payloads below this go through the ordinary buffer: the pipe round trip costs more
 /// syscalls than a small copy.

@@ -52,7 +52,7 @@ pub async fn close_open(server: &ServerState, open: &Arc<Open>) {
     }
     let (last, pending) = server.files.release(*key, open.id.volatile);
     if let (true, true, Some(share)) = (last, pending, open.tree.share()) {
-        let path = crate::server::lock(&open.path).clone();
+        let path = crate::sync::lock(&open.path).clone();
         let backend = share.backend.clone();
         let gone = path.clone();
         match blocking(move || backend.remove(&path)).await {

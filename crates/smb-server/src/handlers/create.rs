@@ -15,7 +15,7 @@ use crate::locks::{is_stat_open, FileNode};
 use crate::open::{DirCursor, Open, OpenKind};
 use crate::oplocks::{Event, Owner, Requester};
 use crate::pipeline::{Ctx, HResult};
-use crate::server::lock;
+use crate::sync::lock;
 use crate::tree::TreeKind;
 
 /// FILE_CREATE_TREE_CONNECTION (MS-SMB2 2.2.13).

@@ -4,7 +4,7 @@ use smb_wire::msg::simple::{decode_empty, encode_empty};
 use smb_wire::NtStatus;
 
 use crate::pipeline::{Ctx, HResult};
-use crate::server::lock;
+use crate::sync::lock;
 
 pub fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     decode_empty(cx.msg()).map_err(super::bad("ECHO"))?;

@@ -12,7 +12,7 @@ use super::find_open;
 use crate::locks::{ByteLock, FileNode};
 use crate::open::Open;
 use crate::pipeline::{Ctx, HResult};
-use crate::server::lock;
+use crate::sync::lock;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = LockRequest::decode(cx.msg()).map_err(super::bad("LOCK"))?;

@@ -6,8 +6,9 @@ use smb_wire::msg::simple::{decode_empty, encode_empty};
 use smb_wire::NtStatus;
 
 use crate::pipeline::{Ctx, HResult};
-use crate::server::{lock, ServerState};
+use crate::server::ServerState;
 use crate::session::Session;
+use crate::sync::lock;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     decode_empty(cx.msg()).map_err(super::bad("LOGOFF"))?;

@@ -63,15 +63,6 @@ pub fn payload_size(cmd: Command, msg: &[u8]) -> u32 {
     }
 }
 
-/// NTSTATUS values only multichannel and lease acknowledgments use (MS-ERREF 2.3), kept
-/// here rather than in smb-wire.
-pub mod status {
-    use smb_wire::NtStatus;
-    pub const REQUEST_OUT_OF_SEQUENCE: NtStatus = NtStatus(0xC000_042A);
-    pub const FILE_NOT_AVAILABLE: NtStatus = NtStatus(0xC000_0467);
-    pub const REQUEST_NOT_ACCEPTED: NtStatus = NtStatus(0xC000_00D0);
-}
-
 /// Malformed request bodies get STATUS_INVALID_PARAMETER, with a log line.
 pub fn bad(cmd: &'static str) -> impl Fn(WireError) -> NtStatus {
     move |e| {
@@ -101,7 +92,7 @@ pub struct SeqGuard {
 
 impl Drop for SeqGuard {
     fn drop(&mut self) {
-        let mut g = crate::server::lock(&self.open.channel_seq);
+        let mut g = crate::sync::lock(&self.open.channel_seq);
         if g.seq == self.seq {
             g.outstanding = g.outstanding.saturating_sub(1);
         } else {
@@ -123,11 +114,11 @@ pub fn channel_sequence(cx: &Ctx<'_>, open: &std::sync::Arc<crate::open::Open>) 
     // In 3.x requests the Status field is ChannelSequence (low 16 bits) and Reserved.
     let seq = (cx.hdr.status & 0xFFFF) as u16;
     let replay = cx.hdr.flags & smb_wire::header::flags::REPLAY_OPERATION != 0;
-    let mut g = crate::server::lock(&open.channel_seq);
+    let mut g = crate::sync::lock(&open.channel_seq);
     if seq != g.seq {
         if seq.wrapping_sub(g.seq) > 0x7FFF {
             tracing::debug!(conn = cx.conn.id, seq, current = g.seq, "stale ChannelSequence");
-            return Err(status::FILE_NOT_AVAILABLE);
+            return Err(NtStatus::FILE_NOT_AVAILABLE);
         }
         g.pre_outstanding += g.outstanding;
         g.outstanding = 0;
@@ -135,7 +126,7 @@ pub fn channel_sequence(cx: &Ctx<'_>, open: &std::sync::Arc<crate::open::Open>) 
     }
     if replay && g.pre_outstanding > 0 {
         tracing::debug!(conn = cx.conn.id, seq, "replay while requests of an older ChannelSequence are in progress");
-        return Err(status::FILE_NOT_AVAILABLE);
+        return Err(NtStatus::FILE_NOT_AVAILABLE);
     }
     g.outstanding += 1;
     Ok(Some(SeqGuard { open: open.clone(), seq }))
@@ -151,7 +142,7 @@ const ASYNC_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
 pub async fn go_pending(cx: &mut Ctx<'_>, out: &mut Vec<u8>, cancel: &std::sync::Arc<tokio::sync::Notify>) -> u64 {
     let async_id = crate::pipeline::go_async(cx, out).await;
     let mid = cx.hdr.message_id.0;
-    crate::server::lock(&cx.conn.pending).insert(mid, crate::connection::PendingOp { async_id, cancel: cancel.clone() });
+    crate::sync::lock(&cx.conn.pending).insert(mid, crate::connection::PendingOp { async_id, cancel: cancel.clone() });
     mid
 }
 
@@ -240,7 +231,7 @@ pub fn attrs_info(a: &braid_vfs::FileAttrs) -> smb_fscc::FileInfo {
 /// The MS-FSCC view of an open file: stored metadata plus the open's own state.
 pub fn file_info(a: &braid_vfs::FileAttrs, open: &crate::open::Open) -> smb_fscc::FileInfo {
     use std::sync::atomic::Ordering;
-    let path = crate::server::lock(&open.path).to_smb_string();
+    let path = crate::sync::lock(&open.path).to_smb_string();
     let delete_pending = open.node().is_some_and(|n| n.delete_pending.load(Ordering::Acquire)) || open.delete_on_close.load(Ordering::Acquire);
     smb_fscc::FileInfo {
         // A link about to be deleted no longer counts (as Windows reports it).

@@ -15,8 +15,8 @@ use smb_wire::{dialect, NtStatus, SessionId};
 use crate::channel::{self, Binding};
 use crate::config::EncryptionMode;
 use crate::pipeline::{Ctx, HResult, PreauthTarget};
-use crate::server::lock;
 use crate::session::{Pending, Session, SessionSecurity, User};
+use crate::sync::lock;
 
 /// Sessions one connection may hold; real clients use one or two.
 const MAX_SESSIONS_PER_CONNECTION: usize = 64;
@@ -254,7 +254,7 @@ async fn bind(cx: &mut Ctx<'_>, req: &Req<'_>, out: &mut Vec<u8>) -> HResult {
     // AES-GMAC signing cannot be mixed with another algorithm across channels.
     let (theirs, ours) = (session.signing_algorithm, neg.signing_algorithm);
     if theirs == SigningAlgorithm::AesGmac && ours != theirs {
-        return Err(super::status::REQUEST_OUT_OF_SEQUENCE);
+        return Err(NtStatus::REQUEST_OUT_OF_SEQUENCE);
     }
     if ours == SigningAlgorithm::AesGmac && ours != theirs {
         return Err(NtStatus::NOT_SUPPORTED);

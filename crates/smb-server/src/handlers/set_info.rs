@@ -15,7 +15,7 @@ use smb_wire::NtStatus;
 use super::{blocking, find_open};
 use crate::open::{Open, OpenKind};
 use crate::pipeline::{Ctx, HResult};
-use crate::server::lock;
+use crate::sync::lock;
 
 fn fscc_status(e: FsccError) -> NtStatus {
     match e {

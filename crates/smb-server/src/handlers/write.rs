@@ -12,8 +12,8 @@ use smb_wire::NtStatus;
 use super::{find_open, rpc_context};
 use crate::open::OpenKind;
 use crate::pipeline::{Ctx, HResult};
-use crate::server::lock;
 use crate::splice::Payload;
+use crate::sync::lock;
 
 /// Where a WRITE's bytes are.
 enum Data {
