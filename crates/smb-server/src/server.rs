@@ -50,6 +50,12 @@ pub struct ServerState {
 }
 
 impl ServerState {
+    /// The outbox of connection `id`, if it is still up (break notifications use it).
+    pub fn outbox(&self, id: u64) -> Option<Arc<dyn crate::outbox::Outbox>> {
+        let conn: Arc<crate::connection::Connection> = self.connections.get(&id)?.upgrade()?;
+        Some(conn)
+    }
+
     pub fn new(config: ServerConfig) -> std::io::Result<Self> {
         let mut shares = Vec::new();
         for (index, s) in config.shares.iter().enumerate() {

@@ -255,7 +255,7 @@ pub async fn receive(pool: &Arc<PipePool>, sock: &tokio::net::TcpStream, len: us
             // (`socket_has_data` must see any byte).
             let rest = len - got;
             let _lowat =
-                (drained && rest >= crate::connection::LOWAT_MIN).then(|| crate::tcp_ack::Lowat::raise(std::os::fd::AsRawFd::as_raw_fd(sock), rest));
+                (drained && rest >= crate::tcp_ack::LOWAT_MIN).then(|| crate::tcp_ack::Lowat::raise(std::os::fd::AsRawFd::as_raw_fd(sock), rest));
             sock.readable().await?;
         }
         let (pipe, held) = payload.pipes.last_mut().expect("at least one pipe");

@@ -9,7 +9,7 @@ use smb_wire::msg::notify::{encode_response, NotifyRequest, WATCH_TREE};
 use smb_wire::NtStatus;
 
 use super::find_open;
-use crate::pipeline::{Ctx, HResult};
+use crate::request::{Ctx, HResult};
 use crate::sync::lock;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {

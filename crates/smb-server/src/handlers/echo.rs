@@ -3,7 +3,7 @@
 use smb_wire::msg::simple::{decode_empty, encode_empty};
 use smb_wire::NtStatus;
 
-use crate::pipeline::{Ctx, HResult};
+use crate::request::{Ctx, HResult};
 use crate::sync::lock;
 
 pub fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {

@@ -7,7 +7,7 @@ use smb_wire::{dialect, FileId, NtStatus};
 
 use super::{find_open, rpc_context};
 use crate::open::OpenKind;
-use crate::pipeline::{Ctx, HResult};
+use crate::request::{Ctx, HResult};
 use crate::sync::lock;
 
 /// Whether this IOCTL may come without a session: only smbtorture's channel-failure

@@ -13,7 +13,7 @@ use smb_wire::{dialect, Command, Header, MessageId, NtStatus, SessionId, TreeId}
 
 use crate::config::EncryptionMode;
 use crate::connection::{Connection, Negotiated};
-use crate::pipeline::{Ctx, HResult, PreauthTarget};
+use crate::request::{Ctx, HResult, PreauthTarget};
 use crate::sync::lock;
 
 /// Dialects served, lowest first.

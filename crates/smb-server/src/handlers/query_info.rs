@@ -9,7 +9,7 @@ use smb_wire::NtStatus;
 
 use super::{blocking, file_info, find_open};
 use crate::open::OpenKind;
-use crate::pipeline::{Ctx, HResult};
+use crate::request::{Ctx, HResult};
 
 /// FILE_CASE_SENSITIVE_SEARCH | FILE_CASE_PRESERVED_NAMES | FILE_UNICODE_ON_DISK |
 /// FILE_SUPPORTS_SPARSE_FILES | FILE_SUPPORTS_EXTENDED_ATTRIBUTES (MS-FSCC 2.5.1).

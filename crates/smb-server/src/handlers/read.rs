@@ -7,7 +7,7 @@ use smb_wire::NtStatus;
 
 use super::find_open;
 use crate::open::OpenKind;
-use crate::pipeline::{Ctx, FileTail, HResult, Tail};
+use crate::request::{Ctx, FileTail, HResult, Tail};
 use crate::sync::lock;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {

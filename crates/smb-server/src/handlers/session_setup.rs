@@ -14,7 +14,7 @@ use smb_wire::{dialect, NtStatus, SessionId};
 
 use crate::channel::{self, Binding};
 use crate::config::EncryptionMode;
-use crate::pipeline::{Ctx, HResult, PreauthTarget};
+use crate::request::{Ctx, HResult, PreauthTarget};
 use crate::session::{Pending, Session, SessionSecurity, User};
 use crate::sync::lock;
 
@@ -124,7 +124,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
 
 /// Ends a session whose setup or re-authentication failed (the caller answers the error).
 async fn drop_session(cx: &Ctx<'_>, session: &Arc<Session>) {
-    super::logoff::end_session(&cx.conn.server, session).await;
+    crate::session::end_session(&cx.conn.server, session).await;
     lock(&cx.conn.sessions).retain(|s| *s != session.id);
 }
 
@@ -142,7 +142,7 @@ async fn end_previous_session(cx: &Ctx<'_>, session: &Arc<Session>, previous: u6
         return;
     }
     tracing::debug!(conn = cx.conn.id, old = previous, "previous session of a reconnecting client ended");
-    super::logoff::end_session(&cx.conn.server, &old).await;
+    crate::session::end_session(&cx.conn.server, &old).await;
 }
 
 fn new_ntlm(cx: &Ctx<'_>) -> NtlmServer {
