@@ -13,7 +13,7 @@ use smb_wire::{smb1, Command, FileId, Header, NtStatus, HEADER_LEN};
 
 use crate::commands::{self, spec_of};
 use crate::connection::Connection;
-use crate::request::{add_flags, finish_credits, response_buffer, send_responses, set_credits, write_header, Ctx, Part, Tail};
+use crate::request::{add_flags, finish_credits, response_buffer, send_responses, set_credits, write_header, Ctx, HResult, Part, Tail};
 use crate::session::Session;
 use crate::sync::lock;
 use crate::transform::{self, TRANSFORM_LEN};
@@ -98,6 +98,8 @@ type PrevState = (Option<Arc<Session>>, Option<Arc<Tree>>, Option<FileId>, NtSta
 
 /// Processes one message of a compound, appending its response to `out` and recording it
 /// in `parts`. Returns the state related requests inherit, or None to drop the connection.
+/// The steps: header and credits, session, signature or encryption, gate and handler,
+/// response header.
 // The pipeline's state is passed explicitly rather than hidden in a struct, so each step
 // shows what it reads and writes.
 #[allow(clippy::too_many_arguments)]
@@ -119,6 +121,80 @@ async fn process_one(
         Some(p) => p,
         None => (None, None, None, NtStatus::SUCCESS),
     };
+    let cmd = match check_header_and_credits(conn, &frame[range.clone()], hdr, out, parts)? {
+        Ok(cmd) => cmd,
+        Err(chain) => return Some((prev_session, prev_tree, prev_file, chain)),
+    };
+    let auth = find_session(conn, hdr, related, &prev_session);
+    let auth = match verify_request(conn, frame, range.clone(), hdr, cmd, auth, encrypted_by, out, parts)? {
+        Ok(auth) => auth,
+        Err(answered) => return Some(answered),
+    };
+
+    let mut cx = Ctx {
+        conn,
+        hdr,
+        frame,
+        range: range.clone(),
+        start,
+        earlier: std::mem::take(parts),
+        session: auth.session.clone(),
+        is_channel: auth.is_channel,
+        verified: auth.verified,
+        signer: auth.signer.clone(),
+        tree: None,
+        related_file: if related { prev_file } else { None },
+        resp_session_id: None,
+        resp_tree_id: None,
+        file_id_out: None,
+        async_id: None,
+        credits_granted_early: false,
+        force_sign: false,
+        no_sign: false,
+        preauth_response: None,
+        encrypted_by: encrypted_by.clone(),
+        tail: None,
+        payload: payload.take(),
+    };
+    let session_id = auth.session.as_ref().map_or(hdr.session_id, |s| s.id);
+    write_header(out, hdr, NtStatus::SUCCESS, session_id.0);
+    // Compound rules (MS-SMB2 3.3.5.2.7): the first request cannot be related, and related
+    // requests after a failed CREATE fail as it did. Like Windows, other failures (a denied
+    // WRITE, say) do not spread: the next related request still uses the handle.
+    let chain_failure = if hdr.is_related() && !related {
+        Some(NtStatus::INVALID_PARAMETER)
+    } else if related && !prev_chain.is_success() && cmd != Command::Create {
+        Some(prev_chain)
+    } else {
+        None
+    };
+    let status = match chain_failure {
+        Some(st) => Err(st),
+        None => match gate(&mut cx, cmd, related, &prev_tree, auth.verified) {
+            Err(st) => Err(st),
+            Ok(()) => commands::dispatch(&mut cx, cmd, out).await,
+        },
+    };
+    if conn.is_closed() && spec_of(cmd).may_disconnect {
+        // The handler saw tampering (VALIDATE_NEGOTIATE_INFO mismatch, repeated NEGOTIATE)
+        // and dropped the connection: MS-SMB2 3.3.5.15.12 terminates it without an answer.
+        return None;
+    }
+    finish_response(conn, cx, cmd, status, chain_failure, auth.signer, out, parts, tail)
+}
+
+/// Step 1: the header may be processed, and the request is within the credit window with a
+/// sufficient charge (MS-SMB2 3.3.5.2.3, 3.3.5.2.5). `Ok(cmd)` goes on; `Err(chain)` means an
+/// error response is already written (what related requests inherit is `chain`); None drops
+/// the connection.
+fn check_header_and_credits(
+    conn: &Connection,
+    msg: &[u8],
+    hdr: &Header,
+    out: &mut Vec<u8>,
+    parts: &mut Vec<Part>,
+) -> Option<Result<Command, NtStatus>> {
+    let start = out.len();
     if hdr.is_response() {
         tracing::warn!(conn = conn.id, "response flag in a request; disconnecting");
         return None;
@@ -134,7 +210,7 @@ async fn process_one(
     if hdr.command() != Some(Command::Cancel) {
         let dialect = conn.dialect();
         if let (true, Some(cmd)) = (dialect > smb_wire::dialect::SMB202 && negotiated, hdr.command()) {
-            let payload = (spec_of(cmd).payload)(&frame[range.clone()]);
+            let payload = (spec_of(cmd).payload)(msg);
             let needed = (u64::from(payload.saturating_sub(1)) / 65536) + 1;
             if hdr.credit_charge == 0 && payload > 65536 || u64::from(hdr.credit_charge) > 0 && needed > charge {
                 write_header(out, hdr, NtStatus::INVALID_PARAMETER, 0);
@@ -144,7 +220,7 @@ async fn process_one(
                 let granted = if consumed { lock(&conn.credits).grant(hdr.credits) } else { 0 };
                 set_credits(out, start, granted);
                 parts.push(Part::plain(start));
-                return Some((prev_session, prev_tree, prev_file, NtStatus::INVALID_PARAMETER));
+                return Some(Err(NtStatus::INVALID_PARAMETER));
             }
         }
         if !lock(&conn.credits).consume(hdr.message_id.0, charge) {
@@ -159,9 +235,22 @@ async fn process_one(
         encode_error(out);
         finish_credits(conn, out, start, hdr);
         parts.push(Part::plain(start));
-        return Some((prev_session, prev_tree, prev_file, NtStatus::SUCCESS));
+        return Some(Err(NtStatus::SUCCESS));
     };
+    Some(Ok(cmd))
+}
 
+/// Who a request speaks for: its session, whether this connection is a channel of it, the
+/// key that verifies it, and whether it was verified (signed or encrypted).
+struct Auth {
+    session: Option<Arc<Session>>,
+    is_channel: bool,
+    signer: Option<Arc<Signer>>,
+    verified: bool,
+}
+
+/// Step 2: the request's session and the key of this connection's channel of it.
+fn find_session(conn: &Connection, hdr: &Header, related: bool, prev_session: &Option<Arc<Session>>) -> Auth {
     // Session lookup: a related request works in the session of the one before it
     // (MS-SMB2 3.3.5.2.7.2), whatever its header says.
     let session = if related {
@@ -171,7 +260,6 @@ async fn process_one(
     } else {
         None
     };
-    let session_id = session.as_ref().map_or(hdr.session_id, |s| s.id);
 
     // Multichannel: the request is verified (and its response signed) with the key of this
     // connection's channel of the session. A connection that is not a channel uses
@@ -179,33 +267,50 @@ async fn process_one(
     // anything else is answered USER_SESSION_DELETED, signed as clients expect.
     let channel = session.as_ref().and_then(|s| conn.channels.get(s.id));
     let is_channel = channel.is_some();
-    let mut req_signer: Option<Arc<Signer>> = match channel {
+    let signer: Option<Arc<Signer>> = match channel {
         Some(signer) => signer,
         None => session.as_ref().and_then(|s| s.signer().cloned()),
     };
+    Auth { session, is_channel, signer, verified: false }
+}
 
+/// Step 3: an encrypted request must name the session that decrypted it; a signed one must
+/// verify (MS-SMB2 3.3.5.2.4). `Ok` goes on; `Err` means an error response is written (with
+/// what related requests inherit); None drops the connection.
+#[allow(clippy::too_many_arguments)]
+fn verify_request(
+    conn: &Connection,
+    frame: &mut Arc<Vec<u8>>,
+    range: Range<usize>,
+    hdr: &Header,
+    cmd: Command,
+    mut auth: Auth,
+    encrypted_by: &Option<Arc<Session>>,
+    out: &mut Vec<u8>,
+    parts: &mut Vec<Part>,
+) -> Option<Result<Auth, PrevState>> {
+    let start = out.len();
     // An encrypted request is authenticated by its AEAD tag, but only for the session whose
     // key opened it (MS-SMB2 3.3.5.2.1.1).
-    let mut verified = false;
     if let Some(enc) = encrypted_by {
-        if session.as_ref().is_some_and(|s| s.id != enc.id) {
+        if auth.session.as_ref().is_some_and(|s| s.id != enc.id) {
             tracing::warn!(conn = conn.id, "encrypted request names another session; disconnecting");
             return None;
         }
-        verified = true;
+        auth.verified = true;
         enc.encrypted_seen.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     // Signature check: a signed request is verified whatever the command.
     if hdr.is_signed() && cmd != Command::Negotiate && encrypted_by.is_none() {
-        if let Some(signer) = req_signer.clone().as_ref() {
+        if let Some(signer) = auth.signer.clone().as_ref() {
             let mut ok = verify(frame, range.clone(), signer);
-            if !ok && cmd == Command::SessionSetup && !is_channel {
+            if !ok && cmd == Command::SessionSetup && !auth.is_channel {
                 // A binding request may be signed with Session.SigningKey under this
                 // connection's algorithm rather than the session's (clients differ).
-                if let Some(alt) = session.as_ref().and_then(|s| binding_signer(conn, s)) {
+                if let Some(alt) = auth.session.as_ref().and_then(|s| binding_signer(conn, s)) {
                     ok = verify(frame, range.clone(), &alt);
                     if ok {
-                        req_signer = Some(alt);
+                        auth.signer = Some(alt);
                     }
                 }
             }
@@ -218,22 +323,22 @@ async fn process_one(
                 // Session.SigningKey (its new channel has no key yet) and drops an answer
                 // that is not signed with it as forged; so when that key verifies, the
                 // refusal is signed with it.
-                let reply = session.as_ref().and_then(|s| s.signer().cloned()).filter(|s| verify(frame, range.clone(), s));
+                let reply = auth.session.as_ref().and_then(|s| s.signer().cloned()).filter(|s| verify(frame, range.clone(), s));
                 write_header(out, hdr, NtStatus::ACCESS_DENIED, hdr.session_id.0);
                 encode_error(out);
                 finish_credits(conn, out, start, hdr);
                 parts.push(Part { start, signer: reply, preauth: None });
-                return Some((None, None, None, NtStatus::ACCESS_DENIED));
+                return Some(Err((None, None, None, NtStatus::ACCESS_DENIED)));
             }
             if !ok {
                 tracing::warn!(conn = conn.id, peer = %conn.peer, ?cmd, "bad signature; disconnecting");
                 return None;
             }
-            verified = true;
+            auth.verified = true;
         } else if cmd != Command::SessionSetup {
             // Signed, but there is no key: unknown session, or one this connection is not a
             // channel of; a session in progress or a guest session.
-            let deleted = session.as_ref().is_none_or(|s| s.is_valid() && !is_channel);
+            let deleted = auth.session.as_ref().is_none_or(|s| s.is_valid() && !auth.is_channel);
             tracing::trace!(conn = conn.id, ?cmd, mid = hdr.message_id.0, session = hdr.session_id.0, deleted, "signed request without a key");
             write_header(out, hdr, if deleted { NtStatus::USER_SESSION_DELETED } else { NtStatus::ACCESS_DENIED }, 0);
             if deleted {
@@ -246,58 +351,28 @@ async fn process_one(
             encode_error(out);
             finish_credits(conn, out, start, hdr);
             parts.push(Part::plain(start));
-            return Some((session, None, None, NtStatus::ACCESS_DENIED));
+            return Some(Err((auth.session, None, None, NtStatus::ACCESS_DENIED)));
         }
     }
+    Some(Ok(auth))
+}
 
-    let mut cx = Ctx {
-        conn,
-        hdr,
-        frame,
-        range: range.clone(),
-        start,
-        earlier: std::mem::take(parts),
-        session: session.clone(),
-        is_channel,
-        verified,
-        signer: req_signer.clone(),
-        tree: None,
-        related_file: if related { prev_file } else { None },
-        resp_session_id: None,
-        resp_tree_id: None,
-        file_id_out: None,
-        async_id: None,
-        credits_granted_early: false,
-        force_sign: false,
-        no_sign: false,
-        preauth_response: None,
-        encrypted_by: encrypted_by.clone(),
-        tail: None,
-        payload: payload.take(),
-    };
-    write_header(out, hdr, NtStatus::SUCCESS, session_id.0);
-    // Compound rules (MS-SMB2 3.3.5.2.7): the first request cannot be related, and related
-    // requests after a failed CREATE fail as it did. Like Windows, other failures (a denied
-    // WRITE, say) do not spread: the next related request still uses the handle.
-    let chain_failure = if hdr.is_related() && !related {
-        Some(NtStatus::INVALID_PARAMETER)
-    } else if related && !prev_chain.is_success() && cmd != Command::Create {
-        Some(prev_chain)
-    } else {
-        None
-    };
-    let status = match chain_failure {
-        Some(st) => Err(st),
-        None => match gate(&mut cx, cmd, related, &prev_tree, verified) {
-            Err(st) => Err(st),
-            Ok(()) => commands::dispatch(&mut cx, cmd, out).await,
-        },
-    };
-    if conn.is_closed() && spec_of(cmd).may_disconnect {
-        // The handler saw tampering (VALIDATE_NEGOTIATE_INFO mismatch, repeated NEGOTIATE)
-        // and dropped the connection: MS-SMB2 3.3.5.15.12 terminates it without an answer.
-        return None;
-    }
+/// Step 5: the response header (status, ids, async flags), credits and the signing
+/// decision; records the response in `parts` and returns what related requests inherit.
+#[allow(clippy::too_many_arguments)]
+fn finish_response(
+    conn: &Connection,
+    mut cx: Ctx<'_>,
+    cmd: Command,
+    status: HResult,
+    chain_failure: Option<NtStatus>,
+    req_signer: Option<Arc<Signer>>,
+    out: &mut Vec<u8>,
+    parts: &mut Vec<Part>,
+    tail: &mut Option<Tail>,
+) -> Option<PrevState> {
+    let hdr = cx.hdr;
+    let encrypted_by = cx.encrypted_by.clone();
     // go_async may have sent the earlier responses, moving this one to the front of `out`.
     let start = cx.start;
     *parts = std::mem::take(&mut cx.earlier);
