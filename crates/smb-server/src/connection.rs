@@ -42,13 +42,59 @@ pub struct PendingOp {
     pub cancel: Arc<Notify>,
 }
 
+/// Where a connection's frames go: its socket, or (pipeline tests) a byte buffer that
+/// collects them. A memory connection has no descriptor, so nothing is sent with sendfile or
+/// from a mapping ([`Connection::has_socket`]).
+#[derive(Debug)]
+pub(crate) enum Writer {
+    Tcp(OwnedWriteHalf),
+    #[cfg_attr(not(test), allow(dead_code))]
+    Memory(Vec<u8>),
+}
+
+impl Writer {
+    /// The socket, for sends that need its descriptor.
+    fn socket(&self) -> std::io::Result<&TcpStream> {
+        match self {
+            Writer::Tcp(w) => Ok(w.as_ref()),
+            Writer::Memory(_) => Err(std::io::Error::other("no socket on a memory connection")),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Writer {
+    fn poll_write(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => std::pin::Pin::new(w).poll_write(cx, buf),
+            Writer::Memory(v) => {
+                v.extend_from_slice(buf);
+                std::task::Poll::Ready(Ok(buf.len()))
+            }
+        }
+    }
+
+    fn poll_flush(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => std::pin::Pin::new(w).poll_flush(cx),
+            Writer::Memory(_) => std::task::Poll::Ready(Ok(())),
+        }
+    }
+
+    fn poll_shutdown(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => std::pin::Pin::new(w).poll_shutdown(cx),
+            Writer::Memory(_) => std::task::Poll::Ready(Ok(())),
+        }
+    }
+}
+
 /// State of one connection.
 #[derive(Debug)]
 pub struct Connection {
     pub id: u64,
     pub peer: SocketAddr,
     pub server: Arc<ServerState>,
-    pub(crate) writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    pub(crate) writer: tokio::sync::Mutex<Writer>,
     /// The socket's descriptor, for TCP state queries and shutdown (owned by `writer`).
     pub(crate) fd: std::os::fd::RawFd,
     pub negotiated: OnceLock<Negotiated>,
@@ -76,6 +122,44 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// A connection writing to `writer`; `fd` is its socket's descriptor (-1 for none).
+    pub(crate) fn new(server: Arc<ServerState>, id: u64, peer: SocketAddr, writer: Writer, fd: std::os::fd::RawFd) -> Connection {
+        Connection {
+            id,
+            peer,
+            server,
+            writer: tokio::sync::Mutex::new(writer),
+            fd,
+            large_segments: fd >= 0 && crate::tcp_ack::mss(fd).is_some_and(|m| m >= crate::splice::MIN_MSS),
+            negotiated: OnceLock::new(),
+            credits: Mutex::new(CreditWindow::default()),
+            preauth: Mutex::new(PreauthHash::new()),
+            sessions: Mutex::new(Vec::new()),
+            pending: Mutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+            closing: Notify::new(),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            channels: Default::default(),
+            in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
+            force_unacked: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether frames go to a socket (sendfile and mapped sends need one).
+    pub fn has_socket(&self) -> bool {
+        self.fd >= 0
+    }
+
+    /// The bytes a memory connection has sent so far, taken (pipeline tests).
+    #[cfg(test)]
+    pub(crate) async fn take_sent(&self) -> Vec<u8> {
+        match &mut *self.writer.lock().await {
+            Writer::Memory(v) => std::mem::take(v),
+            Writer::Tcp(_) => Vec::new(),
+        }
+    }
+
     /// Frames of this connection being processed now (the caller's included).
     pub fn requests_in_progress(&self) -> usize {
         MAX_IN_FLIGHT as usize - self.in_flight.available_permits()
@@ -110,7 +194,7 @@ impl Connection {
         let mut w = self.writer.lock().await;
         w.write_all(&buf).await?;
         self.recycle(buf);
-        let sock = w.as_ref().as_fd().try_clone_to_owned()?;
+        let sock = w.socket()?.as_fd().try_clone_to_owned()?;
         let r = tokio::task::spawn_blocking(move || sendfile_all(&sock, &tail)).await;
         r.map_err(|_| std::io::Error::other("sendfile task failed"))?
     }
@@ -127,7 +211,13 @@ impl Connection {
         let mut done = 0;
         let mut r = Ok(());
         while done < total {
-            let sock: &TcpStream = w.as_ref();
+            let sock: &TcpStream = match w.socket() {
+                Ok(s) => s,
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            };
             match sock.try_io(tokio::io::Interest::WRITABLE, || data.write_after(sock.as_fd(), &buf, done)) {
                 Ok(0) => {
                     r = Err(std::io::ErrorKind::WriteZero.into());
@@ -205,7 +295,7 @@ impl Connection {
 /// file, as a read racing the truncation could have returned. (Rare; memory files only, so
 /// the read does not block.)
 async fn finish_after_fault(
-    w: &mut OwnedWriteHalf,
+    w: &mut Writer,
     head: &[u8],
     data: &braid_vfs::MappedRange,
     handle: &dyn braid_vfs::FileHandle,

@@ -508,3 +508,6 @@ fn gate(cx: &mut Ctx<'_>, cmd: Command, related: bool, prev_tree: &Option<Arc<Tr
         None => Err(NtStatus::NETWORK_NAME_DELETED),
     }
 }
+
+#[cfg(test)]
+mod tests;

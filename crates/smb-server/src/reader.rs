@@ -1,21 +1,17 @@
 //! The reader side of a TCP connection: accepts frames off the socket (whole, or with a
 //! large WRITE's payload left in a pipe) and hands each to the pipeline in its own task.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use smb_crypto::PreauthHash;
 use smb_wire::frame;
 use smb_wire::read_ahead::ReadAhead;
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
-use tokio::sync::{Notify, Semaphore};
 
-use crate::connection::{Connection, MAX_IN_FLIGHT};
-use crate::credits::CreditWindow;
+use crate::connection::{Connection, Writer, MAX_IN_FLIGHT};
 use crate::pipeline;
 use crate::server::ServerState;
 use crate::splice::{self, Payload, Received};
@@ -27,26 +23,7 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     let id = server.next_conn.fetch_add(1, Ordering::Relaxed);
     let fd = std::os::fd::AsRawFd::as_raw_fd(&sock);
     let (mut rd, wr) = sock.into_split();
-    let conn = Arc::new(Connection {
-        id,
-        peer,
-        server: server.clone(),
-        writer: tokio::sync::Mutex::new(wr),
-        fd,
-        large_segments: crate::tcp_ack::mss(fd).is_some_and(|m| m >= splice::MIN_MSS),
-        negotiated: OnceLock::new(),
-        credits: Mutex::new(CreditWindow::default()),
-        preauth: Mutex::new(PreauthHash::new()),
-        sessions: Mutex::new(Vec::new()),
-        pending: Mutex::new(HashMap::new()),
-        closed: AtomicBool::new(false),
-        closing: Notify::new(),
-        bytes_in: AtomicU64::new(0),
-        bytes_out: AtomicU64::new(0),
-        channels: Default::default(),
-        in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
-        force_unacked: AtomicBool::new(false),
-    });
+    let conn = Arc::new(Connection::new(server.clone(), id, peer, Writer::Tcp(wr), fd));
     server.connections.insert(id, Arc::downgrade(&conn));
     tracing::debug!(conn = id, %peer, "connected");
     let in_flight = conn.in_flight.clone();

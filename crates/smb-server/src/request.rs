@@ -96,7 +96,8 @@ impl Ctx<'_> {
     /// Whether this response may carry a [`FileTail`]: alone in its frame (no compound),
     /// neither signed nor encrypted (both need the payload in memory).
     pub fn may_send_tail(&self) -> bool {
-        self.alone_in_frame()
+        self.conn.has_socket()
+            && self.alone_in_frame()
             && self.encrypted_by.is_none()
             && !self.hdr.is_signed()
             && !self.session.as_ref().and_then(|s| s.security.get()).is_some_and(|s| s.signing_required && s.signer.is_some())
