@@ -405,17 +405,7 @@ fn finish_response(
         status = format_args!("{:#010x}", status.0),
         "response"
     );
-    if let Some(sid) = cx.resp_session_id {
-        out[start + offset::SESSION_ID..start + offset::SESSION_ID + 8].copy_from_slice(&sid.0.to_le_bytes());
-    }
-    if let Some(tid) = cx.resp_tree_id {
-        out[start + offset::TREE_ID..start + offset::TREE_ID + 4].copy_from_slice(&tid.to_le_bytes());
-    }
-    if let Some(aid) = cx.async_id {
-        let f = flags::SERVER_TO_REDIR | flags::ASYNC_COMMAND | (hdr.flags & flags::RELATED_OPERATIONS);
-        out[start + offset::FLAGS..start + offset::FLAGS + 4].copy_from_slice(&f.to_le_bytes());
-        out[start + 32..start + 40].copy_from_slice(&aid.to_le_bytes());
-    }
+    patch_ids(&cx, out, start);
     if cx.credits_granted_early {
         set_credits(out, start, 0);
     } else {
@@ -440,6 +430,22 @@ fn finish_response(
         *tail = cx.tail.take();
     }
     Some((session_now, tree_now, file, chain))
+}
+
+/// Puts the ids a handler set (a new session or tree, the async id) into the response
+/// header at `start`.
+fn patch_ids(cx: &Ctx<'_>, out: &mut [u8], start: usize) {
+    if let Some(sid) = cx.resp_session_id {
+        out[start + offset::SESSION_ID..start + offset::SESSION_ID + 8].copy_from_slice(&sid.0.to_le_bytes());
+    }
+    if let Some(tid) = cx.resp_tree_id {
+        out[start + offset::TREE_ID..start + offset::TREE_ID + 4].copy_from_slice(&tid.to_le_bytes());
+    }
+    if let Some(aid) = cx.async_id {
+        let f = flags::SERVER_TO_REDIR | flags::ASYNC_COMMAND | (cx.hdr.flags & flags::RELATED_OPERATIONS);
+        out[start + offset::FLAGS..start + offset::FLAGS + 4].copy_from_slice(&f.to_le_bytes());
+        out[start + 32..start + 40].copy_from_slice(&aid.to_le_bytes());
+    }
 }
 
 /// Verifies the signature of one message of the frame (in place when the frame is not shared).
