@@ -166,3 +166,64 @@ pub fn break_level2(server: &Arc<ServerState>, open: &crate::open::Open) {
     let b = node.oplocks.start_breaks(Requester { open: open.id.volatile, lease: open.lease }, Event::Write, Instant::now());
     deliver_later(server, b.notices);
 }
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    /// An outbox whose TCP progress the test sets.
+    #[derive(Debug, Default)]
+    struct Fake {
+        acked: AtomicU64,
+        closed: AtomicBool,
+    }
+
+    impl Outbox for Fake {
+        fn id(&self) -> u64 {
+            7
+        }
+        fn peer(&self) -> std::net::SocketAddr {
+            std::net::SocketAddr::from(([127, 0, 0, 1], 7))
+        }
+        fn send_frame(&self, _frame: Vec<u8>) -> Pin<Box<dyn Future<Output = std::io::Result<()>> + Send + '_>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn serves(&self, _session: SessionId) -> bool {
+            self.is_alive()
+        }
+        fn is_alive(&self) -> bool {
+            !self.closed.load(Ordering::Relaxed)
+        }
+        fn sent_mark(&self) -> Option<(u64, Duration)> {
+            Some((1000, Duration::from_millis(200)))
+        }
+        fn acked_bytes(&self) -> Option<u64> {
+            Some(self.acked.load(Ordering::Relaxed))
+        }
+        fn abort(&self) {
+            self.closed.store(true, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_delivery_is_pending_until_acked_and_lost_after_the_timeout() {
+        let fake = Arc::new(Fake::default());
+        let outbox: Arc<dyn Outbox> = fake.clone();
+        let d = Delivery::after_send(&outbox);
+        let now = Instant::now();
+        assert!(matches!(d.check(now), DeliveryState::Pending));
+        assert!(matches!(d.check(now + Duration::from_secs(60)), DeliveryState::Lost(o) if o.id() == 7));
+        fake.acked.store(1000, Ordering::Relaxed);
+        assert!(matches!(d.check(now + Duration::from_secs(60)), DeliveryState::Acked));
+        fake.abort();
+        assert!(matches!(d.check(now), DeliveryState::Gone));
+        drop(outbox);
+        drop(fake);
+        assert!(matches!(d.check(now), DeliveryState::Gone), "the connection ended");
+    }
+}
