@@ -255,26 +255,7 @@ impl Ctx<'_> {
 
     fn apply_server(&self, s: RawServer, server: &mut ServerConfig, log: &mut Option<String>) -> Result<(), ConfigError> {
         if let Some(listen) = s.listen {
-            if listen.get_ref().is_empty() {
-                return Err(self.err(listen.span(), "server.listen: needs at least one address"));
-            }
-            server.listen.clear();
-            for addr in listen.into_inner() {
-                let parsed: SocketAddr = addr.get_ref().trim().parse().map_err(|_| {
-                    self.err(
-                        addr.span(),
-                        format!(
-                            "server.listen: {:?} is not an IP:PORT address \
-                             (e.g. \"0.0.0.0:445\" or \"[::]:445\")",
-                            addr.get_ref()
-                        ),
-                    )
-                })?;
-                if server.listen.contains(&parsed) {
-                    return Err(self.err(addr.span(), format!("server.listen: {parsed} is listed twice")));
-                }
-                server.listen.push(parsed);
-            }
+            self.apply_listen(listen, server)?;
         }
         if let Some(n) = s.server_name {
             names::check_netbios_name(n.get_ref()).map_err(|m| self.err(n.span(), format!("server.server_name: {m}")))?;
@@ -295,40 +276,7 @@ impl Ctx<'_> {
             }
             server.max_connections = value as usize;
         }
-        if let Some(v) = s.signing {
-            server.signing_required = match v.get_ref().as_str() {
-                "enabled" => false,
-                "required" => true,
-                other => return Err(self.err(v.span(), format!("server.signing: {other:?} is not one of \"enabled\", \"required\""))),
-            };
-        }
-        if let Some(v) = s.encryption {
-            server.encryption = match v.get_ref().as_str() {
-                "off" => EncryptionMode::Off,
-                "offered" => EncryptionMode::Offered,
-                "required" => EncryptionMode::Required,
-                other => return Err(self.err(v.span(), format!("server.encryption: {other:?} is not one of \"off\", \"offered\", \"required\""))),
-            };
-        }
-        if let Some(list) = s.ciphers {
-            let mut ciphers = Vec::new();
-            for c in list.get_ref() {
-                let cipher = parse_cipher(c.get_ref()).ok_or_else(|| {
-                    self.err(
-                        c.span(),
-                        format!("server.ciphers: {:?} is not one of \"aes-128-gcm\", \"aes-128-ccm\", \"aes-256-gcm\", \"aes-256-ccm\"", c.get_ref()),
-                    )
-                })?;
-                if ciphers.contains(&cipher) {
-                    return Err(self.err(c.span(), format!("server.ciphers: {:?} is listed twice", c.get_ref())));
-                }
-                ciphers.push(cipher);
-            }
-            if ciphers.is_empty() {
-                return Err(self.err(list.span(), "server.ciphers: the list is empty (use encryption = \"off\" instead)".to_string()));
-            }
-            server.ciphers = ciphers;
-        }
+        self.apply_security(s.signing, s.encryption, s.ciphers, server)?;
         if let Some(a) = s.admin {
             server.admin = match a.get_ref().as_str() {
                 "off" => None,
@@ -364,28 +312,7 @@ impl Ctx<'_> {
             server.max_channels = value as usize;
         }
         for iface in s.interface.unwrap_or_default() {
-            let span = iface.span();
-            let i = iface.into_inner();
-            let Some(addr) = i.address else {
-                return Err(self.err(span, "server.interface: missing key `address`"));
-            };
-            let address: std::net::IpAddr = addr.get_ref().trim().parse().map_err(|_| {
-                self.err(addr.span(), format!("server.interface: address {:?} is not an IP address (e.g. \"192.168.1.10\")", addr.get_ref()))
-            })?;
-            if address.is_unspecified() || address.is_multicast() {
-                return Err(self.err(addr.span(), format!("server.interface: address {address} cannot be connected to")));
-            }
-            if server.interfaces.iter().any(|x| x.address == address) {
-                return Err(self.err(addr.span(), format!("server.interface: address {address} is listed twice")));
-            }
-            let speed = match i.speed {
-                None => 10_000_000_000,
-                Some(v) if *v.get_ref() > 0 => *v.get_ref() as u64,
-                Some(v) => {
-                    return Err(self.err(v.span(), format!("server.interface: speed {} must be a positive number of bits per second", v.get_ref())))
-                }
-            };
-            server.interfaces.push(InterfaceConfig { address, speed, rss: i.rss.unwrap_or(true), rdma: i.rdma.unwrap_or(false) });
+            self.apply_interface(iface, server)?;
         }
         if let Some(l) = s.log {
             tracing_subscriber::EnvFilter::try_new(l.get_ref())
@@ -419,6 +346,103 @@ impl Ctx<'_> {
             Some(c) => share_capacity(c.get_ref()).map_err(|m| self.err(c.span(), format!("{what}: capacity: {m}")))?,
         };
         Ok(ShareStorage::Memory { capacity })
+    }
+
+    /// `server.listen`: at least one IP:PORT address, none twice.
+    fn apply_listen(&self, listen: Spanned<Vec<Spanned<String>>>, server: &mut ServerConfig) -> Result<(), ConfigError> {
+        if listen.get_ref().is_empty() {
+            return Err(self.err(listen.span(), "server.listen: needs at least one address"));
+        }
+        server.listen.clear();
+        for addr in listen.into_inner() {
+            let parsed: SocketAddr = addr.get_ref().trim().parse().map_err(|_| {
+                self.err(
+                    addr.span(),
+                    format!(
+                        "server.listen: {:?} is not an IP:PORT address \
+                         (e.g. \"0.0.0.0:445\" or \"[::]:445\")",
+                        addr.get_ref()
+                    ),
+                )
+            })?;
+            if server.listen.contains(&parsed) {
+                return Err(self.err(addr.span(), format!("server.listen: {parsed} is listed twice")));
+            }
+            server.listen.push(parsed);
+        }
+        Ok(())
+    }
+
+    /// `server.signing`, `server.encryption` and `server.ciphers`.
+    fn apply_security(
+        &self,
+        signing: Option<Spanned<String>>,
+        encryption: Option<Spanned<String>>,
+        ciphers: Option<Spanned<Vec<Spanned<String>>>>,
+        server: &mut ServerConfig,
+    ) -> Result<(), ConfigError> {
+        if let Some(v) = signing {
+            server.signing_required = match v.get_ref().as_str() {
+                "enabled" => false,
+                "required" => true,
+                other => return Err(self.err(v.span(), format!("server.signing: {other:?} is not one of \"enabled\", \"required\""))),
+            };
+        }
+        if let Some(v) = encryption {
+            server.encryption = match v.get_ref().as_str() {
+                "off" => EncryptionMode::Off,
+                "offered" => EncryptionMode::Offered,
+                "required" => EncryptionMode::Required,
+                other => return Err(self.err(v.span(), format!("server.encryption: {other:?} is not one of \"off\", \"offered\", \"required\""))),
+            };
+        }
+        if let Some(list) = ciphers {
+            let mut ciphers = Vec::new();
+            for c in list.get_ref() {
+                let cipher = parse_cipher(c.get_ref()).ok_or_else(|| {
+                    self.err(
+                        c.span(),
+                        format!("server.ciphers: {:?} is not one of \"aes-128-gcm\", \"aes-128-ccm\", \"aes-256-gcm\", \"aes-256-ccm\"", c.get_ref()),
+                    )
+                })?;
+                if ciphers.contains(&cipher) {
+                    return Err(self.err(c.span(), format!("server.ciphers: {:?} is listed twice", c.get_ref())));
+                }
+                ciphers.push(cipher);
+            }
+            if ciphers.is_empty() {
+                return Err(self.err(list.span(), "server.ciphers: the list is empty (use encryption = \"off\" instead)".to_string()));
+            }
+            server.ciphers = ciphers;
+        }
+        Ok(())
+    }
+
+    /// One `[[server.interface]]`: a connectable address, listed once, with a positive speed.
+    fn apply_interface(&self, iface: Spanned<RawInterface>, server: &mut ServerConfig) -> Result<(), ConfigError> {
+        let span = iface.span();
+        let i = iface.into_inner();
+        let Some(addr) = i.address else {
+            return Err(self.err(span, "server.interface: missing key `address`"));
+        };
+        let address: std::net::IpAddr = addr.get_ref().trim().parse().map_err(|_| {
+            self.err(addr.span(), format!("server.interface: address {:?} is not an IP address (e.g. \"192.168.1.10\")", addr.get_ref()))
+        })?;
+        if address.is_unspecified() || address.is_multicast() {
+            return Err(self.err(addr.span(), format!("server.interface: address {address} cannot be connected to")));
+        }
+        if server.interfaces.iter().any(|x| x.address == address) {
+            return Err(self.err(addr.span(), format!("server.interface: address {address} is listed twice")));
+        }
+        let speed = match i.speed {
+            None => 10_000_000_000,
+            Some(v) if *v.get_ref() > 0 => *v.get_ref() as u64,
+            Some(v) => {
+                return Err(self.err(v.span(), format!("server.interface: speed {} must be a positive number of bits per second", v.get_ref())))
+            }
+        };
+        server.interfaces.push(InterfaceConfig { address, speed, rss: i.rss.unwrap_or(true), rdma: i.rdma.unwrap_or(false) });
+        Ok(())
     }
 
     fn share_path(&self, path: &Spanned<String>, base_dir: &Path, what: &str) -> Result<PathBuf, ConfigError> {

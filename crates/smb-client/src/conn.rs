@@ -360,107 +360,26 @@ impl Conn {
             if encrypt { Some(sec.as_ref().and_then(|s| s.encryptor.clone()).ok_or(ClientError::Protocol("no encryption key"))?) } else { None };
         let signer = if opts.sign && !encrypt { sec.as_ref().and_then(|s| s.signer.as_ref()) } else { None };
         let session_id = opts.session_id.or(sec.as_ref().map(|s| s.session_id)).unwrap_or(0);
-        let large_mtu = sh.large_mtu.load(Ordering::Relaxed);
 
         // Ask for enough credits to reach the target, counting what is in hand and in flight.
         let have = sh.credits.available_permits() + sh.inflight.load(Ordering::Relaxed) + total as usize;
         let extra = sh.credits_target.saturating_sub(have).min(512) as u16;
 
-        // Assemble the frame: the first request's buffer, then each further message
-        // 8-byte aligned (MS-SMB2 3.2.4.1.4).
-        let mut reqs = reqs.into_iter();
-        let Some(first) = reqs.next() else { return Ok((Vec::new(), Vec::new(), None)) };
-        let start = first.prefix;
-        let mut frame = first.buf;
-        let mut parts = vec![(start, first.command, first.tree_id, first.charge.max(1), first.related)];
-        for r in reqs {
-            while (frame.len() - start) % 8 != 0 {
-                frame.push(0);
-            }
-            let at = frame.len();
-            frame.extend_from_slice(&r.buf[r.prefix..]);
-            parts.push((at, r.command, r.tree_id, r.charge.max(1), r.related));
-        }
-
-        let mut rxs = Vec::with_capacity(parts.len());
-        let first_id = {
-            let mut st = sh.state.lock().map_err(|_| ClientError::Disconnected)?;
-            if st.closed {
-                return Err(ClientError::Disconnected);
-            }
-            let first_id = st.next_id;
-            for &(_, _, _, charge, _) in &parts {
-                let (tx, rx) = oneshot::channel();
-                let id = st.next_id;
-                st.pending.insert(id, Pending { tx, charge, verify: opts.verify && !encrypt });
-                st.next_id += u64::from(charge);
-                rxs.push(rx);
-            }
-            first_id
-        };
+        let (mut frame, start, parts) = assemble(reqs);
+        let (first_id, rxs) = self.register(&parts, opts.verify && !encrypt)?;
         permit.forget();
         sh.inflight.fetch_add(total as usize, Ordering::Relaxed);
 
-        let mut id = first_id;
-        let n = parts.len();
-        let mut captured = Vec::new();
-        for (i, &(at, command, tree_id, charge, related)) in parts.iter().enumerate() {
-            let end = if i + 1 < n { parts[i + 1].0 } else { frame.len() };
-            let msg_len = end - at + if i + 1 == n { tail } else { 0 };
-            let mut fl = 0;
-            if related && i > 0 {
-                fl |= flags::RELATED_OPERATIONS;
+        let heads = Heads { first_id, session_id, extra, tail, large_mtu: sh.large_mtu.load(Ordering::Relaxed) };
+        // A caller-built frame is signed once its head is in place, below.
+        let captured = write_headers(&mut frame, &parts, &heads, signer, !framed, opts.capture);
+        let tail_outside = match sealer {
+            Some(sealer) => seal_frame(&mut frame, start, &sealer, session_id, &payload, tail)?,
+            None if matches!(payload, Some(Tail::Sealed(_))) => {
+                return Err(ClientError::Protocol("a sealed payload on a request that is not sealed"))
             }
-            if signer.is_some() {
-                fl |= flags::SIGNED;
-            }
-            let hdr = Header {
-                // CreditCharge is only meaningful with LARGE_MTU (MS-SMB2 3.2.4.1.5).
-                credit_charge: if large_mtu { charge } else { 0 },
-                status: 0,
-                command: command as u16,
-                credits: charge.saturating_add(if i == 0 { extra } else { 0 }),
-                flags: fl,
-                next_command: if i + 1 < n { msg_len as u32 } else { 0 },
-                message_id: MessageId(id),
-                async_id: 0,
-                tree_id: TreeId(tree_id),
-                session_id: SessionId(session_id),
-                signature: [0; 16],
-            };
-            id += u64::from(charge);
-            let mut h = Vec::with_capacity(HEADER_LEN);
-            hdr.encode(&mut h);
-            frame[at..at + HEADER_LEN].copy_from_slice(&h);
-            // A caller-built frame is signed once its head is in place, below.
-            if let (Some(s), false) = (signer, framed) {
-                s.sign(&mut frame[at..end]);
-            }
-            if opts.capture {
-                captured.push(frame[at..end].to_vec());
-            }
-        }
-        let mut tail_outside = tail;
-        if let Some(sealer) = sealer {
-            if start != 4 + TRANSFORM_HEADER_LEN {
-                return Err(ClientError::Protocol("request not built for encryption"));
-            }
-            if let Some(Tail::Sealed(p)) = &payload {
-                // The head moves into a frame with room for the ciphertext and the tag's
-                // scratch; a pooled buffer, so no page is zeroed or faulted in per request.
-                let head_len = frame.len() - start;
-                let mut out = crate::buffers::filled(frame.len() + p.len() + 16);
-                out[..frame.len()].copy_from_slice(&frame);
-                let total = sealer.seal_with_tail(session_id, &mut out[4..], head_len, p)?;
-                out.truncate(4 + total);
-                crate::buffers::give(std::mem::replace(&mut frame, out));
-                tail_outside = 0;
-            } else {
-                sealer.seal(session_id, &mut frame[4..])?;
-            }
-        } else if matches!(payload, Some(Tail::Sealed(_))) {
-            return Err(ClientError::Protocol("a sealed payload on a request that is not sealed"));
-        }
+            None => tail,
+        };
         let len = frame.len() - 4 + tail_outside;
         frame[..4].copy_from_slice(&frame_header(len));
         let mut shared = None;
@@ -483,6 +402,139 @@ impl Conn {
         }
         Ok((rxs, captured, shared))
     }
+
+    /// Allocates MessageIds for the messages of one frame and registers a reply slot for
+    /// each; returns the first id and the receivers.
+    fn register(&self, parts: &[Part], verify: bool) -> Result<(u64, Vec<oneshot::Receiver<Reply>>), ClientError> {
+        let mut st = self.shared.state.lock().map_err(|_| ClientError::Disconnected)?;
+        if st.closed {
+            return Err(ClientError::Disconnected);
+        }
+        let first_id = st.next_id;
+        let mut rxs = Vec::with_capacity(parts.len());
+        for p in parts {
+            let (tx, rx) = oneshot::channel();
+            let id = st.next_id;
+            st.pending.insert(id, Pending { tx, charge: p.charge, verify });
+            st.next_id += u64::from(p.charge);
+            rxs.push(rx);
+        }
+        Ok((first_id, rxs))
+    }
+}
+
+/// One message of an outgoing frame: where it starts and what its header says.
+struct Part {
+    at: usize,
+    command: Command,
+    tree_id: u32,
+    charge: u16,
+    related: bool,
+}
+
+/// Header values shared by the messages of one frame.
+struct Heads {
+    first_id: u64,
+    session_id: u64,
+    /// Credits asked for beyond the charge, on the first message.
+    extra: u16,
+    /// Payload bytes that follow the last message outside `frame`.
+    tail: usize,
+    large_mtu: bool,
+}
+
+/// Builds one frame from the requests: the first request's buffer, then each further
+/// message 8-byte aligned (MS-SMB2 3.2.4.1.4). Returns the frame, where its first header
+/// starts, and the messages.
+fn assemble(reqs: Vec<Request>) -> (Vec<u8>, usize, Vec<Part>) {
+    let mut reqs = reqs.into_iter();
+    let Some(first) = reqs.next() else { return (Vec::new(), 0, Vec::new()) };
+    let start = first.prefix;
+    let part = |at, r: &Request| Part { at, command: r.command, tree_id: r.tree_id, charge: r.charge.max(1), related: r.related };
+    let mut parts = vec![part(start, &first)];
+    let mut frame = first.buf;
+    for r in reqs {
+        while (frame.len() - start) % 8 != 0 {
+            frame.push(0);
+        }
+        let at = frame.len();
+        frame.extend_from_slice(&r.buf[r.prefix..]);
+        parts.push(part(at, &r));
+    }
+    (frame, start, parts)
+}
+
+/// Writes each message's header (ids, credits, flags, NextCommand), flagged SIGNED when
+/// there is a `signer` and signed now when `sign_now`; returns each message as sent when
+/// `capture` is on.
+fn write_headers(frame: &mut [u8], parts: &[Part], heads: &Heads, signer: Option<&Signer>, sign_now: bool, capture: bool) -> Vec<Vec<u8>> {
+    let mut id = heads.first_id;
+    let n = parts.len();
+    let mut captured = Vec::new();
+    for (i, p) in parts.iter().enumerate() {
+        let end = if i + 1 < n { parts[i + 1].at } else { frame.len() };
+        let msg_len = end - p.at + if i + 1 == n { heads.tail } else { 0 };
+        let mut fl = 0;
+        if p.related && i > 0 {
+            fl |= flags::RELATED_OPERATIONS;
+        }
+        if signer.is_some() {
+            fl |= flags::SIGNED;
+        }
+        let hdr = Header {
+            // CreditCharge is only meaningful with LARGE_MTU (MS-SMB2 3.2.4.1.5).
+            credit_charge: if heads.large_mtu { p.charge } else { 0 },
+            status: 0,
+            command: p.command as u16,
+            credits: p.charge.saturating_add(if i == 0 { heads.extra } else { 0 }),
+            flags: fl,
+            next_command: if i + 1 < n { msg_len as u32 } else { 0 },
+            message_id: MessageId(id),
+            async_id: 0,
+            tree_id: TreeId(p.tree_id),
+            session_id: SessionId(heads.session_id),
+            signature: [0; 16],
+        };
+        id += u64::from(p.charge);
+        let mut h = Vec::with_capacity(HEADER_LEN);
+        hdr.encode(&mut h);
+        frame[p.at..p.at + HEADER_LEN].copy_from_slice(&h);
+        if let (Some(s), true) = (signer, sign_now) {
+            s.sign(&mut frame[p.at..end]);
+        }
+        if capture {
+            captured.push(frame[p.at..end].to_vec());
+        }
+    }
+    captured
+}
+
+/// Encrypts the frame (a sealed payload from the caller's bytes in the same pass); returns
+/// the payload bytes still to be written after the frame.
+fn seal_frame(
+    frame: &mut Vec<u8>,
+    start: usize,
+    sealer: &Sealer,
+    session_id: u64,
+    payload: &Option<Tail<'_>>,
+    tail: usize,
+) -> Result<usize, ClientError> {
+    if start != 4 + TRANSFORM_HEADER_LEN {
+        return Err(ClientError::Protocol("request not built for encryption"));
+    }
+    if let Some(Tail::Sealed(p)) = payload {
+        // The head moves into a frame with room for the ciphertext and the tag's scratch; a
+        // pooled buffer, so no page is zeroed or faulted in per request.
+        let head_len = frame.len() - start;
+        let mut out = crate::buffers::filled(frame.len() + p.len() + 16);
+        out[..frame.len()].copy_from_slice(frame);
+        let total = sealer.seal_with_tail(session_id, &mut out[4..], head_len, p)?;
+        out.truncate(4 + total);
+        crate::buffers::give(std::mem::replace(frame, out));
+        return Ok(0);
+    }
+    sealer.seal(session_id, &mut frame[4..])?;
+    Ok(tail)
 }
 
 async fn writer_loop(shared: Arc<Shared>, mut wr: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Outgoing>) {

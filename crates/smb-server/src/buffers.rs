@@ -7,7 +7,7 @@
 
 use std::sync::Mutex;
 
-use crate::server::lock;
+use crate::sync::lock;
 
 /// Buffers smaller than this are not worth pooling.
 const MIN_LEN: usize = 64 * 1024;

@@ -20,8 +20,9 @@ use smb_crypto::{PreauthHash, Signer};
 use smb_wire::{NtStatus, SessionId};
 
 use crate::connection::Connection;
-use crate::server::{lock, ServerState};
+use crate::server::ServerState;
 use crate::session::Session;
+use crate::sync::lock;
 
 /// A binding in progress on one connection (MS-SMB2 Session.BindingInProgress, per channel).
 #[derive(Debug)]
@@ -128,7 +129,7 @@ pub async fn connection_lost(conn: &Connection) {
             last
         };
         if last {
-            crate::handlers::end_session(&conn.server, &s).await;
+            crate::session::end_session(&conn.server, &s).await;
         } else {
             tracing::info!(conn = conn.id, session = format!("{:#x}", sid.0), "channel lost; the session lives on its other channels");
         }

@@ -1,4 +1,4 @@
-//! One TCP connection: the reader loop, the shared writer, and per-connection state.
+//! One TCP connection's state and its writer (the reader loop is in `reader.rs`).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -7,21 +7,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use smb_crypto::{Cipher, PreauthHash, SigningAlgorithm};
-use smb_wire::read_ahead::ReadAhead;
 use smb_wire::{frame, SessionId};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, Semaphore};
 
 use crate::credits::CreditWindow;
-use crate::pipeline::{self, FileTail};
-use crate::server::{lock, ServerState};
-use crate::splice::{self, Payload, Received};
+use crate::outbox::{FileTail, Outbox};
+use crate::server::ServerState;
 
 /// Requests one connection may have in progress at once; the reader stops reading (TCP
 /// back-pressure) beyond it.
-const MAX_IN_FLIGHT: u32 = 256;
+pub(crate) const MAX_IN_FLIGHT: u32 = 256;
 
 /// What NEGOTIATE settled (MS-SMB2 3.3.5.4).
 #[derive(Debug)]
@@ -44,25 +42,71 @@ pub struct PendingOp {
     pub cancel: Arc<Notify>,
 }
 
+/// Where a connection's frames go: its socket, or (pipeline tests) a byte buffer that
+/// collects them. A memory connection has no descriptor, so nothing is sent with sendfile or
+/// from a mapping ([`Connection::has_socket`]).
+#[derive(Debug)]
+pub(crate) enum Writer {
+    Tcp(OwnedWriteHalf),
+    #[cfg_attr(not(test), allow(dead_code))]
+    Memory(Vec<u8>),
+}
+
+impl Writer {
+    /// The socket, for sends that need its descriptor.
+    fn socket(&self) -> std::io::Result<&TcpStream> {
+        match self {
+            Writer::Tcp(w) => Ok(w.as_ref()),
+            Writer::Memory(_) => Err(std::io::Error::other("no socket on a memory connection")),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Writer {
+    fn poll_write(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => std::pin::Pin::new(w).poll_write(cx, buf),
+            Writer::Memory(v) => {
+                v.extend_from_slice(buf);
+                std::task::Poll::Ready(Ok(buf.len()))
+            }
+        }
+    }
+
+    fn poll_flush(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => std::pin::Pin::new(w).poll_flush(cx),
+            Writer::Memory(_) => std::task::Poll::Ready(Ok(())),
+        }
+    }
+
+    fn poll_shutdown(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Writer::Tcp(w) => std::pin::Pin::new(w).poll_shutdown(cx),
+            Writer::Memory(_) => std::task::Poll::Ready(Ok(())),
+        }
+    }
+}
+
 /// State of one connection.
 #[derive(Debug)]
 pub struct Connection {
     pub id: u64,
     pub peer: SocketAddr,
     pub server: Arc<ServerState>,
-    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    pub(crate) writer: tokio::sync::Mutex<Writer>,
     /// The socket's descriptor, for TCP state queries and shutdown (owned by `writer`).
-    fd: std::os::fd::RawFd,
+    pub(crate) fd: std::os::fd::RawFd,
     pub negotiated: OnceLock<Negotiated>,
     pub credits: Mutex<CreditWindow>,
     /// Connection preauth integrity hash (3.1.1): NEGOTIATE request and response.
     pub preauth: Mutex<PreauthHash>,
     pub sessions: Mutex<Vec<SessionId>>,
     pub pending: Mutex<HashMap<u64, PendingOp>>,
-    closed: AtomicBool,
+    pub(crate) closed: AtomicBool,
     /// Wakes the reader when the connection is closed, so a dropped connection does not
     /// wait for the client's next frame.
-    closing: Notify,
+    pub(crate) closing: Notify,
     /// Bytes received and sent on this connection (for `braid status`).
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
@@ -72,12 +116,50 @@ pub struct Connection {
     /// counts as acknowledged by TCP (only with `smbtorture_hooks`).
     pub force_unacked: AtomicBool,
     /// Permits of requests in progress; the reader waits for one before dispatching a frame.
-    in_flight: Arc<Semaphore>,
+    pub(crate) in_flight: Arc<Semaphore>,
     /// The peer's segments are large enough for the spliced WRITE receive (`splice::MIN_MSS`).
-    large_segments: bool,
+    pub(crate) large_segments: bool,
 }
 
 impl Connection {
+    /// A connection writing to `writer`; `fd` is its socket's descriptor (-1 for none).
+    pub(crate) fn new(server: Arc<ServerState>, id: u64, peer: SocketAddr, writer: Writer, fd: std::os::fd::RawFd) -> Connection {
+        Connection {
+            id,
+            peer,
+            server,
+            writer: tokio::sync::Mutex::new(writer),
+            fd,
+            large_segments: fd >= 0 && crate::tcp_ack::mss(fd).is_some_and(|m| m >= crate::splice::MIN_MSS),
+            negotiated: OnceLock::new(),
+            credits: Mutex::new(CreditWindow::default()),
+            preauth: Mutex::new(PreauthHash::new()),
+            sessions: Mutex::new(Vec::new()),
+            pending: Mutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+            closing: Notify::new(),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            channels: Default::default(),
+            in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
+            force_unacked: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether frames go to a socket (sendfile and mapped sends need one).
+    pub fn has_socket(&self) -> bool {
+        self.fd >= 0
+    }
+
+    /// The bytes a memory connection has sent so far, taken (pipeline tests).
+    #[cfg(test)]
+    pub(crate) async fn take_sent(&self) -> Vec<u8> {
+        match &mut *self.writer.lock().await {
+            Writer::Memory(v) => std::mem::take(v),
+            Writer::Tcp(_) => Vec::new(),
+        }
+    }
+
     /// Frames of this connection being processed now (the caller's included).
     pub fn requests_in_progress(&self) -> usize {
         MAX_IN_FLIGHT as usize - self.in_flight.available_permits()
@@ -112,7 +194,7 @@ impl Connection {
         let mut w = self.writer.lock().await;
         w.write_all(&buf).await?;
         self.recycle(buf);
-        let sock = w.as_ref().as_fd().try_clone_to_owned()?;
+        let sock = w.socket()?.as_fd().try_clone_to_owned()?;
         let r = tokio::task::spawn_blocking(move || sendfile_all(&sock, &tail)).await;
         r.map_err(|_| std::io::Error::other("sendfile task failed"))?
     }
@@ -129,7 +211,13 @@ impl Connection {
         let mut done = 0;
         let mut r = Ok(());
         while done < total {
-            let sock: &TcpStream = w.as_ref();
+            let sock: &TcpStream = match w.socket() {
+                Ok(s) => s,
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            };
             match sock.try_io(tokio::io::Interest::WRITABLE, || data.write_after(sock.as_fd(), &buf, done)) {
                 Ok(0) => {
                     r = Err(std::io::ErrorKind::WriteZero.into());
@@ -207,7 +295,7 @@ impl Connection {
 /// file, as a read racing the truncation could have returned. (Rare; memory files only, so
 /// the read does not block.)
 async fn finish_after_fault(
-    w: &mut OwnedWriteHalf,
+    w: &mut Writer,
     head: &[u8],
     data: &braid_vfs::MappedRange,
     handle: &dyn braid_vfs::FileHandle,
@@ -257,180 +345,36 @@ fn sendfile_all(sock: &std::os::fd::OwnedFd, tail: &FileTail) -> std::io::Result
     Ok(())
 }
 
-/// Serves one accepted socket until it closes, then releases everything it held.
-pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) {
-    let id = server.next_conn.fetch_add(1, Ordering::Relaxed);
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&sock);
-    let (mut rd, wr) = sock.into_split();
-    let conn = Arc::new(Connection {
-        id,
-        peer,
-        server: server.clone(),
-        writer: tokio::sync::Mutex::new(wr),
-        fd,
-        large_segments: crate::tcp_ack::mss(fd).is_some_and(|m| m >= splice::MIN_MSS),
-        negotiated: OnceLock::new(),
-        credits: Mutex::new(CreditWindow::default()),
-        preauth: Mutex::new(PreauthHash::new()),
-        sessions: Mutex::new(Vec::new()),
-        pending: Mutex::new(HashMap::new()),
-        closed: AtomicBool::new(false),
-        closing: Notify::new(),
-        bytes_in: AtomicU64::new(0),
-        bytes_out: AtomicU64::new(0),
-        channels: Default::default(),
-        in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
-        force_unacked: AtomicBool::new(false),
-    });
-    server.connections.insert(id, Arc::downgrade(&conn));
-    tracing::debug!(conn = id, %peer, "connected");
-    let in_flight = conn.in_flight.clone();
-    // Largest frame: a maximal WRITE plus headers, or a compound of small requests.
-    let cap = (server.config.max_io_size as usize + 64 * 1024).min(frame::MAX_FRAME);
-    let mut ahead = ReadAhead::default();
-    'frames: loop {
-        let hdr = loop {
-            if let Some(h) = ahead.take_prefix() {
-                break h;
-            }
-            let read = tokio::select! {
-                r = rd.read(ahead.spare()) => r,
-                _ = conn.closing.notified() => Ok(0),
-            };
-            match read {
-                Ok(n) if n > 0 && !conn.is_closed() => ahead.filled(n),
-                _ => break 'frames,
-            }
-        };
-        let len = match frame::frame_len(hdr, cap) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(conn = id, %peer, error = %e, "bad transport frame; disconnecting");
-                break;
-            }
-        };
-        let read = tokio::select! {
-            r = read_frame(&conn, &mut rd, len, &mut ahead) => r,
-            _ = conn.closing.notified() => Err(std::io::ErrorKind::ConnectionAborted.into()),
-        };
-        let Ok((buf, payload)) = read else { break };
-        conn.bytes_in.fetch_add(4 + len as u64, Ordering::Relaxed);
-        let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
-        let c = conn.clone();
-        tokio::spawn(async move {
-            pipeline::process_frame(&c, buf, payload).await;
-            drop(permit);
-        });
-        if conn.is_closed() {
-            break;
-        }
+impl Outbox for Connection {
+    fn id(&self) -> u64 {
+        self.id
     }
-    conn.close();
-    // Wake blocked requests, then wait until every in-flight request has finished.
-    for p in lock(&conn.pending).values() {
-        p.cancel.notify_one();
-    }
-    let _all = in_flight.acquire_many(MAX_IN_FLIGHT).await;
-    teardown(&conn).await;
-    server.connections.remove(&id);
-    tracing::debug!(conn = id, %peer, "disconnected");
-}
 
-/// Reads the `len` bytes of one frame, starting with those already read ahead. A large
-/// plain WRITE leaves its payload in a pipe (zero-copy receive, see `splice.rs`;
-/// `splice_writes = false` turns it off) while other large frames are being received too
-/// (`splice_min_concurrent`), on a connection whose segments are large (loopback-like,
-/// `splice::MIN_MSS`), unless part of the payload was already read ahead; everything else
-/// arrives whole in a pooled buffer.
-async fn read_frame(conn: &Connection, rd: &mut OwnedReadHalf, len: usize, ahead: &mut ReadAhead) -> std::io::Result<(Vec<u8>, Option<Payload>)> {
-    let pipes = &conn.server.pipes;
-    // Deep queues splice too: pipes hold no more than buffers would (requests in flight are
-    // capped per connection), and when pipes or descriptors run out the frame is read into a
-    // buffer instead.
-    let large = conn.large_segments && len >= splice::PREFIX && pipes.fits(len - splice::PREFIX);
-    let receiving = large.then(|| pipes.receiving());
-    let alone = receiving.as_ref().is_some_and(|r| r.concurrent < conn.server.config.splice_min_concurrent);
-    // After a frame that may be spliced, receive only the next one's headers ahead: a large
-    // WRITE's payload must still be in the socket when the splice decision is made.
-    if len >= splice::PREFIX + splice::MIN_PAYLOAD {
-        ahead.limit_next(4 + splice::PREFIX);
+    fn peer(&self) -> SocketAddr {
+        self.peer
     }
-    let pre = ahead.take_frame(len);
-    if !large || alone || pre.len() > splice::PREFIX {
-        let mut buf = conn.take_buffer(len);
-        buf.truncate(len);
-        buf[..pre.len()].copy_from_slice(pre);
-        let have = pre.len();
-        if have < len {
-            read_all(conn, rd, &mut buf[have..]).await?;
-        }
-        return Ok((buf, None));
-    }
-    let mut prefix = [0u8; splice::PREFIX];
-    prefix[..pre.len()].copy_from_slice(pre);
-    rd.read_exact(&mut prefix[pre.len()..]).await?;
-    let mut head = Vec::new();
-    let lone = pipes.only_receiver(conn.id);
-    if splice::is_spliceable(&prefix, len) && !(lone && overwrites_memory_file(conn, &prefix)) {
-        match splice::receive(pipes, rd.as_ref(), len - splice::PREFIX).await? {
-            Received::Spliced(payload) => return Ok((prefix.to_vec(), Some(payload))),
-            Received::Partial(h) => head = h,
-        }
-    }
-    let mut buf = conn.take_buffer(len);
-    buf.truncate(len);
-    buf[..splice::PREFIX].copy_from_slice(&prefix);
-    let have = splice::PREFIX + head.len();
-    buf[splice::PREFIX..have].copy_from_slice(&head);
-    read_all(conn, rd, &mut buf[have..]).await?;
-    Ok((buf, None))
-}
 
-/// Whether a WRITE (its `prefix`) lies inside a memory file's current size: such a WRITE,
-/// received into a buffer, is copied into the file's mapping (`LocalHandle::copy_mapped`),
-/// which on a lone connection beats splicing it (the hand-off to the pool and the pipe cost
-/// more than the second copy saves; decisions.md, "Lone overwrites of memory files").
-fn overwrites_memory_file(conn: &Connection, prefix: &[u8; splice::PREFIX]) -> bool {
-    let (Ok(hdr), Ok(w)) = (smb_wire::Header::decode(prefix), smb_wire::msg::write::WriteFixed::decode(prefix)) else { return false };
-    let Some(open) = conn.server.sessions.get(&hdr.session_id).and_then(|s| s.open(w.file_id.volatile)) else { return false };
-    let crate::open::OpenKind::File { handle, is_dir: false, .. } = &open.kind else { return false };
-    handle.fast_paths().is_some_and(|f| f.overwrites_in_place(w.offset, w.length as usize))
-}
-
-/// Remainders of a frame at least this long are waited for whole (SO_RCVLOWAT).
-pub const LOWAT_MIN: usize = 64 << 10;
-
-/// Fills `buf` from the socket. When a large frame has only partly arrived, the socket's
-/// low-water mark is raised to what is missing, so the reader wakes once for the rest
-/// instead of once per segment burst (a 1 MiB WRITE took ~5 reads and ~5 reactor wake-ups
-/// on loopback; Samba's server takes two reads).
-async fn read_all(conn: &Connection, rd: &mut OwnedReadHalf, buf: &mut [u8]) -> std::io::Result<()> {
-    if buf.len() < LOWAT_MIN {
-        rd.read_exact(buf).await?;
-        return Ok(());
+    fn send_frame(&self, frame: Vec<u8>) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send + '_>> {
+        Box::pin(self.send(frame))
     }
-    let sock: &TcpStream = rd.as_ref();
-    let mut got = 0;
-    while got < buf.len() {
-        match sock.try_read(&mut buf[got..]) {
-            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                // The mark is exactly what is missing and only held while waiting: a mark
-                // above what the peer will send could leave the reader asleep.
-                let rest = buf.len() - got;
-                let _lowat = (rest >= LOWAT_MIN).then(|| crate::tcp_ack::Lowat::raise(conn.fd, rest));
-                sock.readable().await?;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
 
-/// The connection stops being a channel of its sessions; a session whose last channel it
-/// was ends, closing its opens (see `channel::connection_lost`).
-async fn teardown(conn: &Arc<Connection>) {
-    crate::channel::connection_lost(conn).await;
+    fn serves(&self, session: SessionId) -> bool {
+        !self.is_closed() && self.channels.is_bound(session)
+    }
+
+    fn is_alive(&self) -> bool {
+        !self.is_closed()
+    }
+
+    fn sent_mark(&self) -> Option<(u64, std::time::Duration)> {
+        Connection::sent_mark(self)
+    }
+
+    fn acked_bytes(&self) -> Option<u64> {
+        Connection::acked_bytes(self)
+    }
+
+    fn abort(&self) {
+        Connection::abort(self)
+    }
 }

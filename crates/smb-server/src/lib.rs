@@ -1,13 +1,25 @@
 //! Braid's SMB2/3 server: listener, connections, request pipeline and command handlers.
 //!
-//! Layout: [`listener`] accepts TCP connections; each [`connection`] runs a reader loop that
-//! hands whole frames to [`pipeline`], which validates, dispatches to one module per command
-//! under [`handlers`], and writes the (signed) response. Shared state lives in [`server`]:
-//! shares, sessions and the per-file table of opens and byte-range locks.
+//! Layers, each depending only on those before it:
+//! - utilities: [`sync`] (locks), [`storage`], [`status_map`], [`buffers`], [`tcp_ack`];
+//! - state: [`server`], [`connection`], [`session`], [`channel`], [`tree`], [`open`],
+//!   [`locks`], [`oplocks`], [`notify`], [`write_queue`], plus [`transform`] and the
+//!   [`outbox`] trait finished frames go through;
+//! - [`request`]: what a handler sees of its request and the services handlers share;
+//!   [`breaks`]: sending break notifications through an outbox;
+//! - [`handlers`]: one module per command;
+//! - [`commands`]: the command table (session and tree needs, credit payload, handler);
+//! - [`pipeline`]: credits, authentication, the gate, dispatch, response headers, compounds;
+//! - transport: [`reader`] (the socket reader loop) and [`listener`].
+//!
+//! `tests/test_layering.py` fails on a module cycle through handlers, request, commands or
+//! the pipeline.
 
 pub mod admin;
+mod breaks;
 mod buffers;
 mod channel;
+mod commands;
 pub mod config;
 mod connection;
 mod credits;
@@ -18,11 +30,16 @@ mod locks;
 mod notify;
 mod open;
 mod oplocks;
+mod outbox;
 mod pipeline;
+mod reader;
+mod request;
 mod server;
 mod session;
 mod splice;
 mod status_map;
+mod storage;
+mod sync;
 mod tcp_ack;
 mod transform;
 mod tree;

@@ -6,7 +6,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::config::ServerConfig;
-use crate::connection;
+use crate::reader;
 use crate::server::ServerState;
 
 /// Runs the server until the process is stopped. Binds every `listen` address first and
@@ -56,7 +56,7 @@ async fn accept_loop(l: TcpListener, state: Arc<ServerState>, limit: Arc<Semapho
         let _ = sock.set_nodelay(true);
         let state = state.clone();
         tokio::spawn(async move {
-            connection::serve(state, sock, peer).await;
+            reader::serve(state, sock, peer).await;
             drop(permit);
         });
     }

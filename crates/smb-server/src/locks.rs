@@ -9,7 +9,7 @@ use smb_wire::msg::create::{access, share};
 use smb_wire::NtStatus;
 use tokio::sync::Notify;
 
-use crate::server::{lock, Sharded};
+use crate::sync::{lock, Sharded};
 
 /// Identifies a file across opens: share index and the backend's file id.
 pub type FileKey = (usize, u64);

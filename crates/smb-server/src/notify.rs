@@ -12,7 +12,7 @@ use smb_wire::msg::notify::{encode_changes, filter};
 use smb_wire::NtStatus;
 use tokio::sync::Notify;
 
-use crate::server::lock;
+use crate::sync::lock;
 
 /// Changes a watch keeps while no request takes them; beyond this the next request gets
 /// STATUS_NOTIFY_ENUM_DIR ("too many changes, list the directory again").

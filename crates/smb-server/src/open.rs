@@ -83,3 +83,23 @@ impl Open {
         self.access & bits != 0
     }
 }
+
+/// Releases an open already removed from its session: drops its share-mode claim and byte
+/// locks, and deletes the file if this was the last open and delete was pending.
+pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
+    server.notify.closed(open.id.volatile);
+    let OpenKind::File { key, node, is_dir, .. } = &open.kind else { return };
+    if open.delete_on_close.load(std::sync::atomic::Ordering::Acquire) {
+        node.delete_pending.store(true, std::sync::atomic::Ordering::Release);
+    }
+    let (last, pending) = server.files.release(*key, open.id.volatile);
+    if let (true, true, Some(share)) = (last, pending, open.tree.share()) {
+        let path = crate::sync::lock(&open.path).clone();
+        let backend = share.backend.clone();
+        let gone = path.clone();
+        match crate::storage::blocking(move || backend.remove(&path)).await {
+            Ok(()) => server.notify.report(share.index, &gone, smb_wire::msg::notify::action::REMOVED, *is_dir),
+            Err(st) => tracing::info!(status = ?st, "delete on close failed"),
+        }
+    }
+}

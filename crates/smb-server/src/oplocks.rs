@@ -15,17 +15,16 @@
 //! notifications only.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use smb_wire::header::flags;
 use smb_wire::msg::create::oplock;
 use smb_wire::msg::oplock::{lease_state as ls, LeaseBreak, OplockBreak, LEASE_BREAK_ACK_REQUIRED};
-use smb_wire::{Command, FileId, Header, MessageId, SessionId, TreeId};
+use smb_wire::{FileId, SessionId};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::server::{lock, ServerState};
+use crate::sync::lock;
 
 /// How long a break waits for its acknowledgment (MS-SMB2 3.3.2.1 oplock break
 /// acknowledgment timer: 35 s, what Windows uses and smbtorture checks).
@@ -448,7 +447,7 @@ impl NodeOplocks {
         };
         let Some(to) = l.breaking_to else { return Err(NtStatus::UNSUCCESSFUL) };
         if state & !to != 0 {
-            return Err(crate::handlers::status::REQUEST_NOT_ACCEPTED);
+            return Err(smb_wire::NtStatus::REQUEST_NOT_ACCEPTED);
         }
         l.state = state;
         l.breaking_to = None;
@@ -483,77 +482,6 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
-/// Sends break notifications (server-initiated: MessageId all ones, no credits, not
-/// signed; encrypted when the session or the open's share encrypts).
-pub async fn deliver(server: &Arc<ServerState>, notices: Vec<Notice>) {
-    for n in notices {
-        send_notice(server, &n, &mut Vec::new()).await;
-    }
-}
-
-/// Sends one notification to the first reachable channel not in `tried` (connection ids),
-/// and records the one used. Used again after a channel was found dead (see
-/// [`Delivery`]), it moves on to the session's other channels.
-pub async fn send_notice(server: &Arc<ServerState>, n: &Notice, tried: &mut Vec<u64>) -> Option<Delivery> {
-    let (msg, owners) = match n {
-        Notice::Oplock { owner, body, .. } => {
-            let mut msg = Vec::with_capacity(64 + 24);
-            header(owner.session).encode(&mut msg);
-            body.encode(&mut msg);
-            (msg, vec![*owner])
-        }
-        Notice::Lease { owners, body } => {
-            let mut msg = Vec::with_capacity(64 + 44);
-            // Lease breaks name no session (MS-SMB2 3.3.4.7), unless encrypted.
-            header(SessionId(0)).encode(&mut msg);
-            body.encode(&mut msg);
-            let mut owners = owners.clone();
-            owners.dedup();
-            (msg, owners)
-        }
-    };
-    send_to(server, &owners, msg, tried, matches!(n, Notice::Lease { .. })).await
-}
-
-/// Where a break went, and the byte count at which the client's TCP has acknowledged it.
-/// A channel that has not acknowledged it after several retransmission timeouts is dead
-/// (MS-SMB2 lets the server then use another channel; only TCP can tell).
-#[derive(Debug)]
-pub struct Delivery {
-    conn: std::sync::Weak<crate::connection::Connection>,
-    mark: u64,
-    lost_at: Instant,
-}
-
-/// What became of a [`Delivery`].
-#[derive(Debug)]
-pub enum DeliveryState {
-    /// The client's TCP has acknowledged the break (or the kernel cannot tell).
-    Acked,
-    Pending,
-    /// Not acknowledged in time: the channel is dead.
-    Lost(Arc<crate::connection::Connection>),
-    /// The connection ended meanwhile.
-    Gone,
-}
-
-impl Delivery {
-    /// Where the kernel cannot tell, the mark is 0: the break counts as delivered.
-    fn after_send(conn: &Arc<crate::connection::Connection>) -> Delivery {
-        let (mark, rto) = conn.sent_mark().unwrap_or_default();
-        Delivery { conn: Arc::downgrade(conn), mark, lost_at: Instant::now() + crate::tcp_ack::loss_timeout(rto) }
-    }
-
-    pub fn check(&self, now: Instant) -> DeliveryState {
-        let Some(conn) = self.conn.upgrade().filter(|c| !c.is_closed()) else { return DeliveryState::Gone };
-        match conn.acked_bytes() {
-            Some(a) if a < self.mark && now >= self.lost_at => DeliveryState::Lost(conn),
-            Some(a) if a < self.mark => DeliveryState::Pending,
-            _ => DeliveryState::Acked,
-        }
-    }
-}
-
 impl Notice {
     /// Whether the break waits for an acknowledgment.
     pub fn needs_ack(&self) -> bool {
@@ -562,89 +490,6 @@ impl Notice {
             Notice::Lease { body, .. } => body.flags & LEASE_BREAK_ACK_REQUIRED != 0,
         }
     }
-}
-
-/// [`deliver`] from synchronous code (the WRITE path): the sending runs in its own task.
-pub fn deliver_later(server: &Arc<ServerState>, notices: Vec<Notice>) {
-    if notices.is_empty() {
-        return;
-    }
-    let server = server.clone();
-    tokio::spawn(async move { deliver(&server, notices).await });
-}
-
-fn header(session: SessionId) -> Header {
-    Header {
-        credit_charge: 0,
-        status: 0,
-        command: Command::OplockBreak as u16,
-        credits: 0,
-        flags: flags::SERVER_TO_REDIR,
-        next_command: 0,
-        message_id: MessageId(u64::MAX),
-        async_id: 0,
-        tree_id: TreeId(0),
-        session_id: session,
-        signature: [0; 16],
-    }
-}
-
-/// Sends one notification to the first reachable channel. An oplock break goes to the
-/// open's own connection first; a lease break (the client's, not one connection's) to the
-/// session's channels in the order they were bound, as Samba does; then any other live
-/// channel of the owner's session (multichannel).
-async fn send_to(server: &Arc<ServerState>, owners: &[Owner], msg: Vec<u8>, tried: &mut Vec<u64>, lease: bool) -> Option<Delivery> {
-    for owner in owners {
-        let Some(session) = server.sessions.get(&owner.session) else { continue };
-        // Channels in bind order; an oplock break moves the open's own connection first.
-        let mut candidates = session.channel_ids();
-        if !lease {
-            candidates.retain(|c| *c != owner.conn);
-            candidates.insert(0, owner.conn);
-        } else if !candidates.contains(&owner.conn) {
-            candidates.push(owner.conn);
-        }
-        for cid in candidates {
-            if tried.contains(&cid) {
-                continue;
-            }
-            let Some(conn) = server.connections.get(&cid).and_then(|w| w.upgrade()) else { continue };
-            if conn.is_closed() || !conn.channels.is_bound(session.id) {
-                continue;
-            }
-            let encrypt = owner.encrypt || session.security.get().is_some_and(|s| s.encrypt_data);
-            let mut buf = vec![0u8; 4 + if encrypt { crate::transform::TRANSFORM_LEN } else { 0 }];
-            let at = buf.len();
-            buf.extend_from_slice(&msg);
-            if encrypt {
-                // An encrypted break names its session (the client needs it to decrypt).
-                buf[at + smb_wire::header::offset::SESSION_ID..at + smb_wire::header::offset::SESSION_ID + 8]
-                    .copy_from_slice(&session.id.0.to_le_bytes());
-                if crate::transform::encrypt(&session, &mut buf).is_err() {
-                    continue;
-                }
-            }
-            tried.push(cid);
-            match conn.send(buf).await {
-                Ok(()) => return Some(Delivery::after_send(&conn)),
-                Err(e) => tracing::debug!(conn = cid, error = %e, "break notification not sent"),
-            }
-        }
-    }
-    tracing::debug!("break notification found no other live channel");
-    None
-}
-
-/// The level II / read-caching break of WRITE, truncation, set-size and byte-range locks:
-/// one atomic load when nothing is cached; otherwise the notifications go out in their own
-/// task and the caller never waits.
-pub fn break_level2(server: &Arc<ServerState>, open: &crate::open::Open) {
-    let Some(node) = open.node() else { return };
-    if !node.oplocks.any_shared() {
-        return;
-    }
-    let b = node.oplocks.start_breaks(Requester { open: open.id.volatile, lease: open.lease }, Event::Write, Instant::now());
-    deliver_later(server, b.notices);
 }
 
 #[cfg(test)]
@@ -712,7 +557,7 @@ mod tests {
         let Notice::Lease { body, .. } = &b.notices[0] else { panic!("lease notice expected") };
         assert_eq!((body.current_state, body.new_state, body.new_epoch), (ls::ALL, ls::READ | ls::HANDLE, 2));
         assert_eq!(body.flags, LEASE_BREAK_ACK_REQUIRED);
-        assert_eq!(n.ack_lease(c, k1, ls::ALL), Err(crate::handlers::status::REQUEST_NOT_ACCEPTED));
+        assert_eq!(n.ack_lease(c, k1, ls::ALL), Err(smb_wire::NtStatus::REQUEST_NOT_ACCEPTED));
         assert_eq!(n.ack_lease(c, k2, ls::READ), Err(smb_wire::NtStatus::OBJECT_NAME_NOT_FOUND));
         assert_eq!(n.ack_lease(c, k1, ls::READ | ls::HANDLE), Ok(ls::READ | ls::HANDLE));
         assert_eq!(n.ack_lease(c, k1, ls::READ), Err(smb_wire::NtStatus::UNSUCCESSFUL));

@@ -9,151 +9,20 @@ use std::sync::Arc;
 use smb_crypto::Signer;
 use smb_wire::header::{flags, offset};
 use smb_wire::msg::error::encode_error;
-use smb_wire::{smb1, Command, FileId, Header, NtStatus, SessionId, HEADER_LEN};
+use smb_wire::{smb1, Command, FileId, Header, NtStatus, HEADER_LEN};
 
+use crate::commands::{self, spec_of};
 use crate::connection::Connection;
-use crate::handlers;
-use crate::server::lock;
+use crate::request::{add_flags, finish_credits, response_buffer, send_responses, set_credits, write_header, Ctx, HResult, Part, Tail};
 use crate::session::Session;
+use crate::sync::lock;
 use crate::transform::{self, TRANSFORM_LEN};
 use crate::tree::Tree;
-
-/// Per-request context handed to handlers.
-pub struct Ctx<'a> {
-    pub conn: &'a Arc<Connection>,
-    pub hdr: &'a Header,
-    /// The whole frame (shared so WRITE can hand its payload to a blocking thread).
-    pub frame: &'a Arc<Vec<u8>>,
-    /// This message's bytes within `frame`.
-    pub range: Range<usize>,
-    /// Where this request's response starts in the compound response buffer.
-    start: usize,
-    /// Responses to the earlier requests of the compound, not yet sent.
-    earlier: Vec<Part>,
-    pub session: Option<Arc<Session>>,
-    /// This connection is a channel of `session` (multichannel: any channel serves it).
-    pub is_channel: bool,
-    /// The request was signed and verified, or arrived encrypted.
-    pub verified: bool,
-    /// The key that verified this request and signs its responses: this channel's
-    /// Channel.SigningKey, or Session.SigningKey for a binding SESSION_SETUP.
-    pub signer: Option<Arc<Signer>>,
-    pub tree: Option<Arc<Tree>>,
-    /// FileId produced by the previous request of a related compound.
-    pub related_file: Option<FileId>,
-    /// Set by SESSION_SETUP / TREE_CONNECT to put a new id in the response header.
-    pub resp_session_id: Option<SessionId>,
-    pub resp_tree_id: Option<u32>,
-    /// Set by handlers that produce or use a FileId (for related compounds).
-    pub file_id_out: Option<FileId>,
-    /// Set when the request went async (interim response already sent).
-    pub async_id: Option<u64>,
-    /// Credits already granted in an interim response.
-    pub credits_granted_early: bool,
-    /// The response must be signed even if the request was not (final SESSION_SETUP).
-    pub force_sign: bool,
-    /// Skip signing of this response (e.g. signature check failed).
-    pub no_sign: bool,
-    /// Hash the final response bytes into this preauth chain (3.1.1 NEGOTIATE and
-    /// SESSION_SETUP responses that are not the last).
-    pub preauth_response: Option<PreauthTarget>,
-    /// The session whose key decrypted this frame; its responses are encrypted with it.
-    encrypted_by: Option<Arc<Session>>,
-    /// File data that follows the response on the wire, not copied into it (READ).
-    pub tail: Option<Tail>,
-    /// A WRITE payload received into a pipe instead of the frame (see `splice.rs`).
-    pub payload: Option<crate::splice::Payload>,
-}
-
-/// File data that follows a response on the wire without passing through its buffer.
-pub enum Tail {
-    /// Sent from the file with sendfile (large reads).
-    File(FileTail),
-    /// Written from a mapping of a memory-backed file, one copy into the socket; the handle
-    /// reads what the mapping can no longer give (the file shrank meanwhile).
-    Mapped(braid_vfs::MappedRange, Arc<dyn braid_vfs::FileHandle>),
-}
-
-/// File bytes sent straight from the file to the socket after a response (zero copy).
-pub struct FileTail {
-    pub handle: Arc<dyn braid_vfs::FileHandle>,
-    pub offset: u64,
-    pub len: usize,
-}
-
-/// Which preauth integrity hash a response extends.
-pub enum PreauthTarget {
-    Connection,
-    Session(Arc<Session>),
-    /// The channel preauth hash of a binding in progress on this connection.
-    Binding(SessionId),
-}
-
-/// A response in the outgoing buffer: where it starts, the key that signs it, and the
-/// preauth hash its final (signed) bytes extend.
-pub struct Part {
-    start: usize,
-    signer: Option<Arc<Signer>>,
-    preauth: Option<PreauthTarget>,
-}
-
-impl Part {
-    fn plain(start: usize) -> Part {
-        Part { start, signer: None, preauth: None }
-    }
-}
-
-impl Ctx<'_> {
-    pub fn msg(&self) -> &[u8] {
-        &self.frame[self.range.clone()]
-    }
-
-    /// Whether this response may carry a [`FileTail`]: alone in its frame (no compound),
-    /// neither signed nor encrypted (both need the payload in memory).
-    pub fn may_send_tail(&self) -> bool {
-        self.alone_in_frame()
-            && self.encrypted_by.is_none()
-            && !self.hdr.is_signed()
-            && !self.session.as_ref().and_then(|s| s.security.get()).is_some_and(|s| s.signing_required && s.signer.is_some())
-    }
-
-    /// Whether this response may carry a [`Tail::Mapped`] that is encrypted straight out of
-    /// the mapping when sent: alone in its frame, in an encrypted frame.
-    pub fn may_seal_tail(&self) -> bool {
-        self.alone_in_frame() && self.encrypted_by.is_some()
-    }
-
-    /// The request is its frame's only one (no compound before or after it).
-    fn alone_in_frame(&self) -> bool {
-        self.earlier.is_empty() && self.range.end == self.frame.len() && !self.hdr.is_related() && self.hdr.next_command == 0
-    }
-
-    /// Resolves a FileId from a request: the all-ones id means the previous related result.
-    pub fn file_id(&self, id: FileId) -> FileId {
-        if id == FileId::RELATED {
-            self.related_file.unwrap_or(id)
-        } else {
-            id
-        }
-    }
-}
-
-/// A handler's verdict: `Ok(status)` with the body appended, or `Err(status)` for an error
-/// response that the pipeline writes.
-pub type HResult = Result<NtStatus, NtStatus>;
-
-/// A response buffer: the transport header, room for a TRANSFORM_HEADER when the
-/// responses will be encrypted, then the responses themselves.
-fn response_buffer(encrypted: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(512);
-    out.resize(4 + if encrypted { TRANSFORM_LEN } else { 0 }, 0);
-    out
-}
 
 /// Handles one received frame.
 pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>, mut payload: Option<crate::splice::Payload>) {
     if frame.len() >= 4 && frame[..4] == smb1::SMB1_PROTOCOL_ID {
-        handlers::negotiate::smb1(conn, &frame).await;
+        commands::smb1(conn, &frame).await;
         return;
     }
     // Decrypt first: nothing else may look at an encrypted frame's bytes before that.
@@ -223,100 +92,14 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>, mut paylo
     }
 }
 
-/// Signs (or encrypts) and sends the responses in `out` as one compound, leaving `out` and
-/// `parts` empty for whatever follows. Nothing is sent when there is no response (a lone
-/// CANCEL).
-async fn send_responses(conn: &Connection, out: &mut Vec<u8>, parts: &mut Vec<Part>, encrypted_by: Option<&Session>, mut tail: Option<Tail>) {
-    let Some(last) = parts.last().map(|p| p.start) else { return };
-    // The last response ends the chain, even if a request after it produced none.
-    out[last + offset::NEXT_COMMAND..last + offset::NEXT_COMMAND + 4].copy_from_slice(&0u32.to_le_bytes());
-    // Each element is signed over its padded extent; encryption replaces signing.
-    for i in 0..parts.len() {
-        let start = parts[i].start;
-        let stop = parts.get(i + 1).map_or(out.len(), |p| p.start);
-        if let Some(signer) = parts[i].signer.as_ref().filter(|_| encrypted_by.is_none()) {
-            add_flags(out, start, flags::SIGNED);
-            signer.sign(&mut out[start..stop]);
-        }
-        // 3.1.1 preauth hashes cover the response as sent (a binding's signed ones too).
-        match parts[i].preauth.take() {
-            Some(PreauthTarget::Connection) => lock(&conn.preauth).update(&out[start..stop]),
-            Some(PreauthTarget::Session(s)) => {
-                if let Some(p) = lock(&s.pending).as_mut() {
-                    p.preauth.update(&out[start..stop]);
-                }
-            }
-            Some(PreauthTarget::Binding(sid)) => {
-                if let Some(b) = conn.channels.bindings().get_mut(&sid) {
-                    b.preauth.update(&out[start..stop]);
-                }
-            }
-            None => {}
-        }
-    }
-    parts.clear();
-    let mut buf = std::mem::replace(out, response_buffer(encrypted_by.is_some()));
-    if let Some(session) = encrypted_by {
-        let r = match tail.take() {
-            Some(Tail::Mapped(m, h)) => seal_with_mapped(conn, session, &mut buf, &m, &*h),
-            Some(Tail::File(_)) => Err("file tail on an encrypted response"),
-            None => transform::encrypt(session, &mut buf),
-        };
-        if let Err(why) = r {
-            tracing::warn!(conn = conn.id, why, "cannot encrypt response; disconnecting");
-            conn.close();
-            return;
-        }
-    }
-    let sent = match tail {
-        Some(Tail::File(t)) => conn.send_with_file(buf, t).await,
-        Some(Tail::Mapped(m, h)) => conn.send_with_mapped(buf, m, &*h).await,
-        None => conn.send(buf).await,
-    };
-    if let Err(e) = sent {
-        tracing::debug!(conn = conn.id, error = %e, "send failed");
-        conn.close();
-    }
-}
-
-/// Encrypts the response in `buf` followed by READ data in a file's mapping, the cipher
-/// reading the data in place: one pass over it instead of a pread copy and a pass over the
-/// copy. `buf` becomes the finished frame (a pooled buffer). A window that user space may
-/// not read (see `braid_vfs::MappedRange::with_bytes`) is read with pread instead.
-fn seal_with_mapped(
-    conn: &Connection,
-    session: &Session,
-    buf: &mut Vec<u8>,
-    m: &braid_vfs::MappedRange,
-    h: &dyn braid_vfs::FileHandle,
-) -> Result<(), &'static str> {
-    let head_len = buf.len() - 4 - TRANSFORM_LEN;
-    let mut sealed = conn.take_buffer(buf.len() + m.len() + 16);
-    sealed[..buf.len()].copy_from_slice(buf);
-    let n = match m.with_bytes(|data| transform::encrypt_with_tail(session, &mut sealed, head_len, data)) {
-        Some(r) => r?,
-        None => {
-            let at = buf.len();
-            let got = h.read_at(&mut sealed[at..at + m.len()], m.offset()).unwrap_or(0);
-            // Past a new end of file the frame keeps its announced length, as zeros.
-            sealed[at + got..at + m.len()].fill(0);
-            sealed.truncate(at + m.len());
-            transform::encrypt(session, &mut sealed)?;
-            sealed.len()
-        }
-    };
-    sealed.truncate(n);
-    let old = std::mem::replace(buf, sealed);
-    conn.recycle(old);
-    Ok(())
-}
-
 /// What a related request inherits from the one before it: session, tree, FileId, and the
 /// failure it must repeat (SUCCESS when none).
 type PrevState = (Option<Arc<Session>>, Option<Arc<Tree>>, Option<FileId>, NtStatus);
 
 /// Processes one message of a compound, appending its response to `out` and recording it
 /// in `parts`. Returns the state related requests inherit, or None to drop the connection.
+/// The steps: header and credits, session, signature or encryption, gate and handler,
+/// response header.
 // The pipeline's state is passed explicitly rather than hidden in a struct, so each step
 // shows what it reads and writes.
 #[allow(clippy::too_many_arguments)]
@@ -338,6 +121,80 @@ async fn process_one(
         Some(p) => p,
         None => (None, None, None, NtStatus::SUCCESS),
     };
+    let cmd = match check_header_and_credits(conn, &frame[range.clone()], hdr, out, parts)? {
+        Ok(cmd) => cmd,
+        Err(chain) => return Some((prev_session, prev_tree, prev_file, chain)),
+    };
+    let auth = find_session(conn, hdr, related, &prev_session);
+    let auth = match verify_request(conn, frame, range.clone(), hdr, cmd, auth, encrypted_by, out, parts)? {
+        Ok(auth) => auth,
+        Err(answered) => return Some(answered),
+    };
+
+    let mut cx = Ctx {
+        conn,
+        hdr,
+        frame,
+        range: range.clone(),
+        start,
+        earlier: std::mem::take(parts),
+        session: auth.session.clone(),
+        is_channel: auth.is_channel,
+        verified: auth.verified,
+        signer: auth.signer.clone(),
+        tree: None,
+        related_file: if related { prev_file } else { None },
+        resp_session_id: None,
+        resp_tree_id: None,
+        file_id_out: None,
+        async_id: None,
+        credits_granted_early: false,
+        force_sign: false,
+        no_sign: false,
+        preauth_response: None,
+        encrypted_by: encrypted_by.clone(),
+        tail: None,
+        payload: payload.take(),
+    };
+    let session_id = auth.session.as_ref().map_or(hdr.session_id, |s| s.id);
+    write_header(out, hdr, NtStatus::SUCCESS, session_id.0);
+    // Compound rules (MS-SMB2 3.3.5.2.7): the first request cannot be related, and related
+    // requests after a failed CREATE fail as it did. Like Windows, other failures (a denied
+    // WRITE, say) do not spread: the next related request still uses the handle.
+    let chain_failure = if hdr.is_related() && !related {
+        Some(NtStatus::INVALID_PARAMETER)
+    } else if related && !prev_chain.is_success() && cmd != Command::Create {
+        Some(prev_chain)
+    } else {
+        None
+    };
+    let status = match chain_failure {
+        Some(st) => Err(st),
+        None => match gate(&mut cx, cmd, related, &prev_tree, auth.verified) {
+            Err(st) => Err(st),
+            Ok(()) => commands::dispatch(&mut cx, cmd, out).await,
+        },
+    };
+    if conn.is_closed() && spec_of(cmd).may_disconnect {
+        // The handler saw tampering (VALIDATE_NEGOTIATE_INFO mismatch, repeated NEGOTIATE)
+        // and dropped the connection: MS-SMB2 3.3.5.15.12 terminates it without an answer.
+        return None;
+    }
+    finish_response(conn, cx, cmd, status, chain_failure, auth.signer, out, parts, tail)
+}
+
+/// Step 1: the header may be processed, and the request is within the credit window with a
+/// sufficient charge (MS-SMB2 3.3.5.2.3, 3.3.5.2.5). `Ok(cmd)` goes on; `Err(chain)` means an
+/// error response is already written (what related requests inherit is `chain`); None drops
+/// the connection.
+fn check_header_and_credits(
+    conn: &Connection,
+    msg: &[u8],
+    hdr: &Header,
+    out: &mut Vec<u8>,
+    parts: &mut Vec<Part>,
+) -> Option<Result<Command, NtStatus>> {
+    let start = out.len();
     if hdr.is_response() {
         tracing::warn!(conn = conn.id, "response flag in a request; disconnecting");
         return None;
@@ -353,7 +210,7 @@ async fn process_one(
     if hdr.command() != Some(Command::Cancel) {
         let dialect = conn.dialect();
         if let (true, Some(cmd)) = (dialect > smb_wire::dialect::SMB202 && negotiated, hdr.command()) {
-            let payload = handlers::payload_size(cmd, &frame[range.clone()]);
+            let payload = (spec_of(cmd).payload)(msg);
             let needed = (u64::from(payload.saturating_sub(1)) / 65536) + 1;
             if hdr.credit_charge == 0 && payload > 65536 || u64::from(hdr.credit_charge) > 0 && needed > charge {
                 write_header(out, hdr, NtStatus::INVALID_PARAMETER, 0);
@@ -363,7 +220,7 @@ async fn process_one(
                 let granted = if consumed { lock(&conn.credits).grant(hdr.credits) } else { 0 };
                 set_credits(out, start, granted);
                 parts.push(Part::plain(start));
-                return Some((prev_session, prev_tree, prev_file, NtStatus::INVALID_PARAMETER));
+                return Some(Err(NtStatus::INVALID_PARAMETER));
             }
         }
         if !lock(&conn.credits).consume(hdr.message_id.0, charge) {
@@ -378,9 +235,22 @@ async fn process_one(
         encode_error(out);
         finish_credits(conn, out, start, hdr);
         parts.push(Part::plain(start));
-        return Some((prev_session, prev_tree, prev_file, NtStatus::SUCCESS));
+        return Some(Err(NtStatus::SUCCESS));
     };
+    Some(Ok(cmd))
+}
 
+/// Who a request speaks for: its session, whether this connection is a channel of it, the
+/// key that verifies it, and whether it was verified (signed or encrypted).
+struct Auth {
+    session: Option<Arc<Session>>,
+    is_channel: bool,
+    signer: Option<Arc<Signer>>,
+    verified: bool,
+}
+
+/// Step 2: the request's session and the key of this connection's channel of it.
+fn find_session(conn: &Connection, hdr: &Header, related: bool, prev_session: &Option<Arc<Session>>) -> Auth {
     // Session lookup: a related request works in the session of the one before it
     // (MS-SMB2 3.3.5.2.7.2), whatever its header says.
     let session = if related {
@@ -390,7 +260,6 @@ async fn process_one(
     } else {
         None
     };
-    let session_id = session.as_ref().map_or(hdr.session_id, |s| s.id);
 
     // Multichannel: the request is verified (and its response signed) with the key of this
     // connection's channel of the session. A connection that is not a channel uses
@@ -398,33 +267,50 @@ async fn process_one(
     // anything else is answered USER_SESSION_DELETED, signed as clients expect.
     let channel = session.as_ref().and_then(|s| conn.channels.get(s.id));
     let is_channel = channel.is_some();
-    let mut req_signer: Option<Arc<Signer>> = match channel {
+    let signer: Option<Arc<Signer>> = match channel {
         Some(signer) => signer,
         None => session.as_ref().and_then(|s| s.signer().cloned()),
     };
+    Auth { session, is_channel, signer, verified: false }
+}
 
+/// Step 3: an encrypted request must name the session that decrypted it; a signed one must
+/// verify (MS-SMB2 3.3.5.2.4). `Ok` goes on; `Err` means an error response is written (with
+/// what related requests inherit); None drops the connection.
+#[allow(clippy::too_many_arguments)]
+fn verify_request(
+    conn: &Connection,
+    frame: &mut Arc<Vec<u8>>,
+    range: Range<usize>,
+    hdr: &Header,
+    cmd: Command,
+    mut auth: Auth,
+    encrypted_by: &Option<Arc<Session>>,
+    out: &mut Vec<u8>,
+    parts: &mut Vec<Part>,
+) -> Option<Result<Auth, PrevState>> {
+    let start = out.len();
     // An encrypted request is authenticated by its AEAD tag, but only for the session whose
     // key opened it (MS-SMB2 3.3.5.2.1.1).
-    let mut verified = false;
     if let Some(enc) = encrypted_by {
-        if session.as_ref().is_some_and(|s| s.id != enc.id) {
+        if auth.session.as_ref().is_some_and(|s| s.id != enc.id) {
             tracing::warn!(conn = conn.id, "encrypted request names another session; disconnecting");
             return None;
         }
-        verified = true;
+        auth.verified = true;
         enc.encrypted_seen.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     // Signature check: a signed request is verified whatever the command.
     if hdr.is_signed() && cmd != Command::Negotiate && encrypted_by.is_none() {
-        if let Some(signer) = req_signer.clone().as_ref() {
+        if let Some(signer) = auth.signer.clone().as_ref() {
             let mut ok = verify(frame, range.clone(), signer);
-            if !ok && cmd == Command::SessionSetup && !is_channel {
+            if !ok && cmd == Command::SessionSetup && !auth.is_channel {
                 // A binding request may be signed with Session.SigningKey under this
                 // connection's algorithm rather than the session's (clients differ).
-                if let Some(alt) = session.as_ref().and_then(|s| binding_signer(conn, s)) {
+                if let Some(alt) = auth.session.as_ref().and_then(|s| binding_signer(conn, s)) {
                     ok = verify(frame, range.clone(), &alt);
                     if ok {
-                        req_signer = Some(alt);
+                        auth.signer = Some(alt);
                     }
                 }
             }
@@ -437,22 +323,22 @@ async fn process_one(
                 // Session.SigningKey (its new channel has no key yet) and drops an answer
                 // that is not signed with it as forged; so when that key verifies, the
                 // refusal is signed with it.
-                let reply = session.as_ref().and_then(|s| s.signer().cloned()).filter(|s| verify(frame, range.clone(), s));
+                let reply = auth.session.as_ref().and_then(|s| s.signer().cloned()).filter(|s| verify(frame, range.clone(), s));
                 write_header(out, hdr, NtStatus::ACCESS_DENIED, hdr.session_id.0);
                 encode_error(out);
                 finish_credits(conn, out, start, hdr);
                 parts.push(Part { start, signer: reply, preauth: None });
-                return Some((None, None, None, NtStatus::ACCESS_DENIED));
+                return Some(Err((None, None, None, NtStatus::ACCESS_DENIED)));
             }
             if !ok {
                 tracing::warn!(conn = conn.id, peer = %conn.peer, ?cmd, "bad signature; disconnecting");
                 return None;
             }
-            verified = true;
+            auth.verified = true;
         } else if cmd != Command::SessionSetup {
             // Signed, but there is no key: unknown session, or one this connection is not a
             // channel of; a session in progress or a guest session.
-            let deleted = session.as_ref().is_none_or(|s| s.is_valid() && !is_channel);
+            let deleted = auth.session.as_ref().is_none_or(|s| s.is_valid() && !auth.is_channel);
             tracing::trace!(conn = conn.id, ?cmd, mid = hdr.message_id.0, session = hdr.session_id.0, deleted, "signed request without a key");
             write_header(out, hdr, if deleted { NtStatus::USER_SESSION_DELETED } else { NtStatus::ACCESS_DENIED }, 0);
             if deleted {
@@ -465,58 +351,28 @@ async fn process_one(
             encode_error(out);
             finish_credits(conn, out, start, hdr);
             parts.push(Part::plain(start));
-            return Some((session, None, None, NtStatus::ACCESS_DENIED));
+            return Some(Err((auth.session, None, None, NtStatus::ACCESS_DENIED)));
         }
     }
+    Some(Ok(auth))
+}
 
-    let mut cx = Ctx {
-        conn,
-        hdr,
-        frame,
-        range: range.clone(),
-        start,
-        earlier: std::mem::take(parts),
-        session: session.clone(),
-        is_channel,
-        verified,
-        signer: req_signer.clone(),
-        tree: None,
-        related_file: if related { prev_file } else { None },
-        resp_session_id: None,
-        resp_tree_id: None,
-        file_id_out: None,
-        async_id: None,
-        credits_granted_early: false,
-        force_sign: false,
-        no_sign: false,
-        preauth_response: None,
-        encrypted_by: encrypted_by.clone(),
-        tail: None,
-        payload: payload.take(),
-    };
-    write_header(out, hdr, NtStatus::SUCCESS, session_id.0);
-    // Compound rules (MS-SMB2 3.3.5.2.7): the first request cannot be related, and related
-    // requests after a failed CREATE fail as it did. Like Windows, other failures (a denied
-    // WRITE, say) do not spread: the next related request still uses the handle.
-    let chain_failure = if hdr.is_related() && !related {
-        Some(NtStatus::INVALID_PARAMETER)
-    } else if related && !prev_chain.is_success() && cmd != Command::Create {
-        Some(prev_chain)
-    } else {
-        None
-    };
-    let status = match chain_failure {
-        Some(st) => Err(st),
-        None => match gate(&mut cx, cmd, related, &prev_tree, verified) {
-            Err(st) => Err(st),
-            Ok(()) => handlers::dispatch(&mut cx, cmd, out).await,
-        },
-    };
-    if conn.is_closed() && matches!(cmd, Command::Negotiate | Command::Ioctl) {
-        // The handler saw tampering (VALIDATE_NEGOTIATE_INFO mismatch, repeated NEGOTIATE)
-        // and dropped the connection: MS-SMB2 3.3.5.15.12 terminates it without an answer.
-        return None;
-    }
+/// Step 5: the response header (status, ids, async flags), credits and the signing
+/// decision; records the response in `parts` and returns what related requests inherit.
+#[allow(clippy::too_many_arguments)]
+fn finish_response(
+    conn: &Connection,
+    mut cx: Ctx<'_>,
+    cmd: Command,
+    status: HResult,
+    chain_failure: Option<NtStatus>,
+    req_signer: Option<Arc<Signer>>,
+    out: &mut Vec<u8>,
+    parts: &mut Vec<Part>,
+    tail: &mut Option<Tail>,
+) -> Option<PrevState> {
+    let hdr = cx.hdr;
+    let encrypted_by = cx.encrypted_by.clone();
     // go_async may have sent the earlier responses, moving this one to the front of `out`.
     let start = cx.start;
     *parts = std::mem::take(&mut cx.earlier);
@@ -545,20 +401,11 @@ async fn process_one(
         mid = hdr.message_id.0,
         session = hdr.session_id.0,
         signed = hdr.is_signed(),
+        file = ?commands::file_id(cmd, cx.msg()),
         status = format_args!("{:#010x}", status.0),
         "response"
     );
-    if let Some(sid) = cx.resp_session_id {
-        out[start + offset::SESSION_ID..start + offset::SESSION_ID + 8].copy_from_slice(&sid.0.to_le_bytes());
-    }
-    if let Some(tid) = cx.resp_tree_id {
-        out[start + offset::TREE_ID..start + offset::TREE_ID + 4].copy_from_slice(&tid.to_le_bytes());
-    }
-    if let Some(aid) = cx.async_id {
-        let f = flags::SERVER_TO_REDIR | flags::ASYNC_COMMAND | (hdr.flags & flags::RELATED_OPERATIONS);
-        out[start + offset::FLAGS..start + offset::FLAGS + 4].copy_from_slice(&f.to_le_bytes());
-        out[start + 32..start + 40].copy_from_slice(&aid.to_le_bytes());
-    }
+    patch_ids(&cx, out, start);
     if cx.credits_granted_early {
         set_credits(out, start, 0);
     } else {
@@ -585,6 +432,22 @@ async fn process_one(
     Some((session_now, tree_now, file, chain))
 }
 
+/// Puts the ids a handler set (a new session or tree, the async id) into the response
+/// header at `start`.
+fn patch_ids(cx: &Ctx<'_>, out: &mut [u8], start: usize) {
+    if let Some(sid) = cx.resp_session_id {
+        out[start + offset::SESSION_ID..start + offset::SESSION_ID + 8].copy_from_slice(&sid.0.to_le_bytes());
+    }
+    if let Some(tid) = cx.resp_tree_id {
+        out[start + offset::TREE_ID..start + offset::TREE_ID + 4].copy_from_slice(&tid.to_le_bytes());
+    }
+    if let Some(aid) = cx.async_id {
+        let f = flags::SERVER_TO_REDIR | flags::ASYNC_COMMAND | (cx.hdr.flags & flags::RELATED_OPERATIONS);
+        out[start + offset::FLAGS..start + offset::FLAGS + 4].copy_from_slice(&f.to_le_bytes());
+        out[start + 32..start + 40].copy_from_slice(&aid.to_le_bytes());
+    }
+}
+
 /// Verifies the signature of one message of the frame (in place when the frame is not shared).
 fn verify(frame: &mut Arc<Vec<u8>>, range: Range<usize>, signer: &Signer) -> bool {
     match Arc::get_mut(frame) {
@@ -603,10 +466,11 @@ fn binding_signer(conn: &Connection, session: &Session) -> Option<Arc<Signer>> {
 
 /// Session, tree and compound checks that precede every handler.
 fn gate(cx: &mut Ctx<'_>, cmd: Command, related: bool, prev_tree: &Option<Arc<Tree>>, verified: bool) -> Result<(), NtStatus> {
-    if matches!(cmd, Command::Negotiate | Command::SessionSetup | Command::Echo | Command::Cancel) {
+    let spec = spec_of(cmd);
+    if !spec.needs_session {
         return Ok(());
     }
-    if cmd == Command::Ioctl && cx.session.is_none() && !related && crate::handlers::ioctl::sessionless(cx) {
+    if cx.session.is_none() && !related && spec.sessionless.is_some_and(|f| f(cx)) {
         return Ok(());
     }
     let Some(session) = cx.session.as_ref() else {
@@ -631,7 +495,7 @@ fn gate(cx: &mut Ctx<'_>, cmd: Command, related: bool, prev_tree: &Option<Arc<Tr
         tracing::warn!(conn = cx.conn.id, ?cmd, "unencrypted request on an encrypting session");
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if matches!(cmd, Command::Logoff | Command::TreeConnect) {
+    if !spec.needs_tree {
         return Ok(());
     }
     let tree = match prev_tree {
@@ -651,76 +515,5 @@ fn gate(cx: &mut Ctx<'_>, cmd: Command, related: bool, prev_tree: &Option<Arc<Tr
     }
 }
 
-/// Appends a response header mirroring `req`.
-/// Sets `f` in the Flags of the header at `start`.
-fn add_flags(out: &mut [u8], start: usize, f: u32) {
-    let at = start + offset::FLAGS..start + offset::FLAGS + 4;
-    let old = u32::from_le_bytes(out[at.clone()].try_into().unwrap_or([0; 4]));
-    out[at].copy_from_slice(&(old | f).to_le_bytes());
-}
-
-fn write_header(out: &mut Vec<u8>, req: &Header, status: NtStatus, session_id: u64) {
-    let h = Header {
-        credit_charge: req.credit_charge,
-        status: status.0,
-        command: req.command,
-        credits: 0,
-        flags: flags::SERVER_TO_REDIR | (req.flags & flags::RELATED_OPERATIONS) | (req.flags & flags::PRIORITY_MASK),
-        next_command: 0,
-        message_id: req.message_id,
-        async_id: 0,
-        tree_id: req.tree_id,
-        session_id: SessionId(session_id),
-        signature: [0; 16],
-    };
-    h.encode(out);
-}
-
-fn set_credits(out: &mut [u8], start: usize, credits: u16) {
-    out[start + offset::CREDITS..start + offset::CREDITS + 2].copy_from_slice(&credits.to_le_bytes());
-}
-
-fn finish_credits(conn: &Connection, out: &mut [u8], start: usize, req: &Header) {
-    let g = lock(&conn.credits).grant(req.credits);
-    set_credits(out, start, g);
-}
-
-/// Sends an interim STATUS_PENDING response and switches the request to async (MS-SMB2
-/// 3.3.4.2). Credits are granted here; the final response grants none. `out` is the buffer
-/// the handler appends to: responses to earlier requests of a compound are sent first, so
-/// the client gets them now, in order, rather than when this request completes.
-pub async fn go_async(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> u64 {
-    if let Some(a) = cx.async_id {
-        return a;
-    }
-    let encrypted_by = cx.encrypted_by.clone();
-    if !cx.earlier.is_empty() {
-        let this = out.split_off(cx.start);
-        let mut earlier = std::mem::replace(out, response_buffer(encrypted_by.is_some()));
-        cx.start = out.len();
-        out.extend_from_slice(&this);
-        send_responses(cx.conn, &mut earlier, &mut cx.earlier, encrypted_by.as_deref(), None).await;
-    }
-    let aid = cx.conn.server.new_async_id();
-    let mut interim = response_buffer(encrypted_by.is_some());
-    let at = interim.len();
-    write_header(&mut interim, cx.hdr, NtStatus::PENDING, cx.session.as_ref().map_or(cx.hdr.session_id.0, |s| s.id.0));
-    let f = flags::SERVER_TO_REDIR | flags::ASYNC_COMMAND;
-    interim[at + offset::FLAGS..at + offset::FLAGS + 4].copy_from_slice(&f.to_le_bytes());
-    interim[at + 32..at + 40].copy_from_slice(&aid.to_le_bytes());
-    encode_error(&mut interim);
-    finish_credits(cx.conn, &mut interim, at, cx.hdr);
-    match (&encrypted_by, cx.hdr.is_signed(), cx.signer.as_ref()) {
-        (Some(s), _, _) if transform::encrypt(s, &mut interim).is_err() => cx.conn.close(),
-        (Some(_), _, _) => {}
-        (None, true, Some(signer)) => {
-            add_flags(&mut interim, at, flags::SIGNED);
-            signer.sign(&mut interim[at..]);
-        }
-        _ => {}
-    }
-    let _ = cx.conn.send(interim).await;
-    cx.async_id = Some(aid);
-    cx.credits_granted_early = true;
-    aid
-}
+#[cfg(test)]
+mod tests;

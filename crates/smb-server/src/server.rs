@@ -12,6 +12,7 @@ use smb_wire::SessionId;
 use crate::config::{ServerConfig, ShareConfig};
 use crate::locks::FileTable;
 use crate::session::Session;
+use crate::sync::{lock, Sharded};
 
 /// One configured disk share with its storage.
 #[derive(Debug)]
@@ -20,51 +21,6 @@ pub struct Share {
     pub backend: Arc<dyn Backend>,
     /// Index into `ServerState::shares`, part of the key of the file table.
     pub index: usize,
-}
-
-/// A sharded map, so lookups from many connections never queue on one lock.
-#[derive(Debug)]
-pub struct Sharded<K, V> {
-    shards: Vec<Mutex<HashMap<K, V>>>,
-}
-
-impl<K: std::hash::Hash + Eq, V: Clone> Sharded<K, V> {
-    pub fn new(n: usize) -> Self {
-        Sharded { shards: (0..n).map(|_| Mutex::new(HashMap::new())).collect() }
-    }
-
-    fn shard(&self, k: &K) -> &Mutex<HashMap<K, V>> {
-        use std::hash::{BuildHasher, BuildHasherDefault};
-        let h = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(k);
-        &self.shards[(h as usize) % self.shards.len()]
-    }
-
-    pub fn get(&self, k: &K) -> Option<V> {
-        lock(self.shard(k)).get(k).cloned()
-    }
-
-    pub fn insert(&self, k: K, v: V) {
-        lock(self.shard(&k)).insert(k, v);
-    }
-
-    pub fn remove(&self, k: &K) -> Option<V> {
-        lock(self.shard(k)).remove(k)
-    }
-
-    /// Runs `f` with the shard holding `k` locked.
-    pub fn with<R>(&self, k: &K, f: impl FnOnce(&mut HashMap<K, V>) -> R) -> R {
-        f(&mut lock(self.shard(k)))
-    }
-
-    /// A snapshot of every value (for rare whole-table scans).
-    pub fn values(&self) -> Vec<V> {
-        self.shards.iter().flat_map(|s| lock(s).values().cloned().collect::<Vec<_>>()).collect()
-    }
-}
-
-/// Locks a std mutex, recovering from poisoning (a panicking task must not wedge the server).
-pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Everything connections share.
@@ -94,6 +50,12 @@ pub struct ServerState {
 }
 
 impl ServerState {
+    /// The outbox of connection `id`, if it is still up (break notifications use it).
+    pub fn outbox(&self, id: u64) -> Option<Arc<dyn crate::outbox::Outbox>> {
+        let conn: Arc<crate::connection::Connection> = self.connections.get(&id)?.upgrade()?;
+        Some(conn)
+    }
+
     pub fn new(config: ServerConfig) -> std::io::Result<Self> {
         let mut shares = Vec::new();
         for (index, s) in config.shares.iter().enumerate() {

@@ -11,7 +11,7 @@ use crate::channel::ChannelList;
 use crate::connection::Connection;
 
 use crate::open::Open;
-use crate::server::lock;
+use crate::sync::lock;
 use crate::tree::Tree;
 
 /// Who a session belongs to.
@@ -207,4 +207,17 @@ fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
 
 fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Deregisters a session and closes everything opened through it: LOGOFF (on any channel),
+/// a failed re-authentication, a reconnecting client naming it as its PreviousSessionId
+/// (MS-SMB2 3.3.5.5.3), or the loss of its last channel. Every channel stops serving it.
+pub async fn end_session(server: &crate::server::ServerState, s: &Arc<Session>) {
+    // Removed first, so no new request finds the session while its opens close.
+    server.sessions.remove(&s.id);
+    crate::channel::end_all(server, s);
+    for o in s.take_opens(None) {
+        crate::open::close_open(server, &o).await;
+    }
+    s.take_trees();
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use rustix::pipe::{fcntl_setpipe_size, pipe_with, splice, PipeFlags, SpliceFlags};
 use smb_wire::HEADER_LEN;
 
-use crate::server::lock;
+use crate::sync::lock;
 
 /// Payloads below this go through the ordinary buffer: the pipe round trip costs more
 /// syscalls than a small copy.
@@ -255,7 +255,7 @@ pub async fn receive(pool: &Arc<PipePool>, sock: &tokio::net::TcpStream, len: us
             // (`socket_has_data` must see any byte).
             let rest = len - got;
             let _lowat =
-                (drained && rest >= crate::connection::LOWAT_MIN).then(|| crate::tcp_ack::Lowat::raise(std::os::fd::AsRawFd::as_raw_fd(sock), rest));
+                (drained && rest >= crate::tcp_ack::LOWAT_MIN).then(|| crate::tcp_ack::Lowat::raise(std::os::fd::AsRawFd::as_raw_fd(sock), rest));
             sock.readable().await?;
         }
         let (pipe, held) = payload.pipes.last_mut().expect("at least one pipe");

@@ -116,6 +116,9 @@ pub fn loss_timeout(rto: Duration) -> Duration {
     rto * RTOS_BEFORE_LOSS
 }
 
+/// Remainders of a frame at least this long are waited for whole (SO_RCVLOWAT).
+pub const LOWAT_MIN: usize = 64 << 10;
+
 #[cfg(test)]
 mod tests {
     use super::*;

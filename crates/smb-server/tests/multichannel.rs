@@ -24,8 +24,6 @@ const PASSWORD: &str = "Multi-Channel-1";
 const OTHER: &str = "other";
 const OTHER_PASSWORD: &str = "Other-User-1";
 
-const INSUFFICIENT_RESOURCES: NtStatus = NtStatus(0xC000_009A);
-
 // ---------------------------------------------------------------------------------------------
 // the server under test
 // ---------------------------------------------------------------------------------------------
@@ -228,7 +226,7 @@ async fn refused_bindings_leave_the_session_intact() {
     // algorithm mismatch is what Windows reports; between 3.0.2 and 3.0, the dialect.
     let t = BindTweaks { dialects: Some(vec![dialect::SMB300]), ..BindTweaks::default() };
     let err = first.bind_channel_with(braid.addr(), &t).await.expect_err("other dialect");
-    assert_eq!(status(&err), Some(NtStatus(0xC000_042A)), "{err:?}");
+    assert_eq!(status(&err), Some(NtStatus::REQUEST_OUT_OF_SEQUENCE), "{err:?}");
     let old = Client::connect(braid.addr(), &config(&[dialect::SMB302])).await.expect("connect 3.0.2");
     let err = old.bind_channel_with(braid.addr(), &t).await.expect_err("3.0 channel for a 3.0.2 session");
     assert_eq!(status(&err), Some(NtStatus::INVALID_PARAMETER), "{err:?}");
@@ -249,7 +247,7 @@ async fn refused_bindings_leave_the_session_intact() {
         channels.push(first.bind_channel(braid.addr()).await.expect("bind within the limit"));
     }
     let err = first.bind_channel(braid.addr()).await.expect_err("fifth channel");
-    assert_eq!(status(&err), Some(INSUFFICIENT_RESOURCES), "{err:?}");
+    assert_eq!(status(&err), Some(NtStatus::INSUFFICIENT_RESOURCES), "{err:?}");
     // Every channel still works, and the handle opened before everything is intact.
     for (i, ch) in channels.iter().enumerate() {
         assert_eq!(&keep.on_channel(ch).read(0, 10).await.expect("read")[..], b"still here", "channel {i}");
@@ -263,7 +261,9 @@ async fn refused_bindings_leave_the_session_intact() {
                 channels.push(c);
                 break;
             }
-            Err(e) if status(&e) == Some(INSUFFICIENT_RESOURCES) && Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) if status(&e) == Some(NtStatus::INSUFFICIENT_RESOURCES) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
             Err(e) => panic!("rebinding after a lost channel: {e:?}"),
         }
     }

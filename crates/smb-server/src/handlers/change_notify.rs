@@ -9,8 +9,8 @@ use smb_wire::msg::notify::{encode_response, NotifyRequest, WATCH_TREE};
 use smb_wire::NtStatus;
 
 use super::find_open;
-use crate::pipeline::{Ctx, HResult};
-use crate::server::lock;
+use crate::request::{Ctx, HResult};
+use crate::sync::lock;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = NotifyRequest::decode(cx.msg()).map_err(super::bad("CHANGE_NOTIFY"))?;

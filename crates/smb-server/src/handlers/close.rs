@@ -1,16 +1,11 @@
-//! CLOSE (MS-SMB2 3.3.5.10), and the release of an open shared with logoff, tree
-//! disconnect and connection teardown.
-
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+//! CLOSE (MS-SMB2 3.3.5.10); the release of the open is `open::close_open`, shared with
+//! logoff, tree disconnect and connection teardown.
 
 use smb_wire::msg::close::{CloseRequest, CloseResponse, FLAG_POSTQUERY_ATTRIB};
 use smb_wire::NtStatus;
 
 use super::{blocking, file_info, find_open};
-use crate::open::{Open, OpenKind};
-use crate::pipeline::{Ctx, HResult};
-use crate::server::ServerState;
+use crate::request::{Ctx, HResult};
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = CloseRequest::decode(cx.msg()).map_err(super::bad("CLOSE"))?;
@@ -37,27 +32,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             }
         }
     }
-    close_open(&cx.conn.server, &open).await;
+    crate::open::close_open(&cx.conn.server, &open).await;
     resp.encode(out);
     Ok(NtStatus::SUCCESS)
-}
-
-/// Releases an open already removed from its session: drops its share-mode claim and byte
-/// locks, and deletes the file if this was the last open and delete was pending.
-pub async fn close_open(server: &ServerState, open: &Arc<Open>) {
-    server.notify.closed(open.id.volatile);
-    let OpenKind::File { key, node, is_dir, .. } = &open.kind else { return };
-    if open.delete_on_close.load(Ordering::Acquire) {
-        node.delete_pending.store(true, Ordering::Release);
-    }
-    let (last, pending) = server.files.release(*key, open.id.volatile);
-    if let (true, true, Some(share)) = (last, pending, open.tree.share()) {
-        let path = crate::server::lock(&open.path).clone();
-        let backend = share.backend.clone();
-        let gone = path.clone();
-        match blocking(move || backend.remove(&path)).await {
-            Ok(()) => server.notify.report(share.index, &gone, smb_wire::msg::notify::action::REMOVED, *is_dir),
-            Err(st) => tracing::info!(status = ?st, "delete on close failed"),
-        }
-    }
 }

@@ -14,8 +14,8 @@ use super::{blocking, file_info};
 use crate::locks::{is_stat_open, FileNode};
 use crate::open::{DirCursor, Open, OpenKind};
 use crate::oplocks::{Event, Owner, Requester};
-use crate::pipeline::{Ctx, HResult};
-use crate::server::lock;
+use crate::request::{Ctx, HResult};
+use crate::sync::lock;
 use crate::tree::TreeKind;
 
 /// FILE_CREATE_TREE_CONNECTION (MS-SMB2 2.2.13).
@@ -461,14 +461,14 @@ const DELIVERY_CHECK: std::time::Duration = std::time::Duration::from_millis(100
 /// loss of the connection ends the wait with STATUS_CANCELLED. Returns whether anything
 /// was broken or waited for.
 async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<FileNode>, who: Requester, event: Event) -> Result<bool, NtStatus> {
-    use crate::oplocks::DeliveryState;
+    use crate::breaks::DeliveryState;
     let server = cx.conn.server.clone();
     let mut registered: Option<u64> = None;
     let cancel = Arc::new(tokio::sync::Notify::new());
     let mut acted = false;
     // Breaks awaiting an acknowledgment: the channels tried, and the delivery not yet
     // confirmed by the client's TCP.
-    let mut sent: Vec<(crate::oplocks::Notice, Vec<u64>, Option<crate::oplocks::Delivery>)> = Vec::new();
+    let mut sent: Vec<(crate::oplocks::Notice, Vec<u64>, Option<crate::breaks::Delivery>)> = Vec::new();
     let mut tick = tokio::time::interval(DELIVERY_CHECK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let result = loop {
@@ -480,7 +480,7 @@ async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<FileNode>, 
         acted |= !b.notices.is_empty() || b.wait_until.is_some();
         for n in b.notices {
             let mut tried = Vec::new();
-            let d = crate::oplocks::send_notice(&server, &n, &mut tried).await;
+            let d = crate::breaks::send_notice(&server, &n, &mut tried).await;
             if n.needs_ack() {
                 sent.push((n, tried, d));
             }
@@ -506,11 +506,11 @@ async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<FileNode>, 
                         DeliveryState::Acked => *delivery = None,
                         DeliveryState::Pending => {}
                         DeliveryState::Lost(conn) => {
-                            tracing::warn!(conn = conn.id, peer = %conn.peer, "a break notification was not acknowledged by TCP; closing the channel and trying the next");
+                            tracing::warn!(conn = conn.id(), peer = %conn.peer(), "a break notification was not acknowledged by TCP; closing the channel and trying the next");
                             conn.abort();
-                            *delivery = crate::oplocks::send_notice(&server, n, tried).await;
+                            *delivery = crate::breaks::send_notice(&server, n, tried).await;
                         }
-                        DeliveryState::Gone => *delivery = crate::oplocks::send_notice(&server, n, tried).await,
+                        DeliveryState::Gone => *delivery = crate::breaks::send_notice(&server, n, tried).await,
                     }
                 }
             }

@@ -3,8 +3,8 @@
 use smb_wire::msg::simple::{decode_empty, encode_empty};
 use smb_wire::NtStatus;
 
-use crate::pipeline::{Ctx, HResult};
-use crate::server::lock;
+use crate::request::{Ctx, HResult};
+use crate::sync::lock;
 
 pub fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     decode_empty(cx.msg()).map_err(super::bad("ECHO"))?;

@@ -7,8 +7,8 @@ use smb_wire::{dialect, FileId, NtStatus};
 
 use super::{find_open, rpc_context};
 use crate::open::OpenKind;
-use crate::pipeline::{Ctx, HResult};
-use crate::server::lock;
+use crate::request::{Ctx, HResult};
+use crate::sync::lock;
 
 /// Whether this IOCTL may come without a session: only smbtorture's channel-failure
 /// control, and only when the configuration allows the test controls (as Samba does
@@ -26,16 +26,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         return Err(NtStatus::NOT_SUPPORTED);
     }
     if req.ctl_code == fsctl::SMBTORTURE_FORCE_UNACKED_TIMEOUT {
-        if !cx.conn.server.config.smbtorture_hooks {
-            return Err(NtStatus::NOT_SUPPORTED);
-        }
-        if !req.input.is_empty() {
-            return Err(NtStatus::INVALID_PARAMETER);
-        }
-        tracing::info!(conn = cx.conn.id, "smbtorture: treating this connection's sends as never acknowledged");
-        cx.conn.force_unacked.store(true, std::sync::atomic::Ordering::Relaxed);
-        encode_response(out, req.ctl_code, req.file_id, &[]);
-        return Ok(NtStatus::SUCCESS);
+        return force_unacked(cx, &req, out);
     }
     let max_out = req.max_output_response.min(cx.conn.server.config.max_io_size) as usize;
     match req.ctl_code {
@@ -99,6 +90,21 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         (OpenKind::File { .. }, fsctl::SRV_REQUEST_RESUME_KEY | fsctl::SRV_COPYCHUNK | fsctl::SRV_COPYCHUNK_WRITE) => Err(NtStatus::NOT_SUPPORTED),
         _ => Err(NtStatus::INVALID_DEVICE_REQUEST),
     }
+}
+
+/// smbtorture's FSCTL_SMBTORTURE_FORCE_UNACKED_TIMEOUT: from now on nothing sent on this
+/// connection counts as acknowledged by TCP (only with `smbtorture_hooks`).
+fn force_unacked(cx: &Ctx<'_>, req: &IoctlRequest<'_>, out: &mut Vec<u8>) -> HResult {
+    if !cx.conn.server.config.smbtorture_hooks {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    if !req.input.is_empty() {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    tracing::info!(conn = cx.conn.id, "smbtorture: treating this connection's sends as never acknowledged");
+    cx.conn.force_unacked.store(true, std::sync::atomic::Ordering::Relaxed);
+    encode_response(out, req.ctl_code, req.file_id, &[]);
+    Ok(NtStatus::SUCCESS)
 }
 
 /// Longest resiliency timeout a client may ask for, in milliseconds (Windows uses 5 minutes).

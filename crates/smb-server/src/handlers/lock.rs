@@ -11,8 +11,8 @@ use smb_wire::{dialect, NtStatus};
 use super::find_open;
 use crate::locks::{ByteLock, FileNode};
 use crate::open::Open;
-use crate::pipeline::{Ctx, HResult};
-use crate::server::lock;
+use crate::request::{Ctx, HResult};
+use crate::sync::lock;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = LockRequest::decode(cx.msg()).map_err(super::bad("LOCK"))?;
@@ -60,7 +60,7 @@ async fn apply(cx: &mut Ctx<'_>, open: &Arc<Open>, node: &Arc<FileNode>, req: &L
         }
     }
     // A byte-range lock ends level II oplocks and read caching of the other opens.
-    crate::oplocks::break_level2(&cx.conn.server, open);
+    crate::breaks::break_level2(&cx.conn.server, open);
     let mut taken: Vec<ByteLock> = Vec::new();
     for l in &req.locks {
         let bl = ByteLock { open: owner, offset: l.offset, length: l.length, exclusive: l.flags & flags::EXCLUSIVE_LOCK != 0 };

@@ -13,8 +13,8 @@ use smb_wire::{dialect, Command, Header, MessageId, NtStatus, SessionId, TreeId}
 
 use crate::config::EncryptionMode;
 use crate::connection::{Connection, Negotiated};
-use crate::pipeline::{Ctx, HResult, PreauthTarget};
-use crate::server::lock;
+use crate::request::{Ctx, HResult, PreauthTarget};
+use crate::sync::lock;
 
 /// Dialects served, lowest first.
 const DIALECTS: [u16; 5] = [dialect::SMB202, dialect::SMB210, dialect::SMB300, dialect::SMB302, dialect::SMB311];

@@ -5,7 +5,7 @@ use smb_wire::msg::oplock::{break_ack_kind, LeaseAck, OplockBreak, OPLOCK_BREAK_
 use smb_wire::{dialect, NtStatus};
 
 use super::find_open;
-use crate::pipeline::{Ctx, HResult};
+use crate::request::{Ctx, HResult};
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     match break_ack_kind(cx.msg()) {

@@ -8,7 +8,7 @@ use smb_wire::msg::query_directory::{encode_output_response, flags, QueryDirecto
 use smb_wire::NtStatus;
 
 use super::{blocking, find_open};
-use crate::pipeline::{Ctx, HResult};
+use crate::request::{Ctx, HResult};
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = QueryDirectoryRequest::decode(cx.msg()).map_err(super::bad("QUERY_DIRECTORY"))?;

@@ -8,8 +8,8 @@ use smb_wire::msg::query_info::{encode_response, info_type, QueryInfoRequest};
 use smb_wire::NtStatus;
 
 use super::{blocking, file_info, find_open};
-use crate::open::OpenKind;
-use crate::pipeline::{Ctx, HResult};
+use crate::open::{Open, OpenKind};
+use crate::request::{Ctx, HResult};
 
 /// FILE_CASE_SENSITIVE_SEARCH | FILE_CASE_PRESERVED_NAMES | FILE_UNICODE_ON_DISK |
 /// FILE_SUPPORTS_SPARSE_FILES | FILE_SUPPORTS_EXTENDED_ATTRIBUTES (MS-FSCC 2.5.1).
@@ -119,91 +119,10 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         info_type::FILE if req.info_class == smb_fscc::class::FILE_FULL_EA_INFORMATION => {
             return query_eas(&open, &req, limit, out).await;
         }
-        info_type::FILE => {
-            let min = smb_fscc::file_info_min_size(req.info_class);
-            if min.is_none() {
-                return Err(NtStatus::INVALID_INFO_CLASS);
-            }
-            if req.info_class == smb_fscc::class::FILE_NORMALIZED_NAME_INFORMATION && cx.conn.dialect() < smb_wire::dialect::SMB311 {
-                // MS-SMB2 3.3.5.20.1: only offered from SMB 3.1.1 on.
-                return Err(NtStatus::NOT_SUPPORTED);
-            }
-            let needed = required_access(req.info_class);
-            if needed != 0 && !open.has(needed) {
-                return Err(NtStatus::ACCESS_DENIED);
-            }
-            let info = match &open.kind {
-                OpenKind::Pipe(_) => smb_fscc::FileInfo {
-                    attributes: smb_fscc::FILE_ATTRIBUTE_NORMAL,
-                    number_of_links: 1,
-                    access_mask: open.access,
-                    ..Default::default()
-                },
-                OpenKind::File { handle, .. } => {
-                    let h = handle.clone();
-                    // EaSize only where it is the point of the class: directory listings and
-                    // FileAllInformation report 0 (computing it per listed entry would cost a
-                    // listxattr each), and those two must agree with each other.
-                    let with_eas = req.info_class == smb_fscc::class::FILE_EA_INFORMATION;
-                    let (a, ea_size) = blocking(move || {
-                        let ea_size = if with_eas { smb_fscc::full_ea_list_size(&ea_list(h.extended_attributes()?)) } else { 0 };
-                        Ok((h.attrs()?, ea_size))
-                    })
-                    .await?;
-                    let mut info = file_info(&a, &open);
-                    info.ea_size = ea_size;
-                    info
-                }
-            };
-            encode_file_info(req.info_class, &info, &mut data).map_err(fscc_status)?;
-            if min.is_some_and(|m| limit < m) {
-                return Err(NtStatus::INFO_LENGTH_MISMATCH);
-            }
-        }
-        info_type::FILESYSTEM => {
-            let Some(share) = open.tree.share().cloned() else { return Err(NtStatus::INVALID_PARAMETER) };
-            let min = smb_fscc::fs_info_min_size(req.info_class);
-            if min.is_none() {
-                return Err(NtStatus::INVALID_INFO_CLASS);
-            }
-            let backend = share.backend.clone();
-            let st = blocking(move || backend.statfs()).await?;
-            let bps = 512u32;
-            let spu = (st.block_size / bps).max(1);
-            let unit = u64::from(spu * bps);
-            let fs = FsInfo {
-                volume_label: share.config.name.clone(),
-                volume_serial: 0x4252_4149,
-                volume_creation_time: cx.conn.server.start_time,
-                total_units: st.total_bytes / unit,
-                free_units: st.avail_bytes / unit,
-                actual_free_units: st.free_bytes / unit,
-                sectors_per_unit: spu,
-                bytes_per_sector: bps,
-                fs_name: "NTFS".into(),
-                fs_attributes: FS_ATTRIBUTES,
-                max_name_len: st.max_name_len,
-                object_id: [0; 16],
-            };
-            encode_fs_info(req.info_class, &fs, &mut data).map_err(fscc_status)?;
-            if min.is_some_and(|m| limit < m) {
-                return Err(NtStatus::INFO_LENGTH_MISMATCH);
-            }
-        }
+        info_type::FILE => query_file(cx, &open, &req, limit, &mut data).await?,
+        info_type::FILESYSTEM => query_fs(cx, &open, &req, limit, &mut data).await?,
         info_type::SECURITY => {
-            if !open.has(access::READ_CONTROL) {
-                return Err(NtStatus::ACCESS_DENIED);
-            }
-            // The stored descriptor (or the synthetic one), restricted to the requested
-            // sections.
-            let sd = match &open.kind {
-                OpenKind::Pipe(_) => synthetic_sd(),
-                OpenKind::File { handle, .. } => {
-                    let h = handle.clone();
-                    blocking(move || load_sd(h.as_ref())).await?
-                }
-            };
-            sd.encode(req.additional_information, &mut data);
+            query_security(&open, &req, &mut data).await?;
             if data.len() > limit {
                 encode_error_with_data(out, &u32::try_from(data.len()).unwrap_or(0).to_le_bytes());
                 return Ok(NtStatus::BUFFER_TOO_SMALL);
@@ -219,4 +138,97 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     encode_response(out, &data);
     Ok(status)
+}
+
+/// A file information class (MS-FSCC 2.4) of the open.
+async fn query_file(cx: &Ctx<'_>, open: &Open, req: &QueryInfoRequest<'_>, limit: usize, data: &mut Vec<u8>) -> Result<(), NtStatus> {
+    let min = smb_fscc::file_info_min_size(req.info_class);
+    if min.is_none() {
+        return Err(NtStatus::INVALID_INFO_CLASS);
+    }
+    if req.info_class == smb_fscc::class::FILE_NORMALIZED_NAME_INFORMATION && cx.conn.dialect() < smb_wire::dialect::SMB311 {
+        // MS-SMB2 3.3.5.20.1: only offered from SMB 3.1.1 on.
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    let needed = required_access(req.info_class);
+    if needed != 0 && !open.has(needed) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let info = match &open.kind {
+        OpenKind::Pipe(_) => {
+            smb_fscc::FileInfo { attributes: smb_fscc::FILE_ATTRIBUTE_NORMAL, number_of_links: 1, access_mask: open.access, ..Default::default() }
+        }
+        OpenKind::File { handle, .. } => {
+            let h = handle.clone();
+            // EaSize only where it is the point of the class: directory listings and
+            // FileAllInformation report 0 (computing it per listed entry would cost a
+            // listxattr each), and those two must agree with each other.
+            let with_eas = req.info_class == smb_fscc::class::FILE_EA_INFORMATION;
+            let (a, ea_size) = blocking(move || {
+                let ea_size = if with_eas { smb_fscc::full_ea_list_size(&ea_list(h.extended_attributes()?)) } else { 0 };
+                Ok((h.attrs()?, ea_size))
+            })
+            .await?;
+            let mut info = file_info(&a, open);
+            info.ea_size = ea_size;
+            info
+        }
+    };
+    encode_file_info(req.info_class, &info, data).map_err(fscc_status)?;
+    if min.is_some_and(|m| limit < m) {
+        return Err(NtStatus::INFO_LENGTH_MISMATCH);
+    }
+    Ok(())
+}
+
+/// A filesystem information class (MS-FSCC 2.5) of the open's share.
+async fn query_fs(cx: &Ctx<'_>, open: &Open, req: &QueryInfoRequest<'_>, limit: usize, data: &mut Vec<u8>) -> Result<(), NtStatus> {
+    let Some(share) = open.tree.share().cloned() else { return Err(NtStatus::INVALID_PARAMETER) };
+    let min = smb_fscc::fs_info_min_size(req.info_class);
+    if min.is_none() {
+        return Err(NtStatus::INVALID_INFO_CLASS);
+    }
+    let backend = share.backend.clone();
+    let st = blocking(move || backend.statfs()).await?;
+    let bps = 512u32;
+    let spu = (st.block_size / bps).max(1);
+    let unit = u64::from(spu * bps);
+    let fs = FsInfo {
+        volume_label: share.config.name.clone(),
+        volume_serial: 0x4252_4149,
+        volume_creation_time: cx.conn.server.start_time,
+        total_units: st.total_bytes / unit,
+        free_units: st.avail_bytes / unit,
+        actual_free_units: st.free_bytes / unit,
+        sectors_per_unit: spu,
+        bytes_per_sector: bps,
+        fs_name: "NTFS".into(),
+        fs_attributes: FS_ATTRIBUTES,
+        max_name_len: st.max_name_len,
+        object_id: [0; 16],
+    };
+    encode_fs_info(req.info_class, &fs, data).map_err(fscc_status)?;
+    if min.is_some_and(|m| limit < m) {
+        return Err(NtStatus::INFO_LENGTH_MISMATCH);
+    }
+    Ok(())
+}
+
+/// The open's security descriptor (the stored one, or the synthetic one), restricted to
+/// the requested sections.
+async fn query_security(open: &Open, req: &QueryInfoRequest<'_>, data: &mut Vec<u8>) -> Result<(), NtStatus> {
+    if !open.has(access::READ_CONTROL) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    // The stored descriptor (or the synthetic one), restricted to the requested
+    // sections.
+    let sd = match &open.kind {
+        OpenKind::Pipe(_) => synthetic_sd(),
+        OpenKind::File { handle, .. } => {
+            let h = handle.clone();
+            blocking(move || load_sd(h.as_ref())).await?
+        }
+    };
+    sd.encode(req.additional_information, data);
+    Ok(())
 }

@@ -7,8 +7,8 @@ use smb_wire::NtStatus;
 
 use super::find_open;
 use crate::open::OpenKind;
-use crate::pipeline::{Ctx, FileTail, HResult, Tail};
-use crate::server::lock;
+use crate::request::{Ctx, FileTail, HResult, Tail};
+use crate::sync::lock;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = ReadRequest::decode(cx.msg()).map_err(super::bad("READ"))?;

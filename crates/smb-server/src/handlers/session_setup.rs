@@ -14,9 +14,9 @@ use smb_wire::{dialect, NtStatus, SessionId};
 
 use crate::channel::{self, Binding};
 use crate::config::EncryptionMode;
-use crate::pipeline::{Ctx, HResult, PreauthTarget};
-use crate::server::lock;
+use crate::request::{Ctx, HResult, PreauthTarget};
 use crate::session::{Pending, Session, SessionSecurity, User};
+use crate::sync::lock;
 
 /// Sessions one connection may hold; real clients use one or two.
 const MAX_SESSIONS_PER_CONNECTION: usize = 64;
@@ -33,37 +33,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if req.flags & FLAG_BINDING != 0 {
         return bind(cx, &req, out).await;
     }
-    let session = match cx.session.clone() {
-        Some(s) if cx.is_channel => {
-            // Re-authentication, on any channel. A session that signs must sign it too.
-            if !cx.verified && s.security.get().is_some_and(|x| x.signing_required && x.signer.is_some()) {
-                tracing::info!(conn = conn.id, "unsigned re-authentication of a signing session refused");
-                return Err(NtStatus::ACCESS_DENIED);
-            }
-            let mut p = lock(&s.pending);
-            if p.is_none() {
-                // Re-authentication of a valid session: a fresh exchange, keys unchanged.
-                *p = Some(Pending { ntlm: new_ntlm(cx), preauth: lock(&conn.preauth).clone() });
-            }
-            drop(p);
-            s
-        }
-        // The first authentication, still in progress on the connection that started it.
-        Some(s) if s.conn_id == conn.id && !s.is_valid() => s,
-        Some(_) => return Err(NtStatus::USER_SESSION_DELETED),
-        None if cx.hdr.session_id.0 != 0 => return Err(NtStatus::USER_SESSION_DELETED),
-        None => {
-            if lock(&conn.sessions).len() >= MAX_SESSIONS_PER_CONNECTION {
-                return Err(NtStatus::INSUFFICIENT_RESOURCES);
-            }
-            let id = server.new_session_id();
-            let pending = Pending { ntlm: new_ntlm(cx), preauth: lock(&conn.preauth).clone() };
-            let s = Arc::new(Session::new(id, conn, pending));
-            server.sessions.insert(id, s.clone());
-            lock(&conn.sessions).push(id);
-            s
-        }
-    };
+    let session = session_for(cx)?;
     cx.resp_session_id = Some(session.id);
     let reauth = session.is_valid();
 
@@ -122,9 +92,48 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
 }
 
+/// The session a (non-binding) SESSION_SETUP works on: the session being re-authenticated
+/// on one of its channels, the first authentication still in progress, or a new one.
+fn session_for(cx: &Ctx<'_>) -> Result<Arc<Session>, NtStatus> {
+    let conn = cx.conn;
+    let server = &conn.server;
+    let session = match cx.session.clone() {
+        Some(s) if cx.is_channel => {
+            // Re-authentication, on any channel. A session that signs must sign it too.
+            if !cx.verified && s.security.get().is_some_and(|x| x.signing_required && x.signer.is_some()) {
+                tracing::info!(conn = conn.id, "unsigned re-authentication of a signing session refused");
+                return Err(NtStatus::ACCESS_DENIED);
+            }
+            let mut p = lock(&s.pending);
+            if p.is_none() {
+                // Re-authentication of a valid session: a fresh exchange, keys unchanged.
+                *p = Some(Pending { ntlm: new_ntlm(cx), preauth: lock(&conn.preauth).clone() });
+            }
+            drop(p);
+            s
+        }
+        // The first authentication, still in progress on the connection that started it.
+        Some(s) if s.conn_id == conn.id && !s.is_valid() => s,
+        Some(_) => return Err(NtStatus::USER_SESSION_DELETED),
+        None if cx.hdr.session_id.0 != 0 => return Err(NtStatus::USER_SESSION_DELETED),
+        None => {
+            if lock(&conn.sessions).len() >= MAX_SESSIONS_PER_CONNECTION {
+                return Err(NtStatus::INSUFFICIENT_RESOURCES);
+            }
+            let id = server.new_session_id();
+            let pending = Pending { ntlm: new_ntlm(cx), preauth: lock(&conn.preauth).clone() };
+            let s = Arc::new(Session::new(id, conn, pending));
+            server.sessions.insert(id, s.clone());
+            lock(&conn.sessions).push(id);
+            s
+        }
+    };
+    Ok(session)
+}
+
 /// Ends a session whose setup or re-authentication failed (the caller answers the error).
 async fn drop_session(cx: &Ctx<'_>, session: &Arc<Session>) {
-    super::logoff::end_session(&cx.conn.server, session).await;
+    crate::session::end_session(&cx.conn.server, session).await;
     lock(&cx.conn.sessions).retain(|s| *s != session.id);
 }
 
@@ -142,7 +151,7 @@ async fn end_previous_session(cx: &Ctx<'_>, session: &Arc<Session>, previous: u6
         return;
     }
     tracing::debug!(conn = cx.conn.id, old = previous, "previous session of a reconnecting client ended");
-    super::logoff::end_session(&cx.conn.server, &old).await;
+    crate::session::end_session(&cx.conn.server, &old).await;
 }
 
 fn new_ntlm(cx: &Ctx<'_>) -> NtlmServer {
@@ -242,7 +251,9 @@ fn finish(
 /// 3.3.5.5.3). The binding authenticates on its own (NTLM state and 3.1.1 preauth hash kept
 /// per connection); nothing about the session or its other channels changes unless it
 /// succeeds, and then only the channel list grows.
-async fn bind(cx: &mut Ctx<'_>, req: &Req<'_>, out: &mut Vec<u8>) -> HResult {
+/// The checks a binding SESSION_SETUP passes before authenticating (MS-SMB2 3.3.5.5.2):
+/// returns the session to bind and its user.
+fn binding_allowed(cx: &Ctx<'_>) -> Result<(Arc<Session>, User), NtStatus> {
     let conn = cx.conn;
     let server = &conn.server;
     let Some(neg) = conn.negotiated.get() else { return Err(NtStatus::INVALID_PARAMETER) };
@@ -254,7 +265,7 @@ async fn bind(cx: &mut Ctx<'_>, req: &Req<'_>, out: &mut Vec<u8>) -> HResult {
     // AES-GMAC signing cannot be mixed with another algorithm across channels.
     let (theirs, ours) = (session.signing_algorithm, neg.signing_algorithm);
     if theirs == SigningAlgorithm::AesGmac && ours != theirs {
-        return Err(super::status::REQUEST_OUT_OF_SEQUENCE);
+        return Err(NtStatus::REQUEST_OUT_OF_SEQUENCE);
     }
     if ours == SigningAlgorithm::AesGmac && ours != theirs {
         return Err(NtStatus::NOT_SUPPORTED);
@@ -284,6 +295,14 @@ async fn bind(cx: &mut Ctx<'_>, req: &Req<'_>, out: &mut Vec<u8>) -> HResult {
         return Err(NtStatus::USER_SESSION_DELETED);
     }
     channel::has_room(&session)?;
+    Ok((session, user))
+}
+
+async fn bind(cx: &mut Ctx<'_>, req: &Req<'_>, out: &mut Vec<u8>) -> HResult {
+    let (session, user) = binding_allowed(cx)?;
+    let conn = cx.conn;
+    let server = &conn.server;
+    let Some(neg) = conn.negotiated.get() else { return Err(NtStatus::INVALID_PARAMETER) };
     cx.resp_session_id = Some(session.id);
 
     let (step, preauth) = {

@@ -14,8 +14,8 @@ use smb_wire::NtStatus;
 
 use super::{blocking, find_open};
 use crate::open::{Open, OpenKind};
-use crate::pipeline::{Ctx, HResult};
-use crate::server::lock;
+use crate::request::{Ctx, HResult};
+use crate::sync::lock;
 
 fn fscc_status(e: FsccError) -> NtStatus {
     match e {
@@ -91,7 +91,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             if *is_dir {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
-            crate::oplocks::break_level2(&cx.conn.server, &open);
+            crate::breaks::break_level2(&cx.conn.server, &open);
             blocking(move || h.set_len(end_of_file)).await?;
         }
         SetInfo::Allocation { allocation_size } => {
@@ -100,7 +100,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             if *is_dir {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
-            crate::oplocks::break_level2(&cx.conn.server, &open);
+            crate::breaks::break_level2(&cx.conn.server, &open);
             // Allocation below the end of file truncates (MS-FSA 2.1.5.15.1).
             blocking(move || {
                 let size = h.attrs()?.size;

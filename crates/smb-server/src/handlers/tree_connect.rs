@@ -4,7 +4,7 @@ use smb_wire::msg::create::access;
 use smb_wire::msg::tree::{share_flags, TreeConnectRequest, TreeConnectResponse, SHARE_TYPE_DISK, SHARE_TYPE_PIPE};
 use smb_wire::NtStatus;
 
-use crate::pipeline::{Ctx, HResult};
+use crate::request::{Ctx, HResult};
 use crate::session::User;
 use crate::tree::{Tree, TreeKind};
 

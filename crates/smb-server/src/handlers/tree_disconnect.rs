@@ -3,13 +3,13 @@
 use smb_wire::msg::simple::{decode_empty, encode_empty};
 use smb_wire::NtStatus;
 
-use crate::pipeline::{Ctx, HResult};
+use crate::request::{Ctx, HResult};
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     decode_empty(cx.msg()).map_err(super::bad("TREE_DISCONNECT"))?;
     let (Some(s), Some(t)) = (cx.session.clone(), cx.tree.clone()) else { return Err(NtStatus::NETWORK_NAME_DELETED) };
     for o in s.take_opens(Some(t.id)) {
-        super::close::close_open(&cx.conn.server, &o).await;
+        crate::open::close_open(&cx.conn.server, &o).await;
     }
     s.remove_tree(t.id);
     encode_empty(out);

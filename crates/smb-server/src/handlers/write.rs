@@ -11,9 +11,9 @@ use smb_wire::NtStatus;
 
 use super::{find_open, rpc_context};
 use crate::open::OpenKind;
-use crate::pipeline::{Ctx, HResult};
-use crate::server::lock;
+use crate::request::{Ctx, HResult};
 use crate::splice::Payload;
+use crate::sync::lock;
 
 /// Where a WRITE's bytes are.
 enum Data {
@@ -109,7 +109,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if open.tree.read_only {
         return Err(NtStatus::MEDIA_WRITE_PROTECTED);
     }
-    crate::oplocks::break_level2(&cx.conn.server, &open);
+    crate::breaks::break_level2(&cx.conn.server, &open);
     // Offset 0xFFFFFFFF_FFFFFFFF means "append" only with FILE_APPEND_DATA; otherwise the end
     // of the write must stay within the largest file offset.
     let append = offset == u64::MAX;

@@ -1,0 +1,229 @@
+//! Sending break notifications (MS-SMB2 3.3.4.6, 3.3.4.7): framing, sealing and delivery
+//! through a channel's [`Outbox`], and whether the client's TCP has acknowledged them. The
+//! oplock and lease state that decides what breaks is in `oplocks.rs`.
+
+use std::sync::{Arc, Weak};
+
+use smb_wire::header::flags;
+use smb_wire::{Command, Header, MessageId, SessionId, TreeId};
+use tokio::time::Instant;
+
+use crate::oplocks::{Event, Notice, Owner, Requester};
+use crate::outbox::Outbox;
+use crate::server::ServerState;
+use crate::transform;
+
+/// Sends break notifications (server-initiated: MessageId all ones, no credits, not
+/// signed; encrypted when the session or the open's share encrypts).
+pub async fn deliver(server: &Arc<ServerState>, notices: Vec<Notice>) {
+    for n in notices {
+        send_notice(server, &n, &mut Vec::new()).await;
+    }
+}
+
+/// Sends one notification to the first reachable channel not in `tried` (connection ids),
+/// and records the one used. Used again after a channel was found dead (see
+/// [`Delivery`]), it moves on to the session's other channels.
+pub async fn send_notice(server: &Arc<ServerState>, n: &Notice, tried: &mut Vec<u64>) -> Option<Delivery> {
+    let (msg, owners) = match n {
+        Notice::Oplock { owner, body, .. } => {
+            let mut msg = Vec::with_capacity(64 + 24);
+            header(owner.session).encode(&mut msg);
+            body.encode(&mut msg);
+            (msg, vec![*owner])
+        }
+        Notice::Lease { owners, body } => {
+            let mut msg = Vec::with_capacity(64 + 44);
+            // Lease breaks name no session (MS-SMB2 3.3.4.7), unless encrypted.
+            header(SessionId(0)).encode(&mut msg);
+            body.encode(&mut msg);
+            let mut owners = owners.clone();
+            owners.dedup();
+            (msg, owners)
+        }
+    };
+    send_to(server, &owners, msg, tried, matches!(n, Notice::Lease { .. })).await
+}
+
+/// Where a break went, and the byte count at which the client's TCP has acknowledged it.
+/// A channel that has not acknowledged it after several retransmission timeouts is dead
+/// (MS-SMB2 lets the server then use another channel; only TCP can tell).
+#[derive(Debug)]
+pub struct Delivery {
+    outbox: Weak<dyn Outbox>,
+    mark: u64,
+    lost_at: Instant,
+}
+
+/// What became of a [`Delivery`].
+#[derive(Debug)]
+pub enum DeliveryState {
+    /// The client's TCP has acknowledged the break (or the kernel cannot tell).
+    Acked,
+    Pending,
+    /// Not acknowledged in time: the channel is dead.
+    Lost(Arc<dyn Outbox>),
+    /// The connection ended meanwhile.
+    Gone,
+}
+
+impl Delivery {
+    /// Where the kernel cannot tell, the mark is 0: the break counts as delivered.
+    fn after_send(outbox: &Arc<dyn Outbox>) -> Delivery {
+        let (mark, rto) = outbox.sent_mark().unwrap_or_default();
+        Delivery { outbox: Arc::downgrade(outbox), mark, lost_at: Instant::now() + crate::tcp_ack::loss_timeout(rto) }
+    }
+
+    pub fn check(&self, now: Instant) -> DeliveryState {
+        let Some(conn) = self.outbox.upgrade().filter(|c| c.is_alive()) else { return DeliveryState::Gone };
+        match conn.acked_bytes() {
+            Some(a) if a < self.mark && now >= self.lost_at => DeliveryState::Lost(conn),
+            Some(a) if a < self.mark => DeliveryState::Pending,
+            _ => DeliveryState::Acked,
+        }
+    }
+}
+
+/// [`deliver`] from synchronous code (the WRITE path): the sending runs in its own task.
+pub fn deliver_later(server: &Arc<ServerState>, notices: Vec<Notice>) {
+    if notices.is_empty() {
+        return;
+    }
+    let server = server.clone();
+    tokio::spawn(async move { deliver(&server, notices).await });
+}
+
+fn header(session: SessionId) -> Header {
+    Header {
+        credit_charge: 0,
+        status: 0,
+        command: Command::OplockBreak as u16,
+        credits: 0,
+        flags: flags::SERVER_TO_REDIR,
+        next_command: 0,
+        message_id: MessageId(u64::MAX),
+        async_id: 0,
+        tree_id: TreeId(0),
+        session_id: session,
+        signature: [0; 16],
+    }
+}
+
+/// Sends one notification to the first reachable channel. An oplock break goes to the
+/// open's own connection first; a lease break (the client's, not one connection's) to the
+/// session's channels in the order they were bound, as Samba does; then any other live
+/// channel of the owner's session (multichannel).
+async fn send_to(server: &Arc<ServerState>, owners: &[Owner], msg: Vec<u8>, tried: &mut Vec<u64>, lease: bool) -> Option<Delivery> {
+    for owner in owners {
+        let Some(session) = server.sessions.get(&owner.session) else { continue };
+        // Channels in bind order; an oplock break moves the open's own connection first.
+        let mut candidates = session.channel_ids();
+        if !lease {
+            candidates.retain(|c| *c != owner.conn);
+            candidates.insert(0, owner.conn);
+        } else if !candidates.contains(&owner.conn) {
+            candidates.push(owner.conn);
+        }
+        for cid in candidates {
+            if tried.contains(&cid) {
+                continue;
+            }
+            let Some(conn) = server.outbox(cid) else { continue };
+            if !conn.serves(session.id) {
+                continue;
+            }
+            let encrypt = owner.encrypt || session.security.get().is_some_and(|s| s.encrypt_data);
+            let mut buf = vec![0u8; 4 + if encrypt { transform::TRANSFORM_LEN } else { 0 }];
+            let at = buf.len();
+            buf.extend_from_slice(&msg);
+            if encrypt {
+                // An encrypted break names its session (the client needs it to decrypt).
+                buf[at + smb_wire::header::offset::SESSION_ID..at + smb_wire::header::offset::SESSION_ID + 8]
+                    .copy_from_slice(&session.id.0.to_le_bytes());
+                if transform::encrypt(&session, &mut buf).is_err() {
+                    continue;
+                }
+            }
+            tried.push(cid);
+            match conn.send_frame(buf).await {
+                Ok(()) => return Some(Delivery::after_send(&conn)),
+                Err(e) => tracing::debug!(conn = cid, error = %e, "break notification not sent"),
+            }
+        }
+    }
+    tracing::debug!("break notification found no other live channel");
+    None
+}
+
+/// The level II / read-caching break of WRITE, truncation, set-size and byte-range locks:
+/// one atomic load when nothing is cached; otherwise the notifications go out in their own
+/// task and the caller never waits.
+pub fn break_level2(server: &Arc<ServerState>, open: &crate::open::Open) {
+    let Some(node) = open.node() else { return };
+    if !node.oplocks.any_shared() {
+        return;
+    }
+    let b = node.oplocks.start_breaks(Requester { open: open.id.volatile, lease: open.lease }, Event::Write, Instant::now());
+    deliver_later(server, b.notices);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    /// An outbox whose TCP progress the test sets.
+    #[derive(Debug, Default)]
+    struct Fake {
+        acked: AtomicU64,
+        closed: AtomicBool,
+    }
+
+    impl Outbox for Fake {
+        fn id(&self) -> u64 {
+            7
+        }
+        fn peer(&self) -> std::net::SocketAddr {
+            std::net::SocketAddr::from(([127, 0, 0, 1], 7))
+        }
+        fn send_frame(&self, _frame: Vec<u8>) -> Pin<Box<dyn Future<Output = std::io::Result<()>> + Send + '_>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn serves(&self, _session: SessionId) -> bool {
+            self.is_alive()
+        }
+        fn is_alive(&self) -> bool {
+            !self.closed.load(Ordering::Relaxed)
+        }
+        fn sent_mark(&self) -> Option<(u64, Duration)> {
+            Some((1000, Duration::from_millis(200)))
+        }
+        fn acked_bytes(&self) -> Option<u64> {
+            Some(self.acked.load(Ordering::Relaxed))
+        }
+        fn abort(&self) {
+            self.closed.store(true, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_delivery_is_pending_until_acked_and_lost_after_the_timeout() {
+        let fake = Arc::new(Fake::default());
+        let outbox: Arc<dyn Outbox> = fake.clone();
+        let d = Delivery::after_send(&outbox);
+        let now = Instant::now();
+        assert!(matches!(d.check(now), DeliveryState::Pending));
+        assert!(matches!(d.check(now + Duration::from_secs(60)), DeliveryState::Lost(o) if o.id() == 7));
+        fake.acked.store(1000, Ordering::Relaxed);
+        assert!(matches!(d.check(now + Duration::from_secs(60)), DeliveryState::Acked));
+        fake.abort();
+        assert!(matches!(d.check(now), DeliveryState::Gone));
+        drop(outbox);
+        drop(fake);
+        assert!(matches!(d.check(now), DeliveryState::Gone), "the connection ended");
+    }
+}
