@@ -17,30 +17,12 @@ use smb_wire::msg::write::WriteRequest;
 use smb_wire::{Command, FileId, Header, MessageId, NtStatus, SessionId, TreeId, HEADER_LEN};
 
 use super::process_frame;
-use crate::config::{ServerConfig, ShareConfig, UserConfig};
+use crate::config::{ServerConfig, ShareConfig, ShareStorage, UserConfig};
 use crate::connection::{Connection, Writer};
 use crate::server::ServerState;
 
 const USER: &str = "alice";
 const PASSWORD: &str = "Pipeline-1";
-
-/// A share on a fresh directory under the system temp dir, removed when dropped.
-struct TempShare(std::path::PathBuf);
-
-impl TempShare {
-    fn new(tag: &str) -> TempShare {
-        let n = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let p = std::env::temp_dir().join(format!("braid-pipeline-{tag}-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&p).expect("temp share");
-        TempShare(p)
-    }
-}
-
-impl Drop for TempShare {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A client speaking to one in-memory connection, one frame at a time.
 struct Peer {
@@ -52,12 +34,13 @@ struct Peer {
     keys: Option<SessionKeys>,
 }
 
-fn server(share: &TempShare) -> Arc<ServerState> {
+/// A server with one share, `data`, held in memory (`braid_vfs::MemoryBackend`).
+fn server() -> Arc<ServerState> {
     let config = ServerConfig {
         users: vec![UserConfig { name: USER.into(), nt_hash: smb_auth::nt_hash(PASSWORD) }],
         shares: vec![ShareConfig {
             name: "data".into(),
-            path: share.0.clone(),
+            storage: ShareStorage::Memory { capacity: 16 << 20 },
             read_only: false,
             users: Vec::new(),
             guest_ok: false,
@@ -227,6 +210,24 @@ fn created_id(msg: &[u8]) -> FileId {
     FileId::from_bytes(msg[HEADER_LEN + 64..HEADER_LEN + 80].try_into().expect("16"))
 }
 
+/// What the share's backend holds for `name`, read outside SMB.
+fn stored(server: &ServerState, name: &str) -> Vec<u8> {
+    let path = braid_vfs::SharePath::from_smb(name).expect("path");
+    let opts = braid_vfs::OpenOptions {
+        read: true,
+        write: false,
+        create: braid_vfs::CreateMode::OpenExisting,
+        truncate: false,
+        directory: false,
+        non_directory: true,
+    };
+    let (h, _) = server.shares[0].backend.open(&path, opts).expect("stored file");
+    let mut buf = vec![0; 4096];
+    let n = h.read_at(&mut buf, 0).expect("read");
+    buf.truncate(n);
+    buf
+}
+
 /// The data of a READ response (DataOffset at body byte 2, DataLength at 4).
 fn read_data(msg: &[u8]) -> &[u8] {
     let off = usize::from(msg[HEADER_LEN + 2]);
@@ -236,8 +237,8 @@ fn read_data(msg: &[u8]) -> &[u8] {
 
 #[tokio::test]
 async fn logon_create_write_read_close() {
-    let share = TempShare::new("basic");
-    let mut p = Peer::new(&server(&share));
+    let server = server();
+    let mut p = Peer::new(&server);
     p.logon().await;
     let r = p.call(Command::Create, |m| create("hello.txt").encode(m)).await;
     assert_eq!(status(&r), NtStatus::SUCCESS);
@@ -253,14 +254,14 @@ async fn logon_create_write_read_close() {
     assert!(p.signer.as_ref().is_some_and(|s| s.verify(&mut r)), "READ response signed");
     let r = p.call(Command::Close, |m| CloseRequest { flags: 0, file_id: fid }.encode(m)).await;
     assert_eq!(status(&r), NtStatus::SUCCESS);
-    assert_eq!(std::fs::read(share.0.join("hello.txt")).expect("file on disk"), b"pipeline bytes");
+    assert_eq!(stored(&server, "hello.txt"), b"pipeline bytes");
     assert!(!p.conn.is_closed());
 }
 
 #[tokio::test]
 async fn related_compound_create_write_close() {
-    let share = TempShare::new("compound");
-    let mut p = Peer::new(&server(&share));
+    let server = server();
+    let mut p = Peer::new(&server);
     p.logon().await;
     let c = p.message(Command::Create, |m| create("chain.txt").encode(m));
     let w = WriteRequest { offset: 0, file_id: FileId::RELATED, channel: 0, flags: 0, data: b"chained" };
@@ -274,13 +275,13 @@ async fn related_compound_create_write_close() {
     assert_eq!(cmds, [Command::Create as u16, Command::Write as u16, Command::Close as u16], "one compound response, in order");
     assert!(r.iter().all(|m| status(m) == NtStatus::SUCCESS), "{:?}", r.iter().map(|m| status(m)).collect::<Vec<_>>());
     assert!(r.iter().all(|m| flag(m, flags::SIGNED)), "each element signed");
-    assert_eq!(std::fs::read(share.0.join("chain.txt")).expect("file on disk"), b"chained");
+    assert_eq!(stored(&server, "chain.txt"), b"chained");
 }
 
 #[tokio::test]
 async fn a_message_id_outside_the_credit_window_closes_the_connection() {
-    let share = TempShare::new("credits");
-    let mut p = Peer::new(&server(&share));
+    let server = server();
+    let mut p = Peer::new(&server);
     p.logon().await;
     p.next_mid += 10_000;
     let m = p.message(Command::Echo, |m| m.extend_from_slice(&[4, 0, 0, 0]));
@@ -292,8 +293,8 @@ async fn a_message_id_outside_the_credit_window_closes_the_connection() {
 
 #[tokio::test]
 async fn a_bad_signature_closes_the_connection() {
-    let share = TempShare::new("signature");
-    let mut p = Peer::new(&server(&share));
+    let server = server();
+    let mut p = Peer::new(&server);
     p.logon().await;
     let m = p.message(Command::Echo, |m| m.extend_from_slice(&[4, 0, 0, 0]));
     let mut f = p.frame(vec![m]);
@@ -305,8 +306,8 @@ async fn a_bad_signature_closes_the_connection() {
 
 #[tokio::test]
 async fn an_encrypted_request_gets_an_encrypted_answer() {
-    let share = TempShare::new("encrypted");
-    let mut p = Peer::new(&server(&share));
+    let server = server();
+    let mut p = Peer::new(&server);
     p.logon().await;
     let m = p.message(Command::Echo, |m| m.extend_from_slice(&[4, 0, 0, 0]));
     let keys = p.keys.as_ref().expect("keys");
