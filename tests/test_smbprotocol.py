@@ -366,6 +366,23 @@ def test_byte_range_lock_blocks_io(two_handles):
     assert fb.read(200, 10) == bytes(range(200, 210))
 
 
+@pytest.mark.parametrize("locked_by", ["none", "own", "other"])
+def test_zero_length_write(two_handles, scratch, locked_by):
+    """A WRITE with no data succeeds with Count 0 and changes nothing, also inside a range
+    locked by this or another open: a zero-length range conflicts with no lock (MS-FSA
+    2.1.4.10), as on Windows."""
+    fa, fb = two_handles
+    if locked_by == "own":
+        _lock(fa, 0, 100, EXCL)
+    elif locked_by == "other":
+        _lock(fb, 0, 100, EXCL)
+    for offset in (0, 50, 1024, 5000):
+        assert fa.write(b"", offset) == 0
+    assert fb.write(b"", 10) == 0
+    # Nothing changed, and the write at 5000 did not extend the file.
+    assert (scratch[1] / "lock.bin").read_bytes() == bytes(range(256)) * 4
+
+
 def test_list_10000_files(braid_server, scratch, hlkw):
     name, path = scratch
     want = {f"file_{i:05d}_{'x' * (i % 17)}.dat" for i in range(10_000)}
@@ -587,3 +604,4 @@ def test_change_notify(braid_server, scratch):
         with pytest.raises(SMBResponseException) as ei:
             w.wait()
         assert ei.value.status == St.NOTIFY_CLEANUP
+

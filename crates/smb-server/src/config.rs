@@ -23,14 +23,16 @@ pub struct ServerConfig {
     /// Every session (but guest and anonymous ones) must sign its requests.
     pub signing_required: bool,
     pub encryption: EncryptionMode,
-    /// Ciphers offered to 3.1.1 clients, most preferred first.
+    /// Ciphers allowed for 3.1.1 clients, most preferred first: this order, not the
+    /// client's, picks among the ciphers both sides support.
     pub ciphers: Vec<smb_crypto::Cipher>,
     /// Refuse clients that cannot encrypt where encryption is required (Windows'
     /// RejectUnencryptedAccess); when false they are served unencrypted.
     pub reject_unencrypted: bool,
     /// Loopback address of the admin endpoint (`braid status`, metrics); None = off.
     pub admin: Option<SocketAddr>,
-    /// SMB 3 multichannel: advertise SMB2_GLOBAL_CAP_MULTI_CHANNEL and accept session binding.
+    /// SMB 3 multichannel: advertise SMB2_GLOBAL_CAP_MULTI_CHANNEL (to clients that offer
+    /// it) and accept session binding.
     pub multichannel: bool,
     /// Samba's smbtorture test controls (FSCTL_SMBTORTURE_*): for conformance runs only.
     pub smbtorture_hooks: bool,

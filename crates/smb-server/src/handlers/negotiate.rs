@@ -11,7 +11,7 @@ use smb_wire::msg::negotiate::{
 use smb_wire::smb1::{parse_negotiate, Smb1Negotiate};
 use smb_wire::{dialect, Command, Header, MessageId, NtStatus, SessionId, TreeId};
 
-use crate::config::EncryptionMode;
+use crate::config::{EncryptionMode, ServerConfig};
 use crate::connection::{Connection, Negotiated};
 use crate::request::{Ctx, HResult, PreauthTarget};
 use crate::sync::lock;
@@ -32,60 +32,17 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         tracing::info!(conn = cx.conn.id, dialects = ?req.dialects, "no common dialect");
         return Err(NtStatus::NOT_SUPPORTED);
     };
-    let mut contexts = Vec::new();
-    let mut cipher = None;
-    let mut signing = if chosen >= dialect::SMB300 { SigningAlgorithm::AesCmac } else { SigningAlgorithm::HmacSha256 };
-    if chosen == dialect::SMB311 {
-        let mut preauth_ok = false;
-        for c in &req.contexts {
-            match c {
-                NegotiateContext::PreauthIntegrity { hash_algorithms, .. } => {
-                    preauth_ok = hash_algorithms.contains(&HASH_SHA512);
-                }
-                NegotiateContext::Encryption { ciphers } => {
-                    // The server's preference order decides (config `ciphers`).
-                    cipher = if config.encryption == EncryptionMode::Off {
-                        None
-                    } else {
-                        config.ciphers.iter().copied().find(|c| ciphers.contains(&c.id()))
-                    };
-                    contexts.push((ctx::ENCRYPTION, id_list_context_data(&[cipher.map_or(0, |c| c.id())])));
-                }
-                NegotiateContext::Signing { algorithms } => {
-                    signing = [SigningAlgorithm::AesGmac, SigningAlgorithm::AesCmac, SigningAlgorithm::HmacSha256]
-                        .into_iter()
-                        .find(|a| algorithms.contains(&a.id()))
-                        .unwrap_or(SigningAlgorithm::AesCmac);
-                    contexts.push((ctx::SIGNING, id_list_context_data(&[signing.id()])));
-                }
-                _ => {}
-            }
-        }
-        if !preauth_ok {
-            // MS-SMB2 3.3.5.4: 3.1.1 without SHA-512 preauth integrity is refused.
-            return Err(NtStatus::INVALID_PARAMETER);
-        }
-        let salt: [u8; 32] = rand::random();
-        contexts.insert(0, (ctx::PREAUTH_INTEGRITY, preauth_context_data(&salt)));
-    } else if dialect::is_smb3(chosen)
-        && req.capabilities & cap::ENCRYPTION != 0
-        && config.encryption != EncryptionMode::Off
-        && config.ciphers.contains(&Cipher::Aes128Ccm)
-    {
-        cipher = Some(Cipher::Aes128Ccm);
-    }
-    let mut capabilities = 0;
-    if chosen >= dialect::SMB210 {
-        // Leases are granted from 2.1 on (see `oplocks.rs`); directory leases are not.
-        capabilities |= cap::LARGE_MTU | cap::LEASING;
-    }
-    if dialect::is_smb3(chosen) && chosen != dialect::SMB311 && cipher.is_some() {
-        capabilities |= cap::ENCRYPTION;
-    }
-    if dialect::is_smb3(chosen) && config.multichannel {
-        capabilities |= cap::MULTI_CHANNEL;
-    }
-    let io = if chosen == dialect::SMB202 { 65536 } else { cx.conn.server.config.max_io_size };
+    let settled = if chosen == dialect::SMB311 {
+        settle_contexts(config, &req)?
+    } else {
+        let signing = if chosen >= dialect::SMB300 { SigningAlgorithm::AesCmac } else { SigningAlgorithm::HmacSha256 };
+        let offered = req.capabilities & cap::ENCRYPTION != 0;
+        let cipher = (dialect::is_smb3(chosen) && offered && encrypts_with(config, Cipher::Aes128Ccm)).then_some(Cipher::Aes128Ccm);
+        Settled { cipher, signing, contexts: Vec::new() }
+    };
+    let Settled { cipher, signing, contexts } = settled;
+    let capabilities = capabilities(config, chosen, req.capabilities, cipher);
+    let io = if chosen == dialect::SMB202 { 65536 } else { config.max_io_size };
     let security_mode = if config.signing_required { SIGNING_ENABLED | SIGNING_REQUIRED } else { SIGNING_ENABLED };
     let resp = NegotiateResponse {
         security_mode,
@@ -117,6 +74,76 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     tracing::debug!(conn = cx.conn.id, dialect = format!("{chosen:#06x}"), ?cipher, ?signing, "negotiated");
     Ok(NtStatus::SUCCESS)
+}
+
+/// What a NEGOTIATE settles besides the dialect.
+struct Settled {
+    cipher: Option<Cipher>,
+    signing: SigningAlgorithm,
+    /// Response negotiate contexts (3.1.1): type and data.
+    contexts: Vec<(u16, Vec<u8>)>,
+}
+
+/// Whether the server encrypts at all and allows `cipher` (config `encryption`, `ciphers`).
+fn encrypts_with(config: &ServerConfig, cipher: Cipher) -> bool {
+    config.encryption != EncryptionMode::Off && config.ciphers.contains(&cipher)
+}
+
+/// The 3.1.1 negotiate contexts (MS-SMB2 3.3.5.4): cipher, signing algorithm and the
+/// response contexts. Fails without SHA-512 preauth integrity.
+fn settle_contexts(config: &ServerConfig, req: &NegotiateRequest) -> Result<Settled, NtStatus> {
+    let mut settled = Settled { cipher: None, signing: SigningAlgorithm::AesCmac, contexts: Vec::new() };
+    let mut preauth_ok = false;
+    for c in &req.contexts {
+        match c {
+            NegotiateContext::PreauthIntegrity { hash_algorithms, .. } => {
+                preauth_ok = hash_algorithms.contains(&HASH_SHA512);
+            }
+            // An empty list (clients with encryption off send one) asks for nothing:
+            // no cipher and, as Samba does, no context in the response.
+            NegotiateContext::Encryption { ciphers } if ciphers.is_empty() => settled.cipher = None,
+            NegotiateContext::Encryption { ciphers } => {
+                // The server's preference order (config `ciphers`) decides among the ciphers
+                // both sides support, as Windows and Samba do (docs/decisions.md).
+                settled.cipher = config.ciphers.iter().copied().find(|&c| ciphers.contains(&c.id()) && encrypts_with(config, c));
+                let id = settled.cipher.map_or(0, |c| c.id());
+                settled.contexts.push((ctx::ENCRYPTION, id_list_context_data(&[id])));
+            }
+            NegotiateContext::Signing { algorithms } => {
+                settled.signing = [SigningAlgorithm::AesGmac, SigningAlgorithm::AesCmac, SigningAlgorithm::HmacSha256]
+                    .into_iter()
+                    .find(|a| algorithms.contains(&a.id()))
+                    .unwrap_or(SigningAlgorithm::AesCmac);
+                settled.contexts.push((ctx::SIGNING, id_list_context_data(&[settled.signing.id()])));
+            }
+            _ => {}
+        }
+    }
+    if !preauth_ok {
+        // MS-SMB2 3.3.5.4: 3.1.1 without SHA-512 preauth integrity is refused.
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let salt: [u8; 32] = rand::random();
+    settled.contexts.insert(0, (ctx::PREAUTH_INTEGRITY, preauth_context_data(&salt)));
+    Ok(settled)
+}
+
+/// The response's Capabilities (MS-SMB2 3.3.5.4). Those that depend on the client
+/// (MULTI_CHANNEL, and ENCRYPTION for 3.0/3.0.2, via `cipher`) are returned only when its
+/// request offered them; directory leases and persistent handles are never granted.
+fn capabilities(config: &ServerConfig, chosen: u16, offered: u32, cipher: Option<Cipher>) -> u32 {
+    let mut capabilities = 0;
+    if chosen >= dialect::SMB210 {
+        // Leases are granted from 2.1 on (see `oplocks.rs`).
+        capabilities |= cap::LARGE_MTU | cap::LEASING;
+    }
+    if dialect::is_smb3(chosen) && chosen != dialect::SMB311 && cipher.is_some() {
+        capabilities |= cap::ENCRYPTION;
+    }
+    if dialect::is_smb3(chosen) && config.multichannel && offered & cap::MULTI_CHANNEL != 0 {
+        capabilities |= cap::MULTI_CHANNEL;
+    }
+    capabilities
 }
 
 /// Answers an SMB1 NEGOTIATE that offers SMB2 with an SMB2 NEGOTIATE response: the wildcard

@@ -71,7 +71,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         }
         None => {
             let req = WriteRequest::decode(msg).map_err(super::bad("WRITE"))?;
-            let start = req.data.as_ptr() as usize - frame.as_ptr() as usize;
+            // An empty payload is a static empty slice, not a part of the frame.
+            let start = if req.data.is_empty() { 0 } else { req.data.as_ptr() as usize - frame.as_ptr() as usize };
             (req.offset, req.file_id, Data::Frame(frame.clone(), start..start + req.data.len()))
         }
     };

@@ -137,11 +137,10 @@ fn decode_context(context_type: u16, data: &[u8]) -> Result<NegotiateContext, Wi
             let salt = r.bytes(salt_len)?.to_vec();
             NegotiateContext::PreauthIntegrity { hash_algorithms, salt }
         }
+        // An empty cipher list is accepted: clients with encryption off send one, and
+        // the server answers it with no cipher (Samba and Windows do the same).
         ctx::ENCRYPTION => {
             let n = r.u16()?;
-            if n == 0 {
-                return Err(WireError::Malformed("encryption: no ciphers"));
-            }
             NegotiateContext::Encryption { ciphers: u16_list(&mut r, n)? }
         }
         ctx::SIGNING => {
@@ -446,6 +445,16 @@ mod tests {
         assert_eq!(r.contexts.len(), 4);
         assert_eq!(r.contexts[1], NegotiateContext::Encryption { ciphers: vec![2, 1] });
         assert_eq!(r.contexts[2], NegotiateContext::Signing { algorithms: vec![2, 1, 0] });
+    }
+
+    #[test]
+    fn accepts_an_empty_cipher_list() {
+        let m = request(&[0x0311], &[(ctx::PREAUTH_INTEGRITY, preauth_context_data(&[1; 32])), (ctx::ENCRYPTION, id_list_context_data(&[]))]);
+        let r = NegotiateRequest::decode(&m).unwrap();
+        assert_eq!(r.contexts[1], NegotiateContext::Encryption { ciphers: vec![] });
+        // A count beyond the context's data is still malformed.
+        let m = request(&[0x0311], &[(ctx::ENCRYPTION, vec![2, 0, 1, 0])]);
+        assert!(NegotiateRequest::decode(&m).is_err());
     }
 
     #[test]
