@@ -21,3 +21,15 @@ pub fn vfs_status(e: &VfsError) -> NtStatus {
         VfsError::Io(_) => NtStatus::UNSUCCESSFUL,
     }
 }
+
+/// Maps a refused file-state operation to its status. SMB2 answers every byte-range
+/// conflict with LOCK_NOT_GRANTED (never FILE_LOCK_CONFLICT).
+pub fn state_status(e: braid_filestate::StateError) -> NtStatus {
+    use braid_filestate::StateError;
+    match e {
+        StateError::SharingViolation => NtStatus::SHARING_VIOLATION,
+        StateError::LockConflict => NtStatus::LOCK_NOT_GRANTED,
+        StateError::InvalidLockRange => NtStatus::INVALID_LOCK_RANGE,
+        StateError::RangeNotLocked => NtStatus::RANGE_NOT_LOCKED,
+    }
+}

@@ -48,7 +48,7 @@ pub async fn close_open(server: &ServerState, open: &Arc<Open>) {
     server.notify.closed(open.id.volatile);
     let OpenKind::File { key, node, is_dir, .. } = &open.kind else { return };
     if open.delete_on_close.load(Ordering::Acquire) {
-        node.delete_pending.store(true, Ordering::Release);
+        node.set_delete_pending(true);
     }
     let (last, pending) = server.files.release(*key, open.id.volatile);
     if let (true, true, Some(share)) = (last, pending, open.tree.share()) {

@@ -1,9 +1,10 @@
 //! CREATE (MS-SMB2 3.3.5.9): dispositions, directory options, access and share modes,
 //! delete-on-close, the MxAc and QFid contexts, and named pipes on IPC$.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
+use braid_filestate::{Access, ShareMode};
 use braid_vfs::{CreateMode, OpenOptions, OpenOutcome, SharePath};
 use smb_fscc::FileInfo;
 use smb_wire::msg::create::{access, action, disposition, encode_contexts, oplock, options, CreateRequest, CreateResponse};
@@ -16,6 +17,7 @@ use crate::open::{DirCursor, Open, OpenKind};
 use crate::oplocks::{Event, Owner, Requester};
 use crate::pipeline::{Ctx, HResult};
 use crate::server::lock;
+use crate::status_map::state_status;
 use crate::tree::TreeKind;
 
 /// FILE_CREATE_TREE_CONNECTION (MS-SMB2 2.2.13).
@@ -202,7 +204,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             return Err(st);
         }
     };
-    if node.delete_pending.load(Ordering::Acquire) {
+    if node.is_delete_pending() {
         files.release(key, volatile);
         return Err(NtStatus::DELETE_PENDING);
     }
@@ -283,7 +285,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             let mine = node.oplocks.lease_opens(lid);
             // Stat opens without a lease of their own do not stop write caching.
             let others = node.other_opens(|o, acc| {
-                o == volatile || mine.contains(&o) || (is_stat_open(acc & !access::READ_CONTROL) && node.oplocks.lease_of(o).is_none())
+                o == volatile || mine.contains(&o) || (is_stat_open(acc.0 & !access::READ_CONTROL) && node.oplocks.lease_of(o).is_none())
             });
             let g = node.oplocks.grant_lease(volatile, owner, lid.0, lid.1, l.state, l.v2, others);
             if files.bind_lease(lid, key).is_err() {
@@ -432,7 +434,7 @@ async fn claim_after_breaks(
     loop {
         let node = files.node(key);
         if !stat && step < 2 {
-            let conflict = node.would_conflict(granted, share_access);
+            let conflict = node.check_share(Access(granted), ShareMode(share_access)).is_err();
             let event = match step {
                 0 => Event::Open { truncate, spare_leases, share_conflict: conflict },
                 _ if conflict => Event::SharingViolation,
@@ -449,7 +451,7 @@ async fn claim_after_breaks(
             }
             continue;
         }
-        return node.claim(who.open, granted, share_access).map(|()| node);
+        return node.claim(who.open, Access(granted), ShareMode(share_access)).map(|()| node).map_err(state_status);
     }
 }
 
