@@ -16,4 +16,13 @@ pub enum StateError {
     /// No lock of this open has exactly this offset and length.
     #[error("range not locked")]
     RangeNotLocked,
+    /// A break acknowledgment names no oplock or lease on this file.
+    #[error("no such caching holder")]
+    NoSuchHolder,
+    /// A break acknowledgment while no break is in progress.
+    #[error("no break in progress")]
+    NoBreakInProgress,
+    /// A break acknowledgment keeps more than the break offered.
+    #[error("acknowledgment above the offered state")]
+    AckAboveOffered,
 }

@@ -1,14 +1,17 @@
 //! Protocol-neutral state of open files, shared by every protocol server that opens files
 //! (SMB now, NFSv3 next): the table of open files by file identity, share-mode checks
-//! (MS-FSA 2.1.5.1.2), byte-range locks (MS-FSA 2.1.5.7, 2.1.4.10) and delete-pending.
+//! (MS-FSA 2.1.5.1.2), byte-range locks (MS-FSA 2.1.5.7, 2.1.4.10), delete-pending, and
+//! caching grants with their break rules (MS-FSA 2.1.4.12), onto which SMB oplocks and
+//! leases map.
 //!
-//! Nothing here does I/O or waits: operations answer what must happen ("proceed", or a
-//! [`StateError`]) and the protocol server turns that into its own status codes and, where
-//! a request must wait (a blocking lock), does the waiting itself.
+//! Nothing here does I/O or waits: operations answer what must happen ("proceed", a
+//! [`StateError`], or "these holders must be broken to these levels, then retry") and the protocol server turns that into its own
+//! status codes and messages and, where a request must wait, does the waiting itself.
 
 mod access;
 mod byte_locks;
 mod error;
+mod grants;
 mod shards;
 mod share;
 mod table;
@@ -16,5 +19,6 @@ mod table;
 pub use access::{is_stat_open, Access, ShareMode};
 pub use byte_locks::{ByteLock, ByteRangeLocks};
 pub use error::StateError;
+pub use grants::{BreakPlan, Caching, GrantEvent, GrantTypes, Grants, Lease, LeaseRequest, Notice, Requester};
 pub use share::ShareClaims;
 pub use table::{FileKey, FileNode, FileTable, OpenId, Released};
