@@ -31,5 +31,24 @@ pub fn state_status(e: braid_filestate::StateError) -> NtStatus {
         StateError::LockConflict => NtStatus::LOCK_NOT_GRANTED,
         StateError::InvalidLockRange => NtStatus::INVALID_LOCK_RANGE,
         StateError::RangeNotLocked => NtStatus::RANGE_NOT_LOCKED,
+        // Lease acknowledgments (oplock ones map through `oplock_ack_status`).
+        StateError::NoSuchHolder => NtStatus::OBJECT_NAME_NOT_FOUND,
+        StateError::NoBreakInProgress => NtStatus::UNSUCCESSFUL,
+        StateError::AckAboveOffered => crate::handlers::status::REQUEST_NOT_ACCEPTED,
     }
+}
+
+/// Maps a refused oplock break acknowledgment (MS-SMB2 3.3.5.22.1): an acknowledgment at
+/// the LEASE level is INVALID_PARAMETER, everything else INVALID_OPLOCK_PROTOCOL.
+pub fn oplock_ack_status(e: braid_filestate::StateError, lease_level: bool) -> NtStatus {
+    match e {
+        braid_filestate::StateError::AckAboveOffered if lease_level => NtStatus::INVALID_PARAMETER,
+        _ => NtStatus::INVALID_OPLOCK_PROTOCOL,
+    }
+}
+
+/// Maps a refused lease break acknowledgment (MS-SMB2 3.3.5.22.2): unknown key
+/// OBJECT_NAME_NOT_FOUND, no break UNSUCCESSFUL, more than offered REQUEST_NOT_ACCEPTED.
+pub fn lease_ack_status(e: braid_filestate::StateError) -> NtStatus {
+    state_status(e)
 }

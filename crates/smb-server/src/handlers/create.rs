@@ -14,7 +14,7 @@ use smb_wire::{dialect, FileId, NtStatus};
 use super::{blocking, file_info};
 use crate::locks::{is_stat_open, FileNode};
 use crate::open::{DirCursor, Open, OpenKind};
-use crate::oplocks::{Event, Owner, Requester};
+use crate::oplocks::{Event, Owner, Reach, Requester};
 use crate::pipeline::{Ctx, HResult};
 use crate::server::lock;
 use crate::status_map::state_status;
@@ -287,7 +287,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             let others = node.other_opens(|o, acc| {
                 o == volatile || mine.contains(&o) || (is_stat_open(acc.0 & !access::READ_CONTROL) && node.oplocks.lease_of(o).is_none())
             });
-            let g = node.oplocks.grant_lease(volatile, owner, lid.0, lid.1, l.state, l.v2, others);
+            let g = node.oplocks.grant_lease(volatile, Reach { owner, file_id: id }, lid, l.state, l.v2, others);
             if files.bind_lease(lid, key).is_err() {
                 tracing::debug!("lease key raced onto another file");
             }
@@ -295,18 +295,18 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             if g.breaking_to.is_some() {
                 flags |= lease_flags::BREAK_IN_PROGRESS;
             }
-            if g.parent.is_some() {
+            if g.info.parent.is_some() {
                 flags |= lease_flags::PARENT_LEASE_KEY_SET;
             }
             // The answer has the lease's version, whatever version this request used.
-            let v2 = g.v2.then(|| (g.parent.unwrap_or([0; 16]), g.epoch));
-            lease_ctx = Some(LeaseContext { key: g.key, state: g.state, flags, v2 }.encode());
+            let v2 = g.info.v2.then(|| (g.info.parent.unwrap_or([0; 16]), g.epoch));
+            lease_ctx = Some(LeaseContext { key: g.key.1, state: g.state.0, flags, v2 }.encode());
             oplock::LEASE
         }
         _ if is_dir || req.oplock_level == oplock::NONE || req.oplock_level == oplock::LEASE => oplock::NONE,
         _ => {
             let others = node.other_opens(|o, _| o == volatile);
-            node.oplocks.grant_oplock(volatile, id, req.oplock_level, others, owner)
+            node.oplocks.grant_oplock(volatile, Reach { owner, file_id: id }, req.oplock_level, others)
         }
     };
     let open = Arc::new(Open {
