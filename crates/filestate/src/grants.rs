@@ -108,6 +108,10 @@ pub enum GrantEvent {
     /// A write, truncation, size change or byte-range lock: level II and read caching end
     /// (no acknowledgment is waited for).
     Write,
+    /// The name is removed or renamed (an NFS REMOVE or RENAME of an open file): as for a
+    /// sharing violation, batch oplocks and handle caching go and are waited for, so the
+    /// holder closes the handles it keeps open.
+    Namespace,
 }
 
 /// A break notification the protocol server must send.
@@ -177,7 +181,7 @@ fn oplock_target(event: GrantEvent, level: Caching) -> Option<Caching> {
         (GrantEvent::Write, _) => None,
         (GrantEvent::Open { truncate: true, .. }, l) if l != Caching::NONE => Some(Caching::NONE),
         (GrantEvent::Open { share_conflict: false, .. }, Caching::RW) => Some(Caching::READ),
-        (GrantEvent::Open { .. } | GrantEvent::SharingViolation, Caching::ALL) => Some(Caching::READ),
+        (GrantEvent::Open { .. } | GrantEvent::SharingViolation | GrantEvent::Namespace, Caching::ALL) => Some(Caching::READ),
         _ => None,
     }
 }
@@ -190,7 +194,7 @@ fn lease_rule(event: GrantEvent, state: Caching) -> (Caching, bool) {
         GrantEvent::Open { share_conflict: true, truncate: false, .. } => Caching::ALL.without(Caching::HANDLE),
         GrantEvent::Open { truncate: false, .. } => Caching::ALL.without(Caching::WRITE),
         GrantEvent::Open { truncate: true, .. } => Caching::NONE,
-        GrantEvent::SharingViolation => Caching::ALL.without(Caching::HANDLE),
+        GrantEvent::SharingViolation | GrantEvent::Namespace => Caching::ALL.without(Caching::HANDLE),
         GrantEvent::Write => Caching::ALL.without(Caching::READ),
     };
     // Truncation waits only for holders of write caching (their data must be flushed
@@ -613,6 +617,24 @@ mod tests {
         let g = Grants::<Test>::default();
         g.grant_oplock(1, 10, RW, 0);
         assert_eq!(summary(&g.start_breaks(&by(3), TRUNCATE, now, T)), [(RW, Caching::NONE, true)]);
+    }
+
+    #[test]
+    fn removal_or_rename_takes_handle_caching_and_waits() {
+        let now = Instant::now();
+        let nobody = Requester { open: None, lease: None };
+        let g = Grants::<Test>::default();
+        g.grant_lease(1, 10, lr(7, RH, 0), 1);
+        let p = g.start_breaks(&nobody, GrantEvent::Namespace, now, T);
+        assert_eq!(summary(&p), [(RH, R, true)]);
+        assert_eq!(p.wait_until, Some(now + T));
+        let g = Grants::<Test>::default();
+        g.grant_oplock(1, 10, RWH, 0);
+        assert_eq!(summary(&g.start_breaks(&nobody, GrantEvent::Namespace, now, T)), [(RWH, R, true)]);
+        let g = Grants::<Test>::default();
+        g.grant_oplock(1, 10, RW, 0);
+        g.grant_lease(2, 20, lr(8, R, 0), 1);
+        assert!(g.start_breaks(&nobody, GrantEvent::Namespace, now, T).notices.is_empty(), "no handle caching to take");
     }
 
     #[test]
