@@ -7,6 +7,7 @@ use std::ops::BitOr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct Access(pub u32);
 
+/// The rights by their MS-FSA names (FILE_READ_DATA, FILE_WRITE_DATA, ...).
 impl Access {
     pub const READ_DATA: Access = Access(0x0000_0001);
     pub const WRITE_DATA: Access = Access(0x0000_0002);
@@ -64,6 +65,7 @@ impl BitOr for Access {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct ShareMode(pub u32);
 
+/// FILE_SHARE_READ, FILE_SHARE_WRITE, FILE_SHARE_DELETE, and all three.
 impl ShareMode {
     pub const READ: ShareMode = ShareMode(1);
     pub const WRITE: ShareMode = ShareMode(2);

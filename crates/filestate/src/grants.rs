@@ -22,10 +22,15 @@ use crate::{OpenId, StateError};
 pub struct Caching(pub u32);
 
 impl Caching {
+    /// Nothing cached.
     pub const NONE: Caching = Caching(0);
+    /// Read caching (a level II oplock).
     pub const READ: Caching = Caching(1);
+    /// Handle caching: the client may keep a closed handle open.
     pub const HANDLE: Caching = Caching(2);
+    /// Write caching: the client may hold writes back.
     pub const WRITE: Caching = Caching(4);
+    /// Read, handle and write caching (a batch oplock).
     pub const ALL: Caching = Caching(7);
     /// An exclusive oplock: read and write caching.
     pub const RW: Caching = Caching(5);
