@@ -90,7 +90,7 @@ pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
     server.notify.closed(open.id.volatile);
     let OpenKind::File { key, node, is_dir, .. } = &open.kind else { return };
     if open.delete_on_close.load(std::sync::atomic::Ordering::Acquire) {
-        node.delete_pending.store(true, std::sync::atomic::Ordering::Release);
+        node.set_delete_pending(true);
     }
     let (last, pending) = server.files.release(*key, open.id.volatile);
     if let (true, true, Some(share)) = (last, pending, open.tree.share()) {

@@ -1,30 +1,26 @@
 //! Oplocks and leases of one file (MS-SMB2 3.3.1.4, 3.3.4.6, 3.3.4.7, 3.3.5.9.8,
-//! 3.3.5.9.11; MS-FSA 2.1.4.12 for what breaks what).
+//! 3.3.5.9.11) and the delivery of their break notifications.
 //!
-//! The state sits in the file's [`FileNode`](crate::locks::FileNode), behind its own mutex
-//! that only CREATE, CLOSE, break acknowledgments and the break checks take. READ never
-//! looks at it; WRITE, set-size and LOCK first read one atomic flag (`shared`), set only
-//! while some open holds a level II oplock or a read-caching lease, so with no such holder
-//! the data path takes no lock.
-//!
-//! A holder is either one open's oplock or a lease (ClientGuid + LeaseKey) that any number
-//! of opens of the same client share. Breaks that need an acknowledgment (from EXCLUSIVE,
-//! BATCH, or a lease state with W or H) put the holder in a breaking state; the CREATE that
-//! caused them waits (asynchronously) until every such holder acknowledged, closed, or
-//! timed out ([`BREAK_TIMEOUT`]). Breaks from level II and from R-only leases are
-//! notifications only.
+//! The grant and break state machine is protocol-neutral and lives in
+//! `braid_filestate::Grants` (MS-FSA 2.1.4.12: what breaks what, who waits for what).
+//! This module maps SMB onto it: oplock levels onto caching states (level II = R,
+//! exclusive = RW, batch = RWH; lease states are the same bits), its break notices onto
+//! OPLOCK_BREAK and LEASE_BREAK bodies, its refusals onto NTSTATUS, and wakes the CREATEs
+//! waiting for acknowledgments. READ never looks at the grants; WRITE, set-size and LOCK
+//! first read one atomic flag (`any_shared`), set only while some open holds a level II
+//! oplock or a read-caching lease, so with no such holder the data path takes no lock.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
+use braid_filestate::{Caching, GrantTypes, Grants, LeaseRequest};
+
 use smb_wire::msg::create::oplock;
-use smb_wire::msg::oplock::{lease_state as ls, LeaseBreak, OplockBreak, LEASE_BREAK_ACK_REQUIRED};
-use smb_wire::{FileId, SessionId};
+use smb_wire::msg::oplock::{LeaseBreak, OplockBreak, LEASE_BREAK_ACK_REQUIRED};
+use smb_wire::{FileId, NtStatus, SessionId};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::sync::lock;
+use crate::status_map::{lease_ack_status, oplock_ack_status};
 
 /// How long a break waits for its acknowledgment (MS-SMB2 3.3.2.1 oplock break
 /// acknowledgment timer: 35 s, what Windows uses and smbtorture checks).
@@ -41,55 +37,39 @@ pub struct Owner {
     pub encrypt: bool,
 }
 
-/// One open's oplock.
-#[derive(Debug, Clone)]
-struct Grant {
-    open: u64,
-    file_id: FileId,
-    level: u8,
-    /// A break waits for an acknowledgment of at most this level.
-    breaking_to: Option<u8>,
-    deadline: Option<Instant>,
-    owner: Owner,
+/// How to reach the holder of one open's grant: its channel and its file id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reach {
+    pub owner: Owner,
+    pub file_id: FileId,
 }
 
-/// One lease on this file (MS-SMB2 3.3.1.13).
-#[derive(Debug, Clone)]
-pub struct Lease {
-    pub client: [u8; 16],
-    pub key: [u8; 16],
-    pub state: u32,
-    pub breaking_to: Option<u32>,
-    deadline: Option<Instant>,
-    pub epoch: u16,
-    /// Granted through a v2 context: breaks carry the epoch, responses echo the parent.
+/// A lease's identity: ClientGuid and LeaseKey.
+pub type LeaseId = ([u8; 16], [u8; 16]);
+
+/// What SMB keeps with a lease for its answers: granted through a v2 context (breaks carry
+/// the epoch, responses echo the parent), and the parent lease key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseInfo {
     pub v2: bool,
     pub parent: Option<[u8; 16]>,
-    /// The opens using this lease, with where to reach them.
-    opens: Vec<(u64, Owner)>,
 }
 
-#[derive(Debug, Default)]
-struct State {
-    grants: Vec<Grant>,
-    leases: Vec<Lease>,
+/// SMB's types in `braid_filestate`'s grants.
+#[derive(Debug, Clone)]
+pub struct Smb;
+
+impl GrantTypes for Smb {
+    type Holder = Reach;
+    type LeaseKey = LeaseId;
+    type LeaseInfo = LeaseInfo;
 }
 
-impl State {
-    /// Whether a level II oplock or a read-caching lease exists (the WRITE path's flag).
-    fn shared(&self) -> bool {
-        self.grants.iter().any(|g| g.level == oplock::II) || self.leases.iter().any(|l| l.state & ls::READ != 0)
-    }
-}
+/// A lease on a file, as `braid_filestate` holds it.
+pub type Lease = braid_filestate::Lease<Smb>;
 
-/// The oplock and lease state of one file.
-#[derive(Debug, Default)]
-pub struct NodeOplocks {
-    state: Mutex<State>,
-    shared: AtomicBool,
-    /// Woken whenever a holder's level drops (acknowledgment, close, timeout).
-    pub changed: Notify,
-}
+/// What a conflicting operation takes away from the other holders.
+pub type Event = braid_filestate::GrantEvent;
 
 /// Who is asking: an open, possibly under a lease. Holders of the same open or lease never
 /// break themselves.
@@ -97,33 +77,6 @@ pub struct NodeOplocks {
 pub struct Requester {
     pub open: u64,
     pub lease: Option<LeaseId>,
-}
-
-/// A lease's identity: ClientGuid and LeaseKey.
-pub type LeaseId = ([u8; 16], [u8; 16]);
-
-impl Requester {
-    fn owns_lease(&self, l: &Lease) -> bool {
-        self.lease == Some((l.client, l.key))
-    }
-}
-
-/// What a conflicting operation takes away from the other holders.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
-    /// A CREATE that reads or writes data: exclusive oplocks go to level II (or none when
-    /// `truncate`), leases lose W (and R when `truncate`).
-    ///
-    /// `share_conflict`: the open would meet a sharing violation; exclusive oplocks are then
-    /// left alone (the open fails anyway), batch oplocks still break so their holders can
-    /// close. `spare_leases`: a stat open for lease purposes (READ_CONTROL counts).
-    Open { truncate: bool, spare_leases: bool, share_conflict: bool },
-    /// A CREATE about to fail with a sharing violation: batch oplocks and handle caching
-    /// go, so the holder can close the handles it keeps open.
-    SharingViolation,
-    /// WRITE, truncation, set end-of-file or allocation, byte-range lock: level II and
-    /// read caching end (no acknowledgment).
-    Write,
 }
 
 /// A notification to send once the state lock is released.
@@ -142,346 +95,146 @@ pub struct Breaks {
     pub wait_until: Option<Instant>,
 }
 
-impl NodeOplocks {
-    fn refresh(&self, st: &State) {
-        self.shared.store(st.shared(), Ordering::Release);
+/// The caching state an oplock level stands for.
+fn caching_of(level: u8) -> Caching {
+    match level {
+        oplock::II => Caching::READ,
+        oplock::EXCLUSIVE => Caching::RW,
+        oplock::BATCH => Caching::ALL,
+        _ => Caching::NONE,
     }
+}
 
+/// The oplock level of a caching state an oplock can hold.
+fn level_of(c: Caching) -> u8 {
+    match c {
+        Caching::READ => oplock::II,
+        Caching::RW => oplock::EXCLUSIVE,
+        Caching::ALL => oplock::BATCH,
+        _ => oplock::NONE,
+    }
+}
+
+/// The OPLOCK_BREAK or LEASE_BREAK notification of a break.
+fn smb_notice(n: braid_filestate::Notice<Smb>) -> Notice {
+    match n {
+        braid_filestate::Notice::Oplock { holder, to, ack, .. } => {
+            Notice::Oplock { owner: holder.owner, body: OplockBreak { oplock_level: level_of(to), file_id: holder.file_id }, ack }
+        }
+        braid_filestate::Notice::Lease { key, info, holders, from, to, epoch, ack } => Notice::Lease {
+            owners: holders.iter().map(|h| h.owner).collect(),
+            body: LeaseBreak {
+                new_epoch: if info.v2 { epoch } else { 0 },
+                flags: if ack { LEASE_BREAK_ACK_REQUIRED } else { 0 },
+                lease_key: key.1,
+                current_state: from.0,
+                new_state: to.0,
+            },
+        },
+    }
+}
+
+/// The oplock and lease state of one file.
+#[derive(Debug, Default)]
+pub struct NodeOplocks {
+    grants: Grants<Smb>,
+    /// Woken whenever a holder's level drops (acknowledgment, close, timeout).
+    pub changed: Notify,
+}
+
+impl NodeOplocks {
     /// The cheap check of the WRITE path: is anything cached that a write must break?
     pub fn any_shared(&self) -> bool {
-        self.shared.load(Ordering::Acquire)
+        self.grants.any_shared()
     }
 
     /// Starts the breaks `event` by `who` calls for, expires breaks past their deadline,
     /// and says whether (and until when) the caller must wait.
     pub fn start_breaks(&self, who: Requester, event: Event, now: Instant) -> Breaks {
-        let mut st = lock(&self.state);
-        let mut out = Breaks::default();
-        let mut changed = self.expire(&mut st, now);
-        // A write breaks even the writer's own level II oplock (as Windows does).
-        for g in st.grants.iter_mut().filter(|g| g.open != who.open || (event == Event::Write && g.level == oplock::II)) {
-            let target = match (event, g.level) {
-                (Event::Write, oplock::II) => Some(oplock::NONE),
-                (Event::Write, _) => None,
-                (Event::Open { truncate: true, .. }, l) if l != oplock::NONE => Some(oplock::NONE),
-                (Event::Open { share_conflict: false, .. }, oplock::EXCLUSIVE) => Some(oplock::II),
-                (Event::Open { .. } | Event::SharingViolation, oplock::BATCH) => Some(oplock::II),
-                _ => None,
-            };
-            let Some(target) = target else { continue };
-            if g.breaking_to.is_some() {
-                // A break is already under way: wait for its acknowledgment; a further
-                // break follows it if still needed (the waiter looks again).
-                out.wait_until = earliest(out.wait_until, g.deadline);
-                continue;
-            }
-            out.notices.push(Notice::Oplock {
-                owner: g.owner,
-                body: OplockBreak { oplock_level: target, file_id: g.file_id },
-                ack: g.level != oplock::II,
-            });
-            if g.level == oplock::II {
-                // Level II to none needs no acknowledgment (MS-SMB2 2.2.24.1).
-                g.level = oplock::NONE;
-                changed = true;
-            } else {
-                let deadline = now + BREAK_TIMEOUT;
-                g.breaking_to = Some(target);
-                g.deadline = Some(deadline);
-                out.wait_until = earliest(out.wait_until, Some(deadline));
-            }
-        }
-        for l in st.leases.iter_mut().filter(|l| !who.owns_lease(l)) {
-            let keep = match event {
-                Event::Open { spare_leases: true, .. } => ls::ALL,
-                // Meeting a sharing violation, only handle caching is broken (W stays).
-                Event::Open { share_conflict: true, truncate: false, .. } => !ls::HANDLE,
-                Event::Open { truncate: false, .. } => !ls::WRITE,
-                Event::Open { truncate: true, .. } => ls::NONE,
-                Event::SharingViolation => !ls::HANDLE,
-                Event::Write => !ls::READ,
-            };
-            let mut target = l.state & keep;
-            // Every cache state includes R; what is left without it is none.
-            if target & ls::READ == 0 {
-                target = ls::NONE;
-            }
-            // Truncation waits only for holders of write caching (their data must be
-            // flushed first); other holders are told, and the open goes ahead.
-            let waits = match event {
-                Event::Write => false,
-                Event::Open { truncate: true, .. } => l.state & ls::WRITE != 0,
-                _ => keep != ls::ALL,
-            };
-            if l.breaking_to.is_some() {
-                // A conflicting open waits for the break in progress, whoever caused it;
-                // its own break is sent once that one is acknowledged, from the state the
-                // client then holds (as Windows does).
-                if waits {
-                    out.wait_until = earliest(out.wait_until, l.deadline);
-                }
-                continue;
-            }
-            if target == l.state {
-                continue;
-            }
-            let ack = l.state & (ls::WRITE | ls::HANDLE) != 0;
-            l.epoch = l.epoch.wrapping_add(1);
-            let body = LeaseBreak {
-                new_epoch: if l.v2 { l.epoch } else { 0 },
-                flags: if ack { LEASE_BREAK_ACK_REQUIRED } else { 0 },
-                lease_key: l.key,
-                current_state: l.state,
-                new_state: target,
-            };
-            out.notices.push(Notice::Lease { owners: l.opens.iter().map(|(_, o)| *o).collect(), body });
-            if ack {
-                let deadline = now + BREAK_TIMEOUT;
-                l.breaking_to = Some(target);
-                l.deadline = Some(deadline);
-                if waits {
-                    out.wait_until = earliest(out.wait_until, Some(deadline));
-                }
-            } else {
-                l.state = target;
-                changed = true;
-            }
-        }
-        self.refresh(&st);
-        drop(st);
-        if changed {
+        let who = braid_filestate::Requester { open: Some(who.open), lease: who.lease };
+        let plan = self.grants.start_breaks(&who, event, now.into_std(), BREAK_TIMEOUT);
+        if plan.changed {
             self.changed.notify_waiters();
         }
-        out
+        Breaks { notices: plan.notices.into_iter().map(smb_notice).collect(), wait_until: plan.wait_until.map(Instant::from_std) }
     }
 
-    /// Breaks whose acknowledgment did not come in time complete as if acknowledged at the
-    /// level offered (MS-SMB2 3.3.2.1). Returns whether anything changed.
-    fn expire(&self, st: &mut State, now: Instant) -> bool {
-        let mut changed = false;
-        for g in st.grants.iter_mut() {
-            if let (Some(to), Some(d)) = (g.breaking_to, g.deadline) {
-                if d <= now {
-                    g.level = to;
-                    g.breaking_to = None;
-                    g.deadline = None;
-                    changed = true;
-                }
-            }
-        }
-        for l in st.leases.iter_mut() {
-            if let (Some(to), Some(d)) = (l.breaking_to, l.deadline) {
-                if d <= now {
-                    l.state = to;
-                    l.breaking_to = None;
-                    l.deadline = None;
-                    changed = true;
-                }
-            }
-        }
-        changed
-    }
-
-    /// Runs the break timers: called when a waiter's deadline passes.
+    /// Runs the break timers: called when a waiter's deadline passes. Breaks not
+    /// acknowledged in time complete at the level offered (MS-SMB2 3.3.2.1).
     pub fn expire_now(&self) {
-        let mut st = lock(&self.state);
-        let changed = self.expire(&mut st, Instant::now());
-        self.refresh(&st);
-        drop(st);
-        if changed {
+        if self.grants.expire(Instant::now().into_std()) {
             self.changed.notify_waiters();
         }
     }
 
-    /// The oplock level a new open gets (MS-SMB2 3.3.5.9.8, MS-FSA 2.1.5.17): what it asks
-    /// for when it is alone; at most level II when other opens exist and none holds an
-    /// exclusive oplock or a write-caching lease; none otherwise. `others` counts the other
-    /// opens of the file.
-    pub fn grant_oplock(&self, open: u64, file_id: FileId, requested: u8, others: usize, owner: Owner) -> u8 {
-        let mut st = lock(&self.state);
-        let exclusive_elsewhere = st.grants.iter().any(|g| g.open != open && matches!(g.level, oplock::EXCLUSIVE | oplock::BATCH))
-            || st.leases.iter().any(|l| l.state & ls::WRITE != 0);
-        // Beside a handle-caching lease an oplock is not granted at all.
-        let handle_lease = st.leases.iter().any(|l| l.state & ls::HANDLE != 0);
-        let level = match requested {
-            _ if handle_lease => oplock::NONE,
-            oplock::EXCLUSIVE | oplock::BATCH if others == 0 => requested,
-            oplock::II | oplock::EXCLUSIVE | oplock::BATCH if !exclusive_elsewhere => oplock::II,
-            _ => oplock::NONE,
-        };
-        if level != oplock::NONE {
-            st.grants.push(Grant { open, file_id, level, breaking_to: None, deadline: None, owner });
-            self.refresh(&st);
-        }
-        level
+    /// The oplock level a new open gets (MS-SMB2 3.3.5.9.8, MS-FSA 2.1.5.17); `others`
+    /// counts the other opens of the file.
+    pub fn grant_oplock(&self, open: u64, reach: Reach, requested: u8, others: usize) -> u8 {
+        level_of(self.grants.grant_oplock(open, reach, caching_of(requested), others))
     }
 
-    /// Grants or joins the lease `client`/`key` for `open` (MS-SMB2 3.3.5.9.11). Returns the
-    /// lease as it stands (state, epoch, breaking). `others` counts opens of the file that
-    /// are not under this lease.
-    #[allow(clippy::too_many_arguments)]
-    pub fn grant_lease(
-        &self,
-        open: u64,
-        owner: Owner,
-        client: [u8; 16],
-        key: [u8; 16],
-        requested: u32,
-        v2: Option<([u8; 16], u16)>,
-        others: usize,
-    ) -> Lease {
-        let mut st = lock(&self.state);
-        // R is the base of every cache state (R, RH, RW, RWH); anything else is refused.
-        let requested = if requested & ls::READ == 0 { ls::NONE } else { requested & ls::ALL };
-        let exclusive_elsewhere = st.grants.iter().any(|g| g.open != open && matches!(g.level, oplock::EXCLUSIVE | oplock::BATCH))
-            || st.leases.iter().any(|l| (l.client, l.key) != (client, key) && l.state & ls::WRITE != 0);
-        let mut allowed = ls::ALL;
-        if others > 0 {
-            allowed &= !ls::WRITE;
-        }
-        if exclusive_elsewhere {
-            allowed = ls::NONE;
-        }
-        // Beside an oplock of another open a lease gets no handle caching.
-        if st.grants.iter().any(|g| g.open != open && g.level != oplock::NONE) {
-            allowed &= !ls::HANDLE;
-        }
-        let pos = st.leases.iter().position(|l| (l.client, l.key) == (client, key));
-        let lease = match pos {
-            Some(i) => {
-                let l = &mut st.leases[i];
-                l.opens.push((open, owner));
-                // An upgrade asks for a superset of what is held; nothing changes while a
-                // break is in progress.
-                // Only an upgrade that can be granted whole happens.
-                if l.breaking_to.is_none() && requested & !allowed == 0 && requested & l.state == l.state && requested != l.state {
-                    l.state = requested;
-                    l.epoch = l.epoch.wrapping_add(1);
-                }
-                l.clone()
-            }
-            None => {
-                let state = requested & allowed;
-                let (parent, epoch) = match v2 {
-                    Some((p, e)) => (Some(p).filter(|p| *p != [0; 16]), e),
-                    None => (None, 0),
-                };
-                let l = Lease {
-                    client,
-                    key,
-                    state,
-                    breaking_to: None,
-                    deadline: None,
-                    epoch: if state != ls::NONE { epoch.wrapping_add(1) } else { epoch },
-                    v2: v2.is_some(),
-                    parent,
-                    opens: vec![(open, owner)],
-                };
-                st.leases.push(l.clone());
-                l
-            }
+    /// Grants or joins lease `id` for `open` (MS-SMB2 3.3.5.9.11); `v2` is the parent key
+    /// and epoch of a v2 context. Returns the lease as it stands. `others` counts opens of
+    /// the file that are not under this lease.
+    pub fn grant_lease(&self, open: u64, reach: Reach, id: LeaseId, requested: u32, v2: Option<([u8; 16], u16)>, others: usize) -> Lease {
+        let (parent, epoch) = match v2 {
+            Some((p, e)) => (Some(p).filter(|p| *p != [0; 16]), e),
+            None => (None, 0),
         };
-        self.refresh(&st);
-        lease
+        let info = LeaseInfo { v2: v2.is_some(), parent };
+        self.grants.grant_lease(open, reach, LeaseRequest { key: id, state: Caching(requested), info, epoch }, others)
     }
 
     /// An open is gone: its oplock ends, and its lease when it was the lease's last open.
     /// Returns the lease key freed, if any.
     pub fn release(&self, open: u64) -> Option<LeaseId> {
-        let mut st = lock(&self.state);
-        st.grants.retain(|g| g.open != open);
-        let mut freed = None;
-        for l in st.leases.iter_mut() {
-            l.opens.retain(|(o, _)| *o != open);
-        }
-        st.leases.retain(|l| {
-            if l.opens.is_empty() {
-                freed = Some((l.client, l.key));
-                false
-            } else {
-                true
-            }
-        });
-        self.refresh(&st);
-        drop(st);
+        let freed = self.grants.release(open);
         self.changed.notify_waiters();
         freed
     }
 
     /// OPLOCK_BREAK acknowledgment of an oplock (MS-SMB2 3.3.5.22.1): the level now held,
     /// or the status to answer.
-    pub fn ack_oplock(&self, open: u64, level: u8) -> Result<u8, smb_wire::NtStatus> {
-        use smb_wire::NtStatus;
-        let mut st = lock(&self.state);
-        let Some(g) = st.grants.iter_mut().find(|g| g.open == open) else {
-            return Err(NtStatus::INVALID_OPLOCK_PROTOCOL);
+    pub fn ack_oplock(&self, open: u64, level: u8) -> Result<u8, NtStatus> {
+        // A level an oplock cannot be acknowledged at counts as above the offer: the
+        // oplock is gone.
+        let acked = match level {
+            oplock::NONE => Caching::NONE,
+            oplock::II => Caching::READ,
+            _ => Caching::ALL,
         };
-        let Some(to) = g.breaking_to else { return Err(NtStatus::INVALID_OPLOCK_PROTOCOL) };
-        g.breaking_to = None;
-        g.deadline = None;
-        let result = if level == oplock::LEASE {
-            g.level = oplock::NONE;
-            Err(NtStatus::INVALID_PARAMETER)
-        } else if level > to || !matches!(level, oplock::NONE | oplock::II) {
-            // Acknowledged a higher level than offered: the oplock is gone.
-            g.level = oplock::NONE;
-            Err(NtStatus::INVALID_OPLOCK_PROTOCOL)
-        } else {
-            g.level = level;
-            Ok(level)
-        };
-        st.grants.retain(|g| g.level != oplock::NONE);
-        self.refresh(&st);
-        drop(st);
+        let result = self.grants.ack_oplock(open, acked).map(level_of).map_err(|e| oplock_ack_status(e, level == oplock::LEASE));
         self.changed.notify_waiters();
         result
     }
 
     /// Lease break acknowledgment (MS-SMB2 3.3.5.22.2) for a lease known to be on this
     /// file.
-    pub fn ack_lease(&self, client: [u8; 16], key: [u8; 16], state: u32) -> Result<u32, smb_wire::NtStatus> {
-        use smb_wire::NtStatus;
-        let mut st = lock(&self.state);
-        let Some(l) = st.leases.iter_mut().find(|l| (l.client, l.key) == (client, key)) else {
-            return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
-        };
-        let Some(to) = l.breaking_to else { return Err(NtStatus::UNSUCCESSFUL) };
-        if state & !to != 0 {
-            return Err(smb_wire::NtStatus::REQUEST_NOT_ACCEPTED);
-        }
-        l.state = state;
-        l.breaking_to = None;
-        l.deadline = None;
-        self.refresh(&st);
-        drop(st);
+    pub fn ack_lease(&self, client: [u8; 16], key: [u8; 16], state: u32) -> Result<u32, NtStatus> {
+        let c = self.grants.ack_lease(&(client, key), Caching(state)).map_err(lease_ack_status)?;
         self.changed.notify_waiters();
-        Ok(state)
+        Ok(c.0)
     }
 
     /// The lease `open` is under, if any.
     pub fn lease_of(&self, open: u64) -> Option<LeaseId> {
-        lock(&self.state).leases.iter().find(|l| l.opens.iter().any(|(o, _)| *o == open)).map(|l| (l.client, l.key))
+        self.grants.lease_of(open)
     }
 
     /// The opens under lease `id` (they do not count against its caching).
     pub fn lease_opens(&self, id: LeaseId) -> Vec<u64> {
-        lock(&self.state).leases.iter().filter(|l| (l.client, l.key) == id).flat_map(|l| l.opens.iter().map(|(o, _)| *o)).collect()
+        self.grants.lease_opens(&id)
     }
 
     /// The oplock level `open` holds now (for tests and status).
     #[cfg(test)]
     fn level(&self, open: u64) -> u8 {
-        lock(&self.state).grants.iter().find(|g| g.open == open).map_or(oplock::NONE, |g| g.level)
+        level_of(self.grants.oplock_level(open))
     }
 }
 
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
+/// Sends break notifications (server-initiated: MessageId all ones, no credits, not
+/// signed; encrypted when the session or the open's share encrypts).
 impl Notice {
     /// Whether the break waits for an acknowledgment.
     pub fn needs_ack(&self) -> bool {
@@ -495,14 +248,16 @@ impl Notice {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use smb_wire::msg::oplock::lease_state as ls;
 
     const OWNER: Owner = Owner { session: SessionId(1), conn: 1, encrypt: false };
     const FID: FileId = FileId { persistent: 1, volatile: 1 };
+    const REACH: Reach = Reach { owner: OWNER, file_id: FID };
 
     #[test]
     fn sole_opener_gets_batch_and_second_open_breaks_it() {
         let n = NodeOplocks::default();
-        assert_eq!(n.grant_oplock(1, FID, oplock::BATCH, 0, OWNER), oplock::BATCH);
+        assert_eq!(n.grant_oplock(1, REACH, oplock::BATCH, 0), oplock::BATCH);
         assert!(!n.any_shared(), "no level II yet: writes stay lock-free");
         let now = Instant::now();
         let b = n.start_breaks(Requester { open: 2, lease: None }, Event::Open { truncate: false, spare_leases: false, share_conflict: false }, now);
@@ -513,7 +268,7 @@ mod tests {
         // Acknowledging a level above the offer is a protocol error; the right one works.
         assert_eq!(n.ack_oplock(1, oplock::II), Ok(oplock::II));
         assert_eq!(n.ack_oplock(1, oplock::II), Err(smb_wire::NtStatus::INVALID_OPLOCK_PROTOCOL), "no break in progress");
-        assert_eq!(n.grant_oplock(2, FID, oplock::BATCH, 1, OWNER), oplock::II);
+        assert_eq!(n.grant_oplock(2, REACH, oplock::BATCH, 1), oplock::II);
         assert!(n.any_shared());
         // A write breaks every level II to none, with no acknowledgment to wait for.
         let b = n.start_breaks(Requester { open: 2, lease: None }, Event::Write, now);
@@ -526,7 +281,7 @@ mod tests {
     #[test]
     fn break_times_out_and_close_releases() {
         let n = NodeOplocks::default();
-        n.grant_oplock(1, FID, oplock::EXCLUSIVE, 0, OWNER);
+        n.grant_oplock(1, REACH, oplock::EXCLUSIVE, 0);
         let now = Instant::now();
         n.start_breaks(Requester { open: 2, lease: None }, Event::Open { truncate: true, spare_leases: false, share_conflict: false }, now);
         assert_eq!(n.level(1), oplock::EXCLUSIVE);
@@ -534,7 +289,7 @@ mod tests {
         let b = n.start_breaks(Requester { open: 2, lease: None }, Event::Open { truncate: true, spare_leases: false, share_conflict: false }, later);
         assert!(b.wait_until.is_none());
         assert_eq!(n.level(1), oplock::NONE);
-        n.grant_oplock(3, FID, oplock::BATCH, 0, OWNER);
+        n.grant_oplock(3, REACH, oplock::BATCH, 0);
         n.release(3);
         assert_eq!(n.level(3), oplock::NONE);
     }
@@ -543,10 +298,10 @@ mod tests {
     fn lease_break_and_ack() {
         let n = NodeOplocks::default();
         let (c, k1, k2) = ([1; 16], [2; 16], [3; 16]);
-        let l = n.grant_lease(1, OWNER, c, k1, ls::ALL, Some(([0; 16], 0)), 0);
-        assert_eq!((l.state, l.epoch), (ls::ALL, 1));
+        let l = n.grant_lease(1, REACH, (c, k1), ls::ALL, Some(([0; 16], 0)), 0);
+        assert_eq!((l.state.0, l.epoch), (ls::ALL, 1));
         // Invalid states (no R) are granted nothing.
-        assert_eq!(n.grant_lease(9, OWNER, c, [9; 16], ls::HANDLE, None, 1).state, ls::NONE);
+        assert_eq!(n.grant_lease(9, REACH, (c, [9; 16]), ls::HANDLE, None, 1).state.0, ls::NONE);
         n.release(9);
         let now = Instant::now();
         let b = n.start_breaks(
@@ -557,12 +312,12 @@ mod tests {
         let Notice::Lease { body, .. } = &b.notices[0] else { panic!("lease notice expected") };
         assert_eq!((body.current_state, body.new_state, body.new_epoch), (ls::ALL, ls::READ | ls::HANDLE, 2));
         assert_eq!(body.flags, LEASE_BREAK_ACK_REQUIRED);
-        assert_eq!(n.ack_lease(c, k1, ls::ALL), Err(smb_wire::NtStatus::REQUEST_NOT_ACCEPTED));
+        assert_eq!(n.ack_lease(c, k1, ls::ALL), Err(NtStatus::REQUEST_NOT_ACCEPTED));
         assert_eq!(n.ack_lease(c, k2, ls::READ), Err(smb_wire::NtStatus::OBJECT_NAME_NOT_FOUND));
         assert_eq!(n.ack_lease(c, k1, ls::READ | ls::HANDLE), Ok(ls::READ | ls::HANDLE));
         assert_eq!(n.ack_lease(c, k1, ls::READ), Err(smb_wire::NtStatus::UNSUCCESSFUL));
-        let l2 = n.grant_lease(2, OWNER, c, k2, ls::ALL, None, 1);
-        assert_eq!(l2.state, ls::READ | ls::HANDLE, "W only for a sole opener");
+        let l2 = n.grant_lease(2, REACH, (c, k2), ls::ALL, None, 1);
+        assert_eq!(l2.state.0, ls::READ | ls::HANDLE, "W only for a sole opener");
         // A write takes R from the other lease; R-only breaks need no acknowledgment.
         let b = n.start_breaks(Requester { open: 2, lease: Some((c, k2)) }, Event::Write, now);
         assert_eq!(b.notices.len(), 1);

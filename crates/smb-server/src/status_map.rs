@@ -21,3 +21,34 @@ pub fn vfs_status(e: &VfsError) -> NtStatus {
         VfsError::Io(_) => NtStatus::UNSUCCESSFUL,
     }
 }
+
+/// Maps a refused file-state operation to its status. SMB2 answers every byte-range
+/// conflict with LOCK_NOT_GRANTED (never FILE_LOCK_CONFLICT).
+pub fn state_status(e: braid_filestate::StateError) -> NtStatus {
+    use braid_filestate::StateError;
+    match e {
+        StateError::SharingViolation => NtStatus::SHARING_VIOLATION,
+        StateError::LockConflict => NtStatus::LOCK_NOT_GRANTED,
+        StateError::InvalidLockRange => NtStatus::INVALID_LOCK_RANGE,
+        StateError::RangeNotLocked => NtStatus::RANGE_NOT_LOCKED,
+        // Lease acknowledgments (oplock ones map through `oplock_ack_status`).
+        StateError::NoSuchHolder => NtStatus::OBJECT_NAME_NOT_FOUND,
+        StateError::NoBreakInProgress => NtStatus::UNSUCCESSFUL,
+        StateError::AckAboveOffered => NtStatus::REQUEST_NOT_ACCEPTED,
+    }
+}
+
+/// Maps a refused oplock break acknowledgment (MS-SMB2 3.3.5.22.1): an acknowledgment at
+/// the LEASE level is INVALID_PARAMETER, everything else INVALID_OPLOCK_PROTOCOL.
+pub fn oplock_ack_status(e: braid_filestate::StateError, lease_level: bool) -> NtStatus {
+    match e {
+        braid_filestate::StateError::AckAboveOffered if lease_level => NtStatus::INVALID_PARAMETER,
+        _ => NtStatus::INVALID_OPLOCK_PROTOCOL,
+    }
+}
+
+/// Maps a refused lease break acknowledgment (MS-SMB2 3.3.5.22.2): unknown key
+/// OBJECT_NAME_NOT_FOUND, no break UNSUCCESSFUL, more than offered REQUEST_NOT_ACCEPTED.
+pub fn lease_ack_status(e: braid_filestate::StateError) -> NtStatus {
+    state_status(e)
+}

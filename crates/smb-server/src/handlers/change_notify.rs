@@ -48,7 +48,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         let changed = watch.changed.notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
-        if let Some(r) = watch.take(max) {
+        if let Some(r) = crate::notify::take(&watch, max) {
             break r;
         }
         if !pending {

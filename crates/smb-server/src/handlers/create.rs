@@ -1,9 +1,10 @@
 //! CREATE (MS-SMB2 3.3.5.9): dispositions, directory options, access and share modes,
 //! delete-on-close, the MxAc and QFid contexts, and named pipes on IPC$.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
+use braid_filestate::{Access, ShareMode};
 use braid_vfs::{CreateMode, OpenOptions, OpenOutcome, SharePath};
 use smb_fscc::FileInfo;
 use smb_wire::msg::create::{access, action, disposition, encode_contexts, oplock, options, CreateRequest, CreateResponse};
@@ -11,12 +12,15 @@ use smb_wire::msg::oplock::{lease_flags, LeaseContext};
 use smb_wire::{dialect, FileId, NtStatus};
 
 use super::{blocking, file_info};
-use crate::locks::{is_stat_open, FileNode};
+use crate::locks::{is_stat_open, FileKey, FileNode, FileTable};
 use crate::open::{DirCursor, Open, OpenKind};
-use crate::oplocks::{Event, Owner, Requester};
+use crate::oplocks::{Event, LeaseId, Owner, Reach, Requester};
 use crate::request::{Ctx, HResult};
+use crate::server::Share;
+use crate::session::Session;
+use crate::status_map::state_status;
 use crate::sync::lock;
-use crate::tree::TreeKind;
+use crate::tree::{Tree, TreeKind};
 
 /// FILE_CREATE_TREE_CONNECTION (MS-SMB2 2.2.13).
 const CREATE_TREE_CONNECTION: u32 = 0x0000_0080;
@@ -51,11 +55,76 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = CreateRequest::decode(&frame[cx.range.clone()]).map_err(super::bad("CREATE"))?;
     let tree = cx.tree.clone().ok_or(NtStatus::NETWORK_NAME_DELETED)?;
     let session = cx.session.clone().ok_or(NtStatus::USER_SESSION_DELETED)?;
+    let (granted, lease_req) = check_request(cx, &req, &tree, &session)?;
+    let share = match &tree.kind {
+        TreeKind::Ipc => return open_pipe(cx, &req, granted, out),
+        TreeKind::Disk(s) => s.clone(),
+    };
+    let plan = plan_disk_open(&req, granted)?;
+    let opened = open_in_backend(cx, &share, &plan, granted).await?;
+    let key = (share.index, opened.attrs.file_id);
+    let server = cx.conn.server.clone();
+    let files = &server.files;
+    let volatile = cx.conn.server.new_file_id();
+    if let Some(l) = lease_req {
+        // A lease key names one file (MS-SMB2 3.3.5.9.11), checked for directories too.
+        if files.lease_file((session.client_guid, l.key)).is_some_and(|k| k != key) {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+    }
+    // Directories get neither oplocks nor leases (directory leasing is not offered).
+    let lease_id = lease_req.filter(|_| !opened.is_dir()).map(|l| (session.client_guid, l.key));
+    let who = Requester { open: volatile, lease: lease_id };
+    let node = claim_after_breaks(cx, out, key, who, granted, req.share_access, plan.truncate).await;
+    let node = match node.and_then(|n| if n.is_delete_pending() { Err(NtStatus::DELETE_PENDING) } else { Ok(n) }) {
+        Ok(n) => n,
+        Err(st) => {
+            files.release(key, volatile);
+            return Err(st);
+        }
+    };
+    let (attrs, create_action) = match apply_create_settings(&req, &plan, &opened).await {
+        Ok(r) => r,
+        Err(st) => {
+            files.release(key, volatile);
+            return Err(st);
+        }
+    };
+    let id = FileId { persistent: volatile, volatile };
+    let owner = Owner { session: session.id, conn: cx.conn.id, encrypt: tree.encrypt };
+    let lease = lease_req.zip(lease_id);
+    let (oplock_level, lease_ctx) = grant_caching(files, &node, key, Reach { owner, file_id: id }, req.oplock_level, lease, opened.is_dir());
+    let Opened { handle, path, created, .. } = opened;
+    let open = Arc::new(Open {
+        id,
+        tree: tree.clone(),
+        path: Mutex::new(path),
+        kind: OpenKind::File { handle, is_dir: attrs.is_dir, key, node },
+        access: granted,
+        delete_on_close: AtomicBool::new(plan.delete_on_close),
+        dir: tokio::sync::Mutex::new(DirCursor::default()),
+        position: AtomicU64::new(0),
+        mode: AtomicU64::new(u64::from(req.create_options & 0x3E)),
+        channel_seq: Default::default(),
+        lease: lease_id.filter(|_| oplock_level == oplock::LEASE),
+    });
+    session.add_open(open.clone());
+    cx.file_id_out = Some(id);
+    if created {
+        cx.conn.server.notify.report(share.index, &lock(&open.path), smb_wire::msg::notify::action::ADDED, open.is_dir());
+    }
+    let answer = Answer { oplock_level, create_action, lease_ctx };
+    encode_response(out, &req, &tree, share.index, &attrs, &open, answer);
+    Ok(NtStatus::SUCCESS)
+}
+
+/// The checks of a CREATE that come before its name is looked at (MS-SMB2 3.3.5.9):
+/// returns the access granted and the lease asked for, if any.
+fn check_request(cx: &Ctx<'_>, req: &CreateRequest<'_>, tree: &Tree, session: &Session) -> Result<(u32, Option<LeaseContext>), NtStatus> {
     if req.impersonation_level > 3 {
         return Err(NtStatus::BAD_IMPERSONATION_LEVEL);
     }
-    // MS-SMB2 3.3.5.9: reserved access bits are an access failure, checked before the other
-    // fields.
+    // Reserved access bits are an access failure, checked before the other fields.
     if req.desired_access & 0x0CE0_FE00 != 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
@@ -96,21 +165,30 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if granted & access::ACCESS_SYSTEM_SECURITY != 0 {
         return Err(NtStatus::PRIVILEGE_NOT_HELD);
     }
-    let share = match &tree.kind {
-        TreeKind::Ipc => return open_pipe(cx, &req, granted, out),
-        TreeKind::Disk(s) => s.clone(),
-    };
+    Ok((granted, lease_req))
+}
+
+/// What a disk CREATE is to do, every field checked before anything is created.
+struct DiskPlan {
+    path: SharePath,
+    opts: OpenOptions,
+    truncate: bool,
+    delete_on_close: bool,
+    sec_desc: Option<smb_fscc::SecurityDescriptor>,
+    eas: Option<Vec<smb_fscc::FullEa>>,
+}
+
+/// Checks a disk CREATE's options, contexts and name, and decides how to open.
+fn plan_disk_open(req: &CreateRequest<'_>, granted: u32) -> Result<DiskPlan, NtStatus> {
     // Tree connections in CREATE, open by id and filter oplocks are not offered (as Windows
     // answers over SMB2).
     if req.create_options & (options::OPEN_BY_FILE_ID | CREATE_TREE_CONNECTION | RESERVE_OPFILTER) != 0 {
         return Err(NtStatus::NOT_SUPPORTED);
     }
-    // A descriptor for the new file: validated before anything is created.
     let sec_desc = match req.context(b"SecD") {
         Some(d) => Some(smb_fscc::SecurityDescriptor::parse(d).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?),
         None => None,
     };
-    // EAs for a new or overwritten file: validated before anything is created.
     let eas = match req.context(b"ExtA") {
         Some(d) => Some(super::set_info::check_eas(smb_fscc::parse_full_ea_list(d).map_err(|_| NtStatus::INVALID_PARAMETER)?)?),
         None => None,
@@ -156,8 +234,29 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         directory: want_dir,
         non_directory: req.create_options & options::NON_DIRECTORY_FILE != 0,
     };
+    Ok(DiskPlan { path, opts, truncate, delete_on_close, sec_desc, eas })
+}
+
+/// A file or directory the backend opened (or created) for a CREATE.
+struct Opened {
+    handle: Arc<dyn braid_vfs::FileHandle>,
+    created: bool,
+    attrs: braid_vfs::FileAttrs,
+    /// The on-disk spelling of the name.
+    path: SharePath,
+}
+
+impl Opened {
+    fn is_dir(&self) -> bool {
+        self.attrs.is_dir
+    }
+}
+
+/// Opens or creates the file, and refuses what the opened file does not allow (writing or
+/// deleting a read-only file, deleting the root).
+async fn open_in_backend(cx: &Ctx<'_>, share: &Share, plan: &DiskPlan, granted: u32) -> Result<Opened, NtStatus> {
     let backend = share.backend.clone();
-    let p2 = path.clone();
+    let (p2, opts) = (plan.path.clone(), plan.opts);
     let (handle, outcome, attrs) = blocking(move || {
         let (h, outcome) = backend.open(&p2, opts)?;
         let attrs = h.attrs()?;
@@ -165,71 +264,46 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     })
     .await
     .map_err(|s| if s == NtStatus::ACCESS_DENIED && cx.tree.as_ref().is_some_and(|t| t.read_only) { NtStatus::ACCESS_DENIED } else { s })?;
-    let is_dir = attrs.is_dir;
     let created = outcome == OpenOutcome::Created;
     // Names are case-insensitive: remember the on-disk spelling, which later renames, name
     // queries and path comparisons between opens rely on.
-    let path = handle.opened_path().unwrap_or(path);
+    let path = handle.opened_path().unwrap_or_else(|| plan.path.clone());
     // A read-only file can be opened for reading only, and cannot be deleted.
-    if !created && attrs.dos_attributes & braid_vfs::dos::READONLY != 0 && !is_dir {
-        if granted & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) != 0 || truncate {
+    if !created && attrs.dos_attributes & braid_vfs::dos::READONLY != 0 && !attrs.is_dir {
+        if granted & (access::FILE_WRITE_DATA | access::FILE_APPEND_DATA) != 0 || plan.truncate {
             return Err(NtStatus::ACCESS_DENIED);
         }
-        if delete_on_close {
+        if plan.delete_on_close {
             return Err(NtStatus::CANNOT_DELETE);
         }
     }
-    if delete_on_close && is_dir && path.is_root() {
+    if plan.delete_on_close && attrs.is_dir && path.is_root() {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    let key = (share.index, attrs.file_id);
-    let server = cx.conn.server.clone();
-    let files = &server.files;
-    let volatile = cx.conn.server.new_file_id();
-    if let Some(l) = lease_req {
-        // A lease key names one file (MS-SMB2 3.3.5.9.11), checked for directories too.
-        if files.lease_file((session.client_guid, l.key)).is_some_and(|k| k != key) {
-            return Err(NtStatus::INVALID_PARAMETER);
-        }
-    }
-    // Directories get neither oplocks nor leases (directory leasing is not offered).
-    let lease_id = lease_req.filter(|_| !is_dir).map(|l| (session.client_guid, l.key));
-    let who = Requester { open: volatile, lease: lease_id };
-    let node = match claim_after_breaks(cx, out, key, who, granted, req.share_access, truncate).await {
-        Ok(n) => n,
-        Err(st) => {
-            files.release(key, volatile);
-            return Err(st);
-        }
-    };
-    if node.delete_pending.load(Ordering::Acquire) {
-        files.release(key, volatile);
-        return Err(NtStatus::DELETE_PENDING);
-    }
-    let mut attrs = attrs;
+    Ok(Opened { handle, created, attrs, path })
+}
+
+/// What a CREATE sets on the file it opened, now that its share modes passed: truncation
+/// (or the attributes of a new file), the SecD descriptor, EAs and the allocation size.
+/// Returns the file's attributes afterwards and the CreateAction to answer.
+async fn apply_create_settings(req: &CreateRequest<'_>, plan: &DiskPlan, opened: &Opened) -> Result<(braid_vfs::FileAttrs, u32), NtStatus> {
+    let (created, truncate) = (opened.created, plan.truncate);
+    let mut attrs = opened.attrs.clone();
     let mut create_action = if created { action::CREATED } else { action::OPENED };
+    let set = req.file_attributes & smb_fscc::SETTABLE_ATTRIBUTES;
     if truncate && !created {
-        let h = handle.clone();
-        let set = req.file_attributes;
-        let r = blocking(move || {
+        let h = opened.handle.clone();
+        attrs = blocking(move || {
             h.set_len(0)?;
-            if set & smb_fscc::SETTABLE_ATTRIBUTES != 0 {
-                h.set_dos_attributes(set & smb_fscc::SETTABLE_ATTRIBUTES)?;
+            if set != 0 {
+                h.set_dos_attributes(set)?;
             }
             h.attrs()
         })
-        .await;
-        match r {
-            Ok(a) => attrs = a,
-            Err(st) => {
-                files.release(key, volatile);
-                return Err(st);
-            }
-        }
+        .await?;
         create_action = if req.create_disposition == disposition::SUPERSEDE { action::SUPERSEDED } else { action::OVERWRITTEN };
-    } else if created && req.file_attributes & smb_fscc::SETTABLE_ATTRIBUTES != 0 {
-        let h = handle.clone();
-        let set = req.file_attributes & smb_fscc::SETTABLE_ATTRIBUTES;
+    } else if created && set != 0 {
+        let h = opened.handle.clone();
         if let Ok(a) = blocking(move || {
             h.set_dos_attributes(set)?;
             h.attrs()
@@ -242,93 +316,94 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     // The SecD descriptor applies to a new file only (MS-SMB2 2.2.13.2); sections it does not
     // carry keep the defaults. A SACL would need ACCESS_SYSTEM_SECURITY, never granted, so
     // it is not stored. Failing to store is logged, not fatal: the file exists by now.
-    if let Some(sd) = sec_desc.filter(|_| created) {
+    if let Some(sd) = plan.sec_desc.clone().filter(|_| created) {
         let sections = sd.present_sections() & !smb_fscc::SACL_SECURITY_INFORMATION;
         if sections != 0 {
-            let h = handle.clone();
+            let h = opened.handle.clone();
             if let Err(st) = blocking(move || super::query_info::store_sd(h.as_ref(), &sd, sections)).await {
                 tracing::debug!(status = ?st, "storing the create-time security descriptor failed");
             }
         }
     }
-    if let Some(eas) = eas.filter(|_| created || truncate) {
-        let h = handle.clone();
-        if let Err(st) = blocking(move || super::set_info::apply_eas(h.as_ref(), &eas)).await {
-            files.release(key, volatile);
-            return Err(super::set_info::ea_status(st));
-        }
+    if let Some(eas) = plan.eas.clone().filter(|_| created || truncate) {
+        let h = opened.handle.clone();
+        blocking(move || super::set_info::apply_eas(h.as_ref(), &eas)).await.map_err(super::set_info::ea_status)?;
     }
     // The allocation size applies to a new or overwritten file (MS-SMB2 2.2.13.2.4); report
     // the space actually reserved.
-    if (created || truncate) && !is_dir {
-        if let Some(alloc) = req.context(b"AlSi").and_then(|d| d.get(..8)) {
-            let size = u64::from_le_bytes(alloc.try_into().unwrap_or([0; 8]));
-            let h = handle.clone();
-            if let Ok(a) = blocking(move || {
-                h.allocate(size)?;
-                h.attrs()
-            })
-            .await
-            {
-                attrs = a;
-            }
+    if let Some(alloc) = req.context(b"AlSi").and_then(|d| d.get(..8)).filter(|_| (created || truncate) && !opened.is_dir()) {
+        let size = u64::from_le_bytes(alloc.try_into().unwrap_or([0; 8]));
+        let h = opened.handle.clone();
+        if let Ok(a) = blocking(move || {
+            h.allocate(size)?;
+            h.attrs()
+        })
+        .await
+        {
+            attrs = a;
         }
     }
-    let id = FileId { persistent: volatile, volatile };
-    // Oplock or lease (MS-SMB2 3.3.5.9.8, 3.3.5.9.11), now that the open is sure to exist.
-    let owner = Owner { session: session.id, conn: cx.conn.id, encrypt: tree.encrypt };
-    let mut lease_ctx = None;
-    let oplock_level = match (lease_req, lease_id) {
-        (Some(l), Some(lid)) => {
-            let mine = node.oplocks.lease_opens(lid);
-            // Stat opens without a lease of their own do not stop write caching.
-            let others = node.other_opens(|o, acc| {
-                o == volatile || mine.contains(&o) || (is_stat_open(acc & !access::READ_CONTROL) && node.oplocks.lease_of(o).is_none())
-            });
-            let g = node.oplocks.grant_lease(volatile, owner, lid.0, lid.1, l.state, l.v2, others);
-            if files.bind_lease(lid, key).is_err() {
-                tracing::debug!("lease key raced onto another file");
-            }
-            let mut flags = 0;
-            if g.breaking_to.is_some() {
-                flags |= lease_flags::BREAK_IN_PROGRESS;
-            }
-            if g.parent.is_some() {
-                flags |= lease_flags::PARENT_LEASE_KEY_SET;
-            }
-            // The answer has the lease's version, whatever version this request used.
-            let v2 = g.v2.then(|| (g.parent.unwrap_or([0; 16]), g.epoch));
-            lease_ctx = Some(LeaseContext { key: g.key, state: g.state, flags, v2 }.encode());
-            oplock::LEASE
-        }
-        _ if is_dir || req.oplock_level == oplock::NONE || req.oplock_level == oplock::LEASE => oplock::NONE,
-        _ => {
-            let others = node.other_opens(|o, _| o == volatile);
-            node.oplocks.grant_oplock(volatile, id, req.oplock_level, others, owner)
-        }
-    };
-    let open = Arc::new(Open {
-        id,
-        tree: tree.clone(),
-        path: Mutex::new(path),
-        kind: OpenKind::File { handle, is_dir, key, node },
-        access: granted,
-        delete_on_close: AtomicBool::new(delete_on_close),
-        dir: tokio::sync::Mutex::new(DirCursor::default()),
-        position: AtomicU64::new(0),
-        mode: AtomicU64::new(u64::from(req.create_options & 0x3E)),
-        channel_seq: Default::default(),
-        lease: lease_id.filter(|_| oplock_level == oplock::LEASE),
-    });
-    session.add_open(open.clone());
-    cx.file_id_out = Some(id);
-    if created {
-        if let Some(share) = tree.share() {
-            cx.conn.server.notify.report(share.index, &lock(&open.path), smb_wire::msg::notify::action::ADDED, open.is_dir());
-        }
-    }
+    Ok((attrs, create_action))
+}
 
-    let info = file_info(&attrs, &open);
+/// Grants the open its oplock or lease (MS-SMB2 3.3.5.9.8, 3.3.5.9.11), now that it is
+/// sure to exist: the OplockLevel to answer and the lease response context, if any.
+fn grant_caching(
+    files: &FileTable,
+    node: &FileNode,
+    key: FileKey,
+    reach: Reach,
+    requested: u8,
+    lease: Option<(LeaseContext, LeaseId)>,
+    is_dir: bool,
+) -> (u8, Option<Vec<u8>>) {
+    let volatile = reach.file_id.volatile;
+    let Some((l, lid)) = lease else {
+        if is_dir || requested == oplock::NONE || requested == oplock::LEASE {
+            return (oplock::NONE, None);
+        }
+        let others = node.other_opens(|o, _| o == volatile);
+        return (node.oplocks.grant_oplock(volatile, reach, requested, others), None);
+    };
+    let mine = node.oplocks.lease_opens(lid);
+    // Stat opens without a lease of their own do not stop write caching.
+    let others = node.other_opens(|o, acc| {
+        o == volatile || mine.contains(&o) || (is_stat_open(acc.0 & !access::READ_CONTROL) && node.oplocks.lease_of(o).is_none())
+    });
+    let g = node.oplocks.grant_lease(volatile, reach, lid, l.state, l.v2, others);
+    if files.bind_lease(lid, key).is_err() {
+        tracing::debug!("lease key raced onto another file");
+    }
+    let mut flags = 0;
+    if g.breaking_to.is_some() {
+        flags |= lease_flags::BREAK_IN_PROGRESS;
+    }
+    if g.info.parent.is_some() {
+        flags |= lease_flags::PARENT_LEASE_KEY_SET;
+    }
+    // The answer has the lease's version, whatever version this request used.
+    let v2 = g.info.v2.then(|| (g.info.parent.unwrap_or([0; 16]), g.epoch));
+    (oplock::LEASE, Some(LeaseContext { key: g.key.1, state: g.state.0, flags, v2 }.encode()))
+}
+
+/// What a CREATE decided, for its response.
+struct Answer {
+    oplock_level: u8,
+    create_action: u32,
+    lease_ctx: Option<Vec<u8>>,
+}
+
+/// Encodes the CREATE response with the MxAc, QFid and lease contexts asked for.
+fn encode_response(
+    out: &mut Vec<u8>,
+    req: &CreateRequest<'_>,
+    tree: &Tree,
+    share_index: usize,
+    attrs: &braid_vfs::FileAttrs,
+    open: &Open,
+    a: Answer,
+) {
+    let info = file_info(attrs, open);
     let mut ctxs: Vec<(&[u8], Vec<u8>)> = Vec::new();
     if req.context(b"MxAc").is_some() {
         let mut d = Vec::with_capacity(8);
@@ -339,16 +414,16 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if req.context(b"QFid").is_some() {
         let mut d = vec![0u8; 32];
         d[..8].copy_from_slice(&attrs.file_id.to_le_bytes());
-        d[16..24].copy_from_slice(&(share.index as u64 + 1).to_le_bytes());
+        d[16..24].copy_from_slice(&(share_index as u64 + 1).to_le_bytes());
         ctxs.push((b"QFid", d));
     }
-    if let Some(d) = lease_ctx {
+    if let Some(d) = a.lease_ctx {
         ctxs.push((b"RqLs", d));
     }
     CreateResponse {
-        oplock_level,
+        oplock_level: a.oplock_level,
         flags: 0,
-        create_action,
+        create_action: a.create_action,
         creation_time: info.creation_time,
         last_access_time: info.last_access_time,
         last_write_time: info.last_write_time,
@@ -356,11 +431,10 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         allocation_size: info.allocation_size,
         end_of_file: info.end_of_file,
         file_attributes: info.wire_attributes(),
-        file_id: id,
+        file_id: open.id,
         contexts: encode_contexts(&ctxs),
     }
     .encode(out);
-    Ok(NtStatus::SUCCESS)
 }
 
 /// Opens a named pipe on IPC$ (srvsvc, wkssvc).
@@ -432,7 +506,7 @@ async fn claim_after_breaks(
     loop {
         let node = files.node(key);
         if !stat && step < 2 {
-            let conflict = node.would_conflict(granted, share_access);
+            let conflict = node.check_share(Access(granted), ShareMode(share_access)).is_err();
             let event = match step {
                 0 => Event::Open { truncate, spare_leases, share_conflict: conflict },
                 _ if conflict => Event::SharingViolation,
@@ -449,7 +523,7 @@ async fn claim_after_breaks(
             }
             continue;
         }
-        return node.claim(who.open, granted, share_access).map(|()| node);
+        return node.claim(who.open, Access(granted), ShareMode(share_access)).map(|()| node).map_err(state_status);
     }
 }
 

@@ -4,14 +4,16 @@
 
 use std::sync::Arc;
 
+use braid_filestate::StateError;
 use smb_wire::msg::lock::{flags, LockRequest};
 use smb_wire::msg::simple::encode_empty;
 use smb_wire::{dialect, NtStatus};
 
 use super::find_open;
-use crate::locks::{ByteLock, FileNode};
+use crate::locks::{unlock, ByteLock, FileNode};
 use crate::open::Open;
 use crate::request::{Ctx, HResult};
+use crate::status_map::state_status;
 use crate::sync::lock;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
@@ -46,7 +48,7 @@ async fn apply(cx: &mut Ctx<'_>, open: &Arc<Open>, node: &Arc<FileNode>, req: &L
             if l.flags != flags::UNLOCK {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
-            node.unlock(owner, l.offset, l.length)?;
+            unlock(node, owner, l.offset, l.length)?;
         }
         return Ok(());
     }
@@ -64,11 +66,15 @@ async fn apply(cx: &mut Ctx<'_>, open: &Arc<Open>, node: &Arc<FileNode>, req: &L
     let mut taken: Vec<ByteLock> = Vec::new();
     for l in &req.locks {
         let bl = ByteLock { open: owner, offset: l.offset, length: l.length, exclusive: l.flags & flags::EXCLUSIVE_LOCK != 0 };
-        let r = if l.flags & flags::FAIL_IMMEDIATELY != 0 { node.try_lock(bl) } else { wait_for_lock(cx, open, node, bl, out).await };
+        let r = if l.flags & flags::FAIL_IMMEDIATELY != 0 {
+            node.try_lock(bl).map_err(state_status)
+        } else {
+            wait_for_lock(cx, open, node, bl, out).await
+        };
         if let Err(st) = r {
             // All or nothing: undo what this request already took.
             for t in taken.iter().rev() {
-                let _ = node.unlock(owner, t.offset, t.length);
+                let _ = unlock(node, owner, t.offset, t.length);
             }
             return Err(st);
         }
@@ -77,7 +83,7 @@ async fn apply(cx: &mut Ctx<'_>, open: &Arc<Open>, node: &Arc<FileNode>, req: &L
     // A blocked lock may be granted just as its handle is closed; do not leave it behind.
     if !still_open(cx, open) {
         for t in &taken {
-            let _ = node.unlock(owner, t.offset, t.length);
+            let _ = unlock(node, owner, t.offset, t.length);
         }
         return Err(NtStatus::RANGE_NOT_LOCKED);
     }
@@ -106,8 +112,8 @@ async fn wait_for_lock(cx: &mut Ctx<'_>, open: &Arc<Open>, node: &Arc<FileNode>,
         }
         match node.try_lock(bl) {
             Ok(()) => break Ok(()),
-            Err(st) if st != NtStatus::LOCK_NOT_GRANTED => break Err(st),
-            Err(_) => {}
+            Err(StateError::LockConflict) => {}
+            Err(e) => break Err(state_status(e)),
         }
         if registered.is_none() {
             registered = Some(super::go_pending(cx, out, &cancel).await);

@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
+use braid_filestate::{Access, ShareMode};
 use braid_vfs::{SetTimes, SharePath};
 use smb_fscc::{filetime_to_system_time, parse_set_info, FsccError, SetInfo};
 use smb_wire::msg::create::{access, share as share_mode};
@@ -15,6 +16,7 @@ use smb_wire::NtStatus;
 use super::{blocking, find_open};
 use crate::open::{Open, OpenKind};
 use crate::request::{Ctx, HResult};
+use crate::status_map::state_status;
 use crate::sync::lock;
 
 fn fscc_status(e: FsccError) -> NtStatus {
@@ -236,7 +238,7 @@ async fn set_delete(
             return Err(NtStatus::ACCESS_DENIED);
         }
     }
-    node.delete_pending.store(delete, Ordering::Release);
+    node.set_delete_pending(delete);
     if !delete {
         open.delete_on_close.store(false, Ordering::Release);
     }
@@ -281,9 +283,7 @@ async fn rename(cx: &Ctx<'_>, open: &Open, replace: bool, root_directory: u64, n
         if let Ok(a) = blocking(move || b.stat(&p)).await {
             if let Some(node) = server.files.existing((share.index, a.file_id)) {
                 let add = if open.is_dir() { access::FILE_APPEND_DATA } else { access::FILE_WRITE_DATA };
-                let probe = server.new_file_id();
-                node.claim(probe, add | access::SYNCHRONIZE, share_mode::READ | share_mode::WRITE)?;
-                node.release(probe);
+                node.check_share(Access(add | access::SYNCHRONIZE), ShareMode(share_mode::READ | share_mode::WRITE)).map_err(state_status)?;
             }
         }
     }
