@@ -3,7 +3,9 @@
 import contextlib
 import os
 import random
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import smbclient as hl
@@ -150,11 +152,15 @@ def test_large_reads_racing_a_truncate(braid_server, scratch, mode):
     as zeros) or END_OF_FILE, every signature checks and every encrypted response opens, and
     once the file is still, READs return exactly its bytes."""
     name, path = scratch
+    _reads_racing_a_truncate(braid_server, name, path, mode)
+
+
+def _reads_racing_a_truncate(srv, name, path, mode):
     size = 4 * 1024 * 1024
     data = os.urandom(size)
     local = path / "shrinking.bin"
     local.write_bytes(data)
-    smb = Smb(braid_server, require_signing=mode != "plain", require_encryption=mode == "encrypted")
+    smb = Smb(srv, require_signing=mode != "plain", require_encryption=mode == "encrypted")
     f = smb.open(rf"{name}\shrinking.bin", access=A.GENERIC_READ, disposition=CreateDisposition.FILE_OPEN)
 
     def cut_and_restore(h):
@@ -185,6 +191,90 @@ def test_large_reads_racing_a_truncate(braid_server, scratch, mode):
     assert f.read(size - 2 * 1024 * 1024, 2 * 1024 * 1024) == data[-2 * 1024 * 1024:]
     f.close()
     smb.close()
+
+
+def _disk_dir():
+    """A directory on a disk file system (/var/tmp, or the temp dir), or None if both are
+    kept in memory."""
+    import tempfile
+    for base in ("/var/tmp", tempfile.gettempdir()):
+        if os.path.isdir(base) and os.access(base, os.W_OK):
+            fs = subprocess.run(["stat", "-f", "-c", "%T", base], capture_output=True, text=True).stdout.strip()
+            if fs not in ("tmpfs", "ramfs", ""):
+                return base
+    return None
+
+
+@pytest.fixture(scope="module")
+def disk_server():
+    """A Braid server whose data share lives on a disk file system (ext4, xfs, ...)."""
+    import secrets
+    import shutil
+    import tempfile
+    import harness
+    if os.environ.get("BRAID_TEST_TARGET", "braid").strip().lower() != "braid":
+        pytest.skip("Braid's own read paths")
+    base = _disk_dir()
+    if base is None:
+        pytest.skip("no disk file system to put a share on")
+    root = Path(tempfile.mkdtemp(prefix="braid-disk-test-", dir=base))
+    root.chmod(0o755)
+    users = {"alice": "A-" + secrets.token_urlsafe(12), "bob": "B-" + secrets.token_urlsafe(12)}
+    try:
+        srv = harness.start_braid(root, users, share_specs=[{"name": "data"}])
+    except Exception as e:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.fail(f"could not start braid on a disk share: {e}", pytrace=False)
+    yield srv
+    problem = harness.stop_braid(srv)
+    shutil.rmtree(root, ignore_errors=True)
+    assert not problem, f"braid (disk share) crashed: {problem}"
+
+
+def _read_chars(pid):
+    with open(f"/proc/{pid}/io") as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+
+@pytest.mark.parametrize("mode", ["plain", "encrypted"])
+def test_large_reads_of_cached_disk_files_are_sent_from_a_mapping(disk_server, mode):
+    """A large plain READ of a file on a disk file system whose pages are in the page cache
+    is sent from a mapping of the file, as for tmpfs, and an encrypted one sealed out of it:
+    the server's read system calls (its /proc rchar, which pread, sendfile and socket
+    receives count and a copy from a mapping does not) grow by far less than the bytes it
+    returns, and the bytes are the file's."""
+    share = disk_server.shares["data"]
+    data = os.urandom(8 * 1024 * 1024)
+    (share / f"cached-{mode}.bin").write_bytes(data)
+    smb = Smb(disk_server, require_signing=False, require_encryption=mode == "encrypted")
+    f = smb.open(rf"cached-{mode}.bin", access=A.GENERIC_READ, disposition=CreateDisposition.FILE_OPEN)
+    f.read(0, 4096)  # the open and its first READ out of the way
+    before = _read_chars(disk_server.proc.pid)
+    got = 0
+    for off in range(0, len(data), 1024 * 1024):
+        block = f.read(off, 1024 * 1024)
+        assert block == data[off:off + 1024 * 1024], f"read({off})"
+        got += len(block)
+    read_by_server = _read_chars(disk_server.proc.pid) - before
+    assert got == len(data)
+    assert read_by_server < got // 8, f"server read {read_by_server} bytes to send {got}"
+    f.close()
+    smb.close()
+
+
+@pytest.mark.parametrize("mode", ["plain", "signed", "encrypted"])
+def test_large_reads_of_a_disk_file_racing_a_truncate(disk_server, mode):
+    """As test_large_reads_racing_a_truncate, with the file on a disk file system: cached
+    ranges are sent (or sealed) from its mapping, and a cut under them answers as there."""
+    import secrets
+    name = "race_" + secrets.token_hex(3)
+    path = disk_server.shares["data"] / name
+    path.mkdir()
+    try:
+        _reads_racing_a_truncate(disk_server, name, path, mode)
+    finally:
+        import shutil
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.mark.parametrize("mode", ["plain", "signed", "encrypted"])

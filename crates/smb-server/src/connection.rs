@@ -292,8 +292,9 @@ impl Connection {
 
 /// Sends what is left of a mapped READ response after the mapping faulted, `done` bytes of
 /// head and data being out: the data is read the ordinary way, zeros past the new end of
-/// file, as a read racing the truncation could have returned. (Rare; memory files only, so
-/// the read does not block.)
+/// file, as a read racing the truncation could have returned. (Rare. The read does not wait
+/// for a disk: memory files are in memory, and a disk file's range was found cached before
+/// it was mapped, the part past the new end having no pages to read.)
 async fn finish_after_fault(
     w: &mut Writer,
     head: &[u8],

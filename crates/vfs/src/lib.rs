@@ -238,9 +238,11 @@ pub trait FastPaths: Send + Sync {
         false
     }
     /// Up to `len` bytes at `offset` as a range of a memory mapping that can be written to
-    /// a socket in one copy ([`MappedRange::write_after`]); the range ends at the end of
-    /// file. `None` when the backend does not map this file (not in memory, not readable,
-    /// too long a range, address-space budget spent): read it instead.
+    /// a socket in one copy ([`MappedRange::write_after`]) without waiting for a device: the
+    /// file is in memory, or the range's pages are all in the page cache now. The range ends
+    /// at the end of file. `None` when the backend does not map this range (pages not
+    /// cached, not readable, too long or too short a range, address-space budget spent):
+    /// read it instead, on a thread that may block.
     fn map_range(&self, _offset: u64, _len: usize) -> Option<Result<MappedRange>> {
         None
     }

@@ -332,7 +332,12 @@ impl LocalBackend {
 
     fn handle(&self, fd: OwnedFd, is_dir: bool, access: FdAccess, path: &SharePath, opts: OpenOptions) -> LocalHandle {
         let memory_backed = (opts.read || opts.write) && !is_dir && handle::is_memory_fs(&fd);
-        let windows = if memory_backed { crate::mapped::shared(fd.as_fd()) } else { Arc::default() };
+        // Memory files are mapped for most large transfers; files on disk only for cached
+        // READs, so they look their windows up when they first map one.
+        let windows = std::sync::OnceLock::new();
+        if memory_backed {
+            let _ = windows.set(crate::mapped::shared(fd.as_fd()));
+        }
         LocalHandle {
             fd,
             is_dir,

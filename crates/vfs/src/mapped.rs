@@ -1,8 +1,10 @@
-//! Shared mappings of files kept in memory (tmpfs, ramfs), so that a read's data goes from
+//! Shared mappings of files, so that a read's data goes from
 //! the page cache to a socket in one copy (`writev` straight from the mapping, instead of
 //! `pread` into a buffer and a second copy into the socket), and a spliced WRITE payload
 //! goes from its pipe into the page cache with `read` into the mapping, a plain copy,
 //! instead of the file system's write path, which costs about twice as much per page.
+//! Files kept in memory (tmpfs, ramfs) are mapped for both; files on disk only for reads
+//! whose pages [`MappedRange::resident`] finds in the page cache.
 //!
 //! Safety rests on two rules. Kernel copies (`writev`, `read`) get a mapping's bytes as raw
 //! addresses; if the file shrinks under the mapping, the copy fails with `EFAULT` (a fault
@@ -182,6 +184,13 @@ impl Windows {
     }
 }
 
+/// The system's page size (4 KiB where sysconf cannot tell).
+fn page_size() -> usize {
+    // SAFETY: sysconf reads a constant of the system; no memory is involved.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n).ok().filter(|n| n.is_power_of_two()).unwrap_or(4096)
+}
+
 /// File bytes to be sent from a mapping; keeps its window mapped while it lives.
 #[derive(Debug)]
 pub struct MappedRange {
@@ -254,6 +263,33 @@ impl MappedRange {
         // to it exists, and `src` is ordinary memory that cannot overlap it.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), (w.addr + self.at) as *mut u8, self.len) };
         Some(())
+    }
+
+    /// Whether every page of the range is in the page cache now (`mincore`), so that a copy
+    /// from it waits for no disk read (unless the pages are evicted before the copy). An
+    /// empty range is; one the kernel will not tell about (`mincore` refused, or limited to
+    /// this process's page tables for a file it neither owns nor may write) may answer "no".
+    pub fn resident(&self) -> bool {
+        let Some(w) = self.window.as_ref().filter(|_| self.len > 0) else {
+            return true;
+        };
+        let page = page_size();
+        let end = w.addr + self.at + self.len;
+        // Windows are page-aligned (mmap), so this start lies inside the window too.
+        let mut p = (w.addr + self.at) & !(page - 1);
+        let mut vec = [0u8; 512];
+        while p < end {
+            let pages = (end - p).div_ceil(page).min(vec.len());
+            // SAFETY: `p .. p + pages * page` lies inside the live mapping `w` (the range
+            // ends inside it, and the window's length is a multiple of the page size);
+            // mincore only writes `pages` bytes into `vec`.
+            let r = unsafe { libc::mincore(p as *mut libc::c_void, pages * page, vec.as_mut_ptr()) };
+            if r != 0 || vec[..pages].iter().any(|b| b & 1 == 0) {
+                return false;
+            }
+            p += pages * page;
+        }
+        true
     }
 
     /// One `writev` to the (non-blocking) socket `sock` of what is left of `head` followed

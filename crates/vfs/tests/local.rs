@@ -322,3 +322,55 @@ fn read_at_nowait_on_a_disk_file_system_is_exact_or_declines() {
     check_nowait(&dir, false);
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// A directory on a disk file system (the temp dir, else /var/tmp), or `None` if both are
+/// kept in memory.
+fn disk_dir(tag: &str) -> Option<PathBuf> {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    [std::env::temp_dir(), PathBuf::from("/var/tmp")].into_iter().find_map(|base| {
+        #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+        let t = rustix::fs::statfs(&base).ok()?.f_type as i64;
+        (t != TMPFS_MAGIC && t != RAMFS_MAGIC).then(|| base.join(format!("braid-vfs-{tag}-{}", std::process::id())))
+    })
+}
+
+/// A file on disk is mapped for a READ only while its pages are in the page cache: evicted,
+/// the range is declined (the caller reads it the ordinary way); cached again, the range
+/// holds the file's bytes, and after a cut the pages past the new end read as zeros.
+#[test]
+fn map_range_on_a_disk_file_system_serves_cached_pages_only() {
+    let Some(dir) = disk_dir("mapped") else { return };
+    let share = dir.join("share");
+    fs::create_dir_all(&share).unwrap();
+    let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 253) as u8).collect();
+    fs::write(share.join("f.bin"), &data).unwrap();
+    fs::File::open(share.join("f.bin")).unwrap().sync_all().unwrap();
+    let b = LocalBackend::new(&share, false).unwrap();
+    let h = open(&b, "f.bin", read_only_opts()).unwrap();
+    let fast = h.fast_paths().unwrap();
+    assert!(!fast.in_memory());
+    // Clean pages that nothing maps are dropped from the page cache.
+    let f = fs::File::open(share.join("f.bin")).unwrap();
+    rustix::fs::fadvise(&f, 0, 0, rustix::fs::Advice::DontNeed).unwrap();
+    assert!(fast.map_range(1 << 20, 1 << 20).is_none(), "evicted pages are not mapped");
+    let mut all = vec![0u8; data.len()];
+    assert_eq!(h.read_at(&mut all, 0).unwrap(), data.len());
+    let m = fast.map_range(1 << 20, 1 << 20).expect("cached pages are mapped").unwrap();
+    assert_eq!((m.offset(), m.len()), (1 << 20, 1 << 20));
+    assert_eq!(m.with_bytes(<[u8]>::to_vec).unwrap(), &data[1 << 20..2 << 20]);
+    // Small reads stay on the ordinary path; a range past the end is empty.
+    assert!(fast.map_range(0, 4096).is_none());
+    assert!(fast.map_range(8 << 20, 1 << 20).unwrap().unwrap().is_empty());
+    // Cut under the range: the first page still holds the file's bytes, the rest zeros.
+    fs::OpenOptions::new().write(true).open(share.join("f.bin")).unwrap().set_len((1 << 20) + 4096).unwrap();
+    let got = m.with_bytes(<[u8]>::to_vec).unwrap();
+    assert_eq!(&got[..4096], &data[1 << 20..(1 << 20) + 4096]);
+    assert!(got[4096..].iter().all(|&b| b == 0));
+    // A later range comes from a fresh window and ends at the new end of file.
+    let again = fast.map_range(1 << 20, 1 << 20).expect("still cached").unwrap();
+    assert_eq!(again.len(), 4096);
+    assert_eq!(again.with_bytes(<[u8]>::to_vec).unwrap(), &data[1 << 20..(1 << 20) + 4096]);
+    drop((m, again, h));
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -38,9 +38,10 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if !node.io_allowed(open.id.volatile, req.offset, u64::from(req.length), false) {
         return Err(NtStatus::FILE_LOCK_CONFLICT);
     }
-    // Large reads of memory-backed files outside compounds and without signing are written
-    // to the socket from a mapping of the file: one copy, where pread and send make two, and
-    // no hand-off to the blocking pool (medium ones only while the writer is free).
+    // Large reads of memory-backed files, and of files on disk whose range is in the page
+    // cache (`FastPaths::map_range` checks), outside compounds and without signing are
+    // written to the socket from a mapping of the file: one copy, where pread and send make
+    // two, and no hand-off to the blocking pool (medium ones only while the writer is free).
     // Encrypted ones are sealed straight out of the mapping (`pipeline::seal_with_mapped`):
     // the cipher's pass replaces the pread copy.
     let sealed = req.length as usize >= MAP_MIN && cx.may_seal_tail();

@@ -45,9 +45,10 @@ pub struct LocalHandle {
     /// Set once a change time was set through this handle: like Windows (MS-FSA
     /// 2.1.5.14.2, Open.UserSetChangeTime), later changes through it keep that time.
     pub(crate) sticky_ctime: std::sync::atomic::AtomicBool,
-    /// Mappings of a memory-backed file, for [`FileHandle::map_range`], shared with the
-    /// file's other handles, and the few this handle used last (`Windows::range_through`).
-    pub(crate) windows: Arc<crate::mapped::Windows>,
+    /// Mappings of the file, for [`FastPaths::map_range`], shared with the file's other
+    /// handles (set at open for memory files, at the first mapping for others), and the few
+    /// this handle used last (`Windows::range_through`).
+    pub(crate) windows: std::sync::OnceLock<Arc<crate::mapped::Windows>>,
     pub(crate) recent_windows: crate::mapped::Windows,
 }
 
@@ -86,9 +87,12 @@ impl LocalHandle {
         self.is_dir
     }
 
-    /// A range of the file from its mapped windows (see `Windows::range_through`).
+    /// A range of the file from its mapped windows (see `Windows::range_through`). Only
+    /// memory files get writable windows: files on disk are mapped for reading alone.
     fn window_range(&self, offset: u64, len: usize, writable: bool) -> Option<MappedRange> {
-        self.recent_windows.range_through(&self.windows, self.fd.as_fd(), offset, len, writable, self.access == FdAccess::ReadWrite)
+        let shared = self.windows.get_or_init(|| crate::mapped::shared(self.fd.as_fd()));
+        let rw = self.memory_backed && self.access == FdAccess::ReadWrite;
+        self.recent_windows.range_through(shared, self.fd.as_fd(), offset, len, writable, rw)
     }
 
     /// A writable mapped range for a write of `len` bytes at `offset`, when the file is in
@@ -164,7 +168,9 @@ impl LocalHandle {
         if buf.len() < MAPPED_READ_MIN {
             return Ok(None);
         }
-        // `map_range` answers `None` for files not in memory.
+        if !self.memory_backed {
+            return Ok(None);
+        }
         let Some(m) = self.map_range(offset, buf.len()) else { return Ok(None) };
         let m = m?;
         Ok(m.with_bytes(|b| {
@@ -267,6 +273,10 @@ const MAPPED_WRITE_MIN: usize = 64 << 10;
 /// window's bookkeeping costs about what pread's per-page path does.
 const MAPPED_READ_MIN: usize = 64 << 10;
 
+/// Smallest READ of a file on disk served from a mapping (`map_range`): below it the
+/// residency check and the window's bookkeeping cost about what the copy saves.
+const MAPPED_CACHED_READ_MIN: usize = 64 << 10;
+
 impl FastPaths for LocalHandle {
     fn in_memory(&self) -> bool {
         self.memory_backed
@@ -337,7 +347,10 @@ impl FastPaths for LocalHandle {
     }
 
     fn map_range(&self, offset: u64, len: usize) -> Option<Result<MappedRange>> {
-        if !self.memory_backed || self.is_dir || !self.allow_read || self.access == FdAccess::PathOnly {
+        if self.is_dir || !self.allow_read || self.access == FdAccess::PathOnly {
+            return None;
+        }
+        if !self.memory_backed && len < MAPPED_CACHED_READ_MIN {
             return None;
         }
         let size = match self.size() {
@@ -348,7 +361,14 @@ impl FastPaths for LocalHandle {
         if avail == 0 {
             return Some(Ok(MappedRange::empty()));
         }
-        self.window_range(offset, avail as usize, false).map(Ok)
+        let m = self.window_range(offset, avail as usize, false)?;
+        // A file on disk is sent from its mapping only while its pages are all in the page
+        // cache: the caller copies from the mapping on an async worker, which must not wait
+        // for the disk. Otherwise it reads the ordinary way, on a thread that may block.
+        if !self.memory_backed && !m.resident() {
+            return None;
+        }
+        Some(Ok(m))
     }
 }
 
