@@ -2,7 +2,8 @@
 # install-deps.sh - make sure everything the test suite needs is installed (idempotent, quiet
 # unless it installs something).  Debian/Ubuntu: apt for the Samba tools, pip for Python packages.
 #   smbclient (smbclient), smbd/pdbedit/smbpasswd (samba; the reference peer),
-#   smbtorture (samba-testsuite), python3 + pip, Python: smbprotocol, pytest; Rust: cargo (checked only).
+#   smbtorture (samba-testsuite), python3 + pip, Python: smbprotocol, pytest; Rust: cargo (checked
+#   only), the nightly toolchain (rustup) and cargo-fuzz (cargo install) for the fuzz stage.
 # Works non-interactively (CI, no stdin) as root, or via passwordless sudo.
 set -uo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -58,5 +59,18 @@ if ! command -v cargo >/dev/null; then
   echo "install-deps: Rust toolchain (cargo) not found. Install it from https://rustup.rs" \
        "(curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y), then re-run." >&2
   exit 1
+fi
+
+# The fuzz targets (fuzz/) build with cargo-fuzz, which needs nightly for its sanitizer flags.
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  command -v rustup >/dev/null || { echo "install-deps: no nightly toolchain and no rustup to install it" >&2; exit 1; }
+  echo "install-deps: rustup toolchain install nightly"
+  rustup toolchain install nightly --profile minimal </dev/null >/tmp/install-deps-nightly.log 2>&1 ||
+    { tail -n 20 /tmp/install-deps-nightly.log >&2; echo "install-deps: rustup failed" >&2; exit 1; }
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "install-deps: cargo install cargo-fuzz --locked"
+  cargo install cargo-fuzz --locked </dev/null >/tmp/install-deps-cargo-fuzz.log 2>&1 ||
+    { tail -n 20 /tmp/install-deps-cargo-fuzz.log >&2; echo "install-deps: cargo install cargo-fuzz failed" >&2; exit 1; }
 fi
 exit 0

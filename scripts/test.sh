@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# test.sh - THE test command: dependencies, build, Rust tests, interop tests, smbtorture regressions.
+# test.sh - THE test command: dependencies, rustfmt, build, clippy, Rust tests, interop tests,
+# a short run of every fuzz target, smbtorture regressions.
 #
 # usage: scripts/test.sh        (from anywhere; CI runs it via .ci/run)
 # env:   SKIP_TORTURE=1         skip the smbtorture stage
+#        SKIP_FUZZ=1            skip the fuzz stage
+#        FUZZ_SECONDS=N         how long each fuzz target runs (default 15)
 #        BRAID_TEST_TARGET=samba   run the pytest stage against the Samba peer instead of braid
 #        PYTEST_ARGS="..."      extra pytest arguments (e.g. "-x -k smbclient")
 # Logs of every stage: target/test-logs/.  Last line: "N passed, N failed" (cargo test + pytest +
-# smbtorture regression check); exit status non-zero if anything failed.
+# one check each for rustfmt, clippy and every fuzz target + smbtorture regression check); exit
+# status non-zero if anything failed.
 set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO" || exit 1
@@ -31,12 +35,28 @@ fi
 # Stale smbtorture DROP rules (from a run killed earlier on this machine) hang loopback connects.
 bash interop/iptables-clean.sh
 
+stage "cargo fmt --all --check"
+if cargo fmt --all --check </dev/null >"$LOGS/fmt.log" 2>&1; then
+  echo "rustfmt: clean"; P=$((P+1))
+else
+  echo "rustfmt FAILED (run cargo fmt --all; log: $LOGS/fmt.log)"; grep '^Diff in' "$LOGS/fmt.log" | head -n 20
+  F=$((F+1))
+fi
+
 stage "cargo build --release --workspace"
 build_ok=1
 cargo build --release --workspace </dev/null 2>&1 | tee "$LOGS/cargo-build.log" | grep -E '^(error|warning: unused)|Finished' | tail -n 20
 if [[ ${PIPESTATUS[0]} -ne 0 ]]; then
   echo "cargo build FAILED (log: $LOGS/cargo-build.log)"; tail -n 30 "$LOGS/cargo-build.log"
   build_ok=0; F=$((F+1))
+fi
+
+stage "cargo clippy --workspace --all-targets -- -D warnings"
+if cargo clippy --workspace --all-targets -- -D warnings </dev/null >"$LOGS/clippy.log" 2>&1; then
+  echo "clippy: clean"; P=$((P+1))
+else
+  echo "clippy FAILED (log: $LOGS/clippy.log)"; grep -A6 -E '^error' "$LOGS/clippy.log" | head -n 40
+  F=$((F+1))
 fi
 
 stage "cargo test --workspace --release"
@@ -68,6 +88,20 @@ if [[ $build_ok == 1 || "${BRAID_TEST_TARGET:-braid}" == samba ]]; then
   P=$((P+cp)); F=$((F+cf))
 else
   echo "skipped: no braid binary (build failed)"; F=$((F+1))
+fi
+
+# Every fuzz target (fuzz/, its own cargo project, built by cargo-fuzz with the nightly
+# toolchain) runs for FUZZ_SECONDS from its corpus in fuzz/corpus/T (git-ignored; libFuzzer
+# adds what it finds); each counts as one check. A crash input is saved in fuzz/artifacts/T/.
+stage "fuzz: every target for ${FUZZ_SECONDS:-15}s"
+if [[ "${SKIP_FUZZ:-0}" == 1 ]]; then
+  echo "skipped (SKIP_FUZZ=1)"
+else
+  bash scripts/fuzz-all.sh "${FUZZ_SECONDS:-15}" </dev/null 2>&1 | tee "$LOGS/fuzz.log"
+  rc=${PIPESTATUS[0]}
+  count_line "$(grep -E '^fuzz: [0-9]+ passed, [0-9]+ failed$' "$LOGS/fuzz.log" | tail -n 1)"
+  [[ $rc -ne 0 && $cf -eq 0 ]] && cf=1
+  P=$((P+cp)); F=$((F+cf))
 fi
 
 stage "smbtorture regression check"
