@@ -15,7 +15,7 @@ use super::{blocking, file_info};
 use crate::locks::{is_stat_open, FileKey, FileNode, FileTable};
 use crate::open::{DirCursor, Open, OpenKind};
 use crate::oplocks::{Event, LeaseId, Owner, Reach, Requester};
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 use crate::server::Share;
 use crate::session::Session;
 use crate::status_map::state_status;
@@ -115,7 +115,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     let answer = Answer { oplock_level, create_action, lease_ctx };
     encode_response(out, &req, &tree, share.index, &attrs, &open, answer);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }
 
 /// The checks of a CREATE that come before its name is looked at (MS-SMB2 3.3.5.9):
@@ -478,7 +478,7 @@ fn open_pipe(cx: &mut Ctx<'_>, req: &CreateRequest<'_>, granted: u32, out: &mut 
         contexts: Vec::new(),
     }
     .encode(out);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }
 
 /// Breaks what the new open conflicts with, waits for the acknowledgments, then checks

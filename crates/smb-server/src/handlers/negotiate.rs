@@ -13,7 +13,7 @@ use smb_wire::{dialect, Command, Header, MessageId, NtStatus, SessionId, TreeId}
 
 use crate::config::{EncryptionMode, ServerConfig};
 use crate::connection::{Connection, Negotiated};
-use crate::request::{Ctx, HResult, PreauthTarget};
+use crate::request::{Ctx, HResult, PreauthTarget, Reply};
 use crate::sync::lock;
 
 /// Dialects served, lowest first.
@@ -68,12 +68,13 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         server_capabilities: capabilities,
         server_security_mode: security_mode,
     });
+    let mut reply = Reply::success();
     if chosen == dialect::SMB311 {
         lock(&cx.conn.preauth).update(cx.msg());
-        cx.preauth_response = Some(PreauthTarget::Connection);
+        reply.preauth = Some(PreauthTarget::Connection);
     }
     tracing::debug!(conn = cx.conn.id, dialect = format!("{chosen:#06x}"), ?cipher, ?signing, "negotiated");
-    Ok(NtStatus::SUCCESS)
+    Ok(reply)
 }
 
 /// What a NEGOTIATE settles besides the dialect.

@@ -13,7 +13,7 @@ use braid_vfs::FileHandle;
 use super::find_open;
 use crate::locks::FileNode;
 use crate::open::{Open, OpenKind};
-use crate::request::{Ctx, FileTail, HResult, Tail};
+use crate::request::{Ctx, FileTail, HResult, Reply, Tail};
 use crate::sync::lock;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
@@ -38,7 +38,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     // Whether the response may carry file bytes it does not hold (a mapped or sendfile tail).
     let tail_ok = cx.may_send_tail();
     if sealed || len_ok_for_mapping(req.length, || cx.conn.writer_busy()) && tail_ok {
-        if let Some(done) = send_mapped(cx, out, &req, &open, handle) {
+        if let Some(done) = send_mapped(out, &req, &open, handle) {
             return done;
         }
     }
@@ -58,7 +58,7 @@ fn read_pipe(pipe: &std::sync::Mutex<dcerpc::Pipe>, req: &ReadRequest, out: &mut
     }
     encode_response_prefix(out, u32::try_from(data.len()).unwrap_or(0));
     out.extend_from_slice(&data);
-    Ok(if more { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS })
+    Ok(Reply::new(if more { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS }))
 }
 
 /// Access, offset range and byte-range locks allow this READ of a file.
@@ -77,7 +77,7 @@ fn check_file_read(open: &Open, node: &FileNode, req: &ReadRequest) -> Result<()
 
 /// Answers from a mapping of the file's range when the file offers one (in memory, or in
 /// the page cache); `None` sends the READ down the other paths.
-fn send_mapped(cx: &mut Ctx<'_>, out: &mut Vec<u8>, req: &ReadRequest, open: &Open, handle: &Arc<dyn FileHandle>) -> Option<HResult> {
+fn send_mapped(out: &mut Vec<u8>, req: &ReadRequest, open: &Open, handle: &Arc<dyn FileHandle>) -> Option<HResult> {
     let r = handle.fast_paths().and_then(|f| f.map_range(req.offset, req.length as usize))?;
     let m = match r {
         Ok(m) => m,
@@ -88,8 +88,7 @@ fn send_mapped(cx: &mut Ctx<'_>, out: &mut Vec<u8>, req: &ReadRequest, open: &Op
     }
     encode_response_prefix(out, u32::try_from(m.len()).unwrap_or(0));
     open.position.store(req.offset.saturating_add(m.len() as u64), Ordering::Relaxed);
-    cx.tail = Some(Tail::Mapped(m, handle.clone()));
-    Some(Ok(NtStatus::SUCCESS))
+    Some(Ok(Reply { tail: Some(Tail::Mapped(m, handle.clone())), ..Reply::success() }))
 }
 
 /// Answers with a sendfile tail: the response carries the prefix, the writer sends the range.
@@ -102,9 +101,8 @@ async fn send_file(cx: &mut Ctx<'_>, out: &mut Vec<u8>, req: &ReadRequest, open:
     }
     let n = usize::try_from(avail).unwrap_or(0);
     encode_response_prefix(out, u32::try_from(n).unwrap_or(0));
-    cx.tail = Some(Tail::File(FileTail { handle: handle.clone(), offset: req.offset, len: n }));
     open.position.store(req.offset.saturating_add(avail), Ordering::Relaxed);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply { tail: Some(Tail::File(FileTail { handle: handle.clone(), offset: req.offset, len: n })), ..Reply::success() })
 }
 
 /// Reads directly after the response prefix: the buffer travels to the blocking thread and
@@ -153,7 +151,7 @@ async fn read_into_response(
     out[prefix_at + 4..prefix_at + 8].copy_from_slice(&u32::try_from(n).unwrap_or(0).to_le_bytes());
     // FilePositionInformation follows the last synchronous transfer on the open.
     open.position.store(req.offset.saturating_add(n as u64), Ordering::Relaxed);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }
 
 /// Makes `buf` (the data read at `data_at`) the response: what `out` holds goes in front of

@@ -15,7 +15,7 @@ use smb_wire::NtStatus;
 
 use super::{blocking, find_open};
 use crate::open::{Open, OpenKind};
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 use crate::status_map::state_status;
 use crate::sync::lock;
 
@@ -47,7 +47,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         info_type::SECURITY => {
             set_security(&open, req.additional_information, req.buffer).await?;
             encode_set_info_response(out);
-            return Ok(NtStatus::SUCCESS);
+            return Ok(Reply::success());
         }
         info_type::FILESYSTEM | info_type::QUOTA => return Err(NtStatus::NOT_SUPPORTED),
         _ => return Err(NtStatus::INVALID_PARAMETER),
@@ -65,7 +65,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     check_for_kind(&info, *is_dir)?;
     set_file_info(cx, &open, info).await?;
     encode_set_info_response(out);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }
 
 /// The access a file information class needs on the open, and whether the share must be

@@ -11,7 +11,7 @@ use smb_wire::NtStatus;
 
 use super::{find_open, rpc_context};
 use crate::open::OpenKind;
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 use crate::server::ServerState;
 use crate::splice::Payload;
 use crate::sync::lock;
@@ -121,7 +121,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     // FilePositionInformation follows the last synchronous transfer on the open.
     open.position.store(off.saturating_add(n as u64), std::sync::atomic::Ordering::Relaxed);
     encode_response(out, u32::try_from(n).unwrap_or(0));
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }
 
 /// A pipe WRITE on IPC$: the bytes go to the RPC server behind the pipe.
@@ -141,5 +141,5 @@ fn write_pipe(server: &ServerState, pipe: &Mutex<dcerpc::Pipe>, data: Data, out:
         NtStatus::INVALID_PARAMETER
     })?;
     encode_response(out, u32::try_from(len).unwrap_or(0));
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }
