@@ -325,3 +325,32 @@ async fn rename(cx: &Ctx<'_>, open: &Open, replace: bool, root_directory: u64, n
     *lock(&open.path) = to;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn basic(attributes: u32) -> SetInfo {
+        SetInfo::Basic { creation_time: 0, last_access_time: 0, last_write_time: 0, change_time: 0, attributes }
+    }
+
+    #[test]
+    fn each_class_asks_for_its_access() {
+        assert_eq!(required_access(&basic(0)), Ok(Some((access::FILE_WRITE_ATTRIBUTES, true))));
+        assert_eq!(required_access(&SetInfo::EndOfFile { end_of_file: 1 }), Ok(Some((access::FILE_WRITE_DATA, true))));
+        assert_eq!(required_access(&SetInfo::ValidDataLength { valid_data_length: 1 }), Ok(Some((access::FILE_WRITE_DATA, false))));
+        // Disposition checks DELETE itself; position and mode need nothing.
+        assert_eq!(required_access(&SetInfo::Disposition { delete_pending: true }), Ok(None));
+        assert_eq!(required_access(&SetInfo::Position { current_byte_offset: 0 }), Ok(None));
+    }
+
+    #[test]
+    fn sizes_refuse_directories_and_attributes_must_fit_the_kind() {
+        assert_eq!(check_for_kind(&SetInfo::EndOfFile { end_of_file: 0 }, true), Err(NtStatus::INVALID_PARAMETER));
+        assert_eq!(check_for_kind(&SetInfo::Allocation { allocation_size: 0 }, false), Ok(()));
+        assert_eq!(check_for_kind(&basic(smb_fscc::FILE_ATTRIBUTE_DIRECTORY), false), Err(NtStatus::INVALID_PARAMETER));
+        assert_eq!(check_for_kind(&basic(smb_fscc::FILE_ATTRIBUTE_DIRECTORY), true), Ok(()));
+        assert_eq!(check_for_kind(&basic(smb_fscc::FILE_ATTRIBUTE_TEMPORARY), true), Err(NtStatus::INVALID_PARAMETER));
+        assert_eq!(check_for_kind(&basic(smb_fscc::FILE_ATTRIBUTE_TEMPORARY), false), Ok(()));
+    }
+}
