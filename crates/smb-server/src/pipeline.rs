@@ -413,7 +413,7 @@ fn finish_response(
     let signer = session_now.as_ref().and_then(|s| conn.channels.get(s.id)).flatten().or(req_signer);
     let sign = signer.is_some()
         && (reply.force_sign || hdr.is_signed() || session_now.as_ref().and_then(|s| s.security.get()).is_some_and(|s| s.signing_required));
-    let file = cx.file_id_out.or(cx.related_file);
+    let file = reply.file_id.or(cx.file_id_out).or(cx.related_file);
     // A TREE_CONNECT's new tree serves the related requests after it.
     let tree_now = cx.tree.clone().or_else(|| reply.tree_id.and_then(|id| session_now.as_ref().and_then(|s| s.tree(id))));
     // The session is kept with the response: LOGOFF removes it from the table before the

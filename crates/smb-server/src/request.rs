@@ -45,8 +45,8 @@ pub struct Ctx<'a> {
     /// Set by SESSION_SETUP to put a new session id in the response header; on the context
     /// rather than in the [`Reply`] because error responses carry it too.
     pub resp_session_id: Option<SessionId>,
-    /// Set by handlers that produce or use a FileId (for related compounds); on the context
-    /// because the next related request uses the handle even when this one fails.
+    /// The FileId of the open a handler used ([`find_open`]), for related compounds; on the
+    /// context because the next related request uses the handle even when this one fails.
     pub file_id_out: Option<FileId>,
     /// Set when the request went async (interim response already sent).
     pub async_id: Option<u64>,
@@ -126,6 +126,8 @@ pub struct Reply {
     pub status: NtStatus,
     /// A new tree id for the response header (TREE_CONNECT).
     pub tree_id: Option<u32>,
+    /// The FileId of an open the handler created (CREATE), for related compounds.
+    pub file_id: Option<FileId>,
     /// The response must be signed even if the request was not (final SESSION_SETUP).
     pub force_sign: bool,
     /// Hash the final response bytes into this preauth chain (3.1.1 NEGOTIATE and
@@ -138,7 +140,7 @@ pub struct Reply {
 impl Reply {
     /// A response with `status` and no header facts.
     pub fn new(status: NtStatus) -> Reply {
-        Reply { status, tree_id: None, force_sign: false, preauth: None, tail: None }
+        Reply { status, tree_id: None, file_id: None, force_sign: false, preauth: None, tail: None }
     }
 
     /// STATUS_SUCCESS with no header facts.
