@@ -128,8 +128,107 @@ def test_no_cycle_through_handlers_or_pipeline():
         raise AssertionError(f"module cycles:\n{msg}\nstrongly connected groups: {left}")
 
 
+
+# --- Function length --------------------------------------------------------------------
+# No non-test function in crates/*/src runs past this many lines (its `fn` line to its
+# closing brace): a longer one is split into named steps.
+MAX_FN_LINES = 90
+CRATES = Path(__file__).resolve().parent.parent / "crates"
+
+
+def blank_literals(text: str) -> str:
+    """Comments, strings and char literals replaced by spaces (newlines kept), so that
+    braces inside them do not count and line numbers stay put."""
+
+    def blank(m: re.Match) -> str:
+        return re.sub(r"[^\n]", " ", m.group(0))
+
+    pattern = re.compile(
+        r'//[^\n]*|/\*.*?\*/|b?r(#*)".*?"\1|b?"(?:\\.|[^"\\])*"'
+        r"|b?'(?:\\.|[^'\\\n])'",
+        flags=re.S,
+    )
+    return pattern.sub(blank, text)
+
+
+def block_end(text: str, open_at: int) -> int:
+    """The offset of the brace closing the one at `open_at`."""
+    depth = 0
+    for i in range(open_at, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(text) - 1
+
+
+def cfg_test_files(path: Path, text: str) -> set[Path]:
+    """Files of `#[cfg(test)] mod x;` declarations in this file."""
+    base = path.parent if path.stem in ("lib", "main", "mod") else path.parent / path.stem
+    out = set()
+    for name in re.findall(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", text):
+        out |= {base / f"{name}.rs", base / name / "mod.rs"}
+    return out
+
+
+def long_functions(root: Path | None = None, limit: int = MAX_FN_LINES) -> list[str]:
+    """`file:line name (n lines)` for every non-test function longer than `limit` lines."""
+    root = root or CRATES
+    files = sorted(root.glob("*/src/**/*.rs"))
+    skipped: set[Path] = set()
+    texts = {}
+    for f in files:
+        texts[f] = blank_literals(f.read_text())
+        skipped |= cfg_test_files(f, texts[f])
+    found = []
+    for f in files:
+        if f in skipped or "tests" in f.relative_to(root).parts[2:-1]:
+            continue
+        text = texts[f]
+        # Inline `#[cfg(test)] mod x { ... }` blocks are blanked out.
+        for m in re.finditer(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{", text):
+            end = block_end(text, m.end() - 1)
+            hidden = re.sub(r"[^\n]", " ", text[m.start() : end + 1])
+            text = text[: m.start()] + hidden + text[end + 1 :]
+        for m in re.finditer(r"\bfn\s+(\w+)", text):
+            body = re.compile(r"[{;]").search(text, m.end())
+            if body is None or body.group(0) == ";":
+                continue
+            end = block_end(text, body.start())
+            first = text.count("\n", 0, m.start()) + 1
+            last = text.count("\n", 0, end) + 1
+            if last - first + 1 > limit:
+                rel = f.relative_to(root)
+                found.append(f"{rel}:{first} {m.group(1)} ({last - first + 1} lines)")
+    return found
+
+
+def test_length_scan_measures_from_fn_to_its_brace():
+    src = "fn a() {\n    let s = \"}\";\n    if x { '{' }\n}\n" + "fn b();\n"
+    assert blank_literals(src).count("{") == 2
+    text = blank_literals(src)
+    assert block_end(text, text.index("{")) == text.rindex("}")
+
+
+def test_no_function_over_the_length_limit(tmp_path):
+    # The scan itself: a 3-line limit catches a 4-line function and skips a test module.
+    crate = tmp_path / "c" / "src"
+    crate.mkdir(parents=True)
+    (crate / "lib.rs").write_text(
+        "fn long() {\n    a();\n    b();\n}\n#[cfg(test)]\nmod tests {\n"
+        "    fn t() {\n        a();\n        b();\n    }\n}\n"
+    )
+    assert long_functions(tmp_path, limit=3) == ["c/src/lib.rs:1 long (4 lines)"]
+    found = long_functions()
+    assert not found, "functions over %d lines:\n%s" % (MAX_FN_LINES, "\n".join(found))
+
+
 if __name__ == "__main__":
     gr = graph()
     for mod in sorted(gr):
         print(f"{mod} -> {', '.join(sorted(gr[mod])) or '-'}")
     print("cycles left:", strongly_connected(gr))
+    for line in long_functions(limit=80):
+        print(line)

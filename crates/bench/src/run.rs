@@ -174,55 +174,13 @@ async fn run_io<S: Session>(channels: &[S], wl: &Workload, name: &str, bar: &Pro
     }
     prepare(&channels[0], wl, bar).await?;
     let layout = Layout { block_size: wl.block_size, blocks_per_file: wl.file_size / wl.block_size, files: u64::from(wl.files) };
-    let total = layout.total_blocks();
-    let mode = if wl.write_pct == 0 && !wl.verify { OpenMode::Read } else { OpenMode::ReadWrite };
-
-    // Handles per thread, opened on the thread's channel (threads spread round-robin), and
-    // each handle as seen through every channel: a slot sends its successive requests over
-    // the channels in turn, as SMB 3 multichannel clients spread requests, so even one
-    // thread with one request in flight uses every channel.
-    let mut handles = Vec::new();
-    let mut views = Vec::new();
-    for t in 0..wl.threads {
-        let ch = &channels[t as usize % channels.len()];
-        let mut files = Vec::new();
-        for i in 0..wl.files {
-            files.push(ch.open(&file_path(wl, i), mode).await?);
-        }
-        let per_channel: Vec<Arc<Vec<S::File>>> = channels.iter().map(|c| Arc::new(files.iter().map(|f| c.adopt(f)).collect())).collect();
-        views.push(Arc::new(per_channel));
-        handles.push(files);
-    }
+    let (handles, views) = open_handles(channels, wl).await?;
 
     let live = Arc::new(Live::default());
-    let slots = u64::from(wl.threads) * u64::from(wl.queue_depth);
     bar.set_message(format!("{name}: starting"));
     let win = Window::new(wl);
     let ticker = spawn_ticker(bar.clone(), live.clone(), win, name.to_string());
-    let mut set = JoinSet::new();
-    for t in 0..wl.threads {
-        let shared = Arc::new(Mutex::new(OffsetGen::new(
-            Stripe::all(total),
-            wl.random,
-            seed_for(wl.randrepeat, u64::from(t)),
-            u64::from(t) * total / u64::from(wl.threads),
-        )));
-        for q in 0..wl.queue_depth {
-            let k = u64::from(t) * u64::from(wl.queue_depth) + u64::from(q);
-            let source = if wl.verify {
-                let stripe = Stripe::nth_of(k, slots, total);
-                Source::Own {
-                    gen: Box::new(OffsetGen::new(stripe, wl.random, seed_for(wl.randrepeat, k), 0)),
-                    stripe,
-                    gens: vec![0; stripe.count as usize],
-                }
-            } else {
-                Source::Shared(shared.clone())
-            };
-            let first_channel = k as usize % channels.len();
-            set.spawn(worker(views[t as usize].clone(), first_channel, source, layout, wl.clone(), win, live.clone()));
-        }
-    }
+    let mut set = spawn_workers(&views, layout, wl, win, &live);
 
     // CPU time of the measured window only: sample when warm-up ends and when time is up.
     tokio::time::sleep_until(win.measure_from.into()).await;
@@ -259,6 +217,71 @@ async fn run_io<S: Session>(channels: &[S], wl: &Workload, name: &str, bar: &Pro
     Ok(Report::new(name.to_string(), wl, &rec, elapsed, cpu1.since(&cpu0)))
 }
 
+/// Each thread's handles, as opened on a channel.
+type Handles<S> = Vec<Vec<<S as Session>::File>>;
+/// Each thread's handles as seen through every channel.
+type Views<F> = Vec<Arc<Vec<Arc<Vec<F>>>>>;
+
+/// Handles per thread, opened on the thread's channel (threads spread round-robin), and
+/// each handle as seen through every channel: a slot sends its successive requests over
+/// the channels in turn, as SMB 3 multichannel clients spread requests, so even one thread
+/// with one request in flight uses every channel.
+async fn open_handles<S: Session>(channels: &[S], wl: &Workload) -> Result<(Handles<S>, Views<S::File>), BenchError> {
+    let mode = if wl.write_pct == 0 && !wl.verify { OpenMode::Read } else { OpenMode::ReadWrite };
+    let mut handles = Vec::new();
+    let mut views = Vec::new();
+    for t in 0..wl.threads {
+        let ch = &channels[t as usize % channels.len()];
+        let mut files = Vec::new();
+        for i in 0..wl.files {
+            files.push(ch.open(&file_path(wl, i), mode).await?);
+        }
+        let per_channel: Vec<Arc<Vec<S::File>>> = channels.iter().map(|c| Arc::new(files.iter().map(|f| c.adopt(f)).collect())).collect();
+        views.push(Arc::new(per_channel));
+        handles.push(files);
+    }
+    Ok((handles, views))
+}
+
+/// One worker per queue-depth slot of every thread. The slots of a thread share its offset
+/// generator; with `--verify` each slot owns a stripe of blocks instead.
+fn spawn_workers<F: BenchFile>(
+    views: &Views<F>,
+    layout: Layout,
+    wl: &Workload,
+    win: Window,
+    live: &Arc<Live>,
+) -> JoinSet<Result<Recorder, BenchError>> {
+    let total = layout.total_blocks();
+    let slots = u64::from(wl.threads) * u64::from(wl.queue_depth);
+    let channels = views.first().map_or(1, |v| v.len()).max(1);
+    let mut set = JoinSet::new();
+    for t in 0..wl.threads {
+        let shared = Arc::new(Mutex::new(OffsetGen::new(
+            Stripe::all(total),
+            wl.random,
+            seed_for(wl.randrepeat, u64::from(t)),
+            u64::from(t) * total / u64::from(wl.threads),
+        )));
+        for q in 0..wl.queue_depth {
+            let k = u64::from(t) * u64::from(wl.queue_depth) + u64::from(q);
+            let source = if wl.verify {
+                let stripe = Stripe::nth_of(k, slots, total);
+                Source::Own {
+                    gen: Box::new(OffsetGen::new(stripe, wl.random, seed_for(wl.randrepeat, k), 0)),
+                    stripe,
+                    gens: vec![0; stripe.count as usize],
+                }
+            } else {
+                Source::Shared(shared.clone())
+            };
+            let first_channel = k as usize % channels;
+            set.spawn(worker(views[t as usize].clone(), first_channel, source, layout, wl.clone(), win, live.clone()));
+        }
+    }
+    set
+}
+
 /// One in-flight slot: issues I/Os back to back until the window ends. With `--verify` it
 /// then reads back every block of its stripe.
 async fn worker<F: BenchFile>(
@@ -287,17 +310,7 @@ async fn worker<F: BenchFile>(
         if now >= win.end || live.stop.load(Ordering::Relaxed) {
             break;
         }
-        let (block, is_write) = match &mut source {
-            Source::Shared(g) => {
-                let mut g = g.lock().map_err(|_| BenchError::Io("offset generator poisoned".into()))?;
-                let w = g.next_is_write(wl.write_pct);
-                (g.next_block(), w)
-            }
-            Source::Own { gen, .. } => {
-                let w = gen.next_is_write(wl.write_pct);
-                (gen.next_block(), w)
-            }
-        };
+        let (block, is_write) = next_op(&mut source, wl.write_pct)?;
         // An empty stripe (more slots than blocks) has nothing to do.
         let Some(block) = block else { break };
         let (fi, off) = layout.locate(block);
@@ -317,24 +330,7 @@ async fn worker<F: BenchFile>(
             }
             sent.and_then(|n| if n as usize == bs { Ok(bs) } else { Err(BenchError::Io(format!("short write: {n} of {bs} bytes"))) })
         } else {
-            match file.read(off, bs as u32).await {
-                Ok(data) => {
-                    let data = data.as_ref();
-                    if let Source::Own { stripe, gens, .. } = &source {
-                        let m = ((block - stripe.first) / stripe.stride) as usize;
-                        if let Err(mm) = pattern::check(data, bs, fi as u32, off, gens[m]) {
-                            live.stop.store(true, Ordering::Relaxed);
-                            return Err(BenchError::Verify(format!("{}: {mm}", file_path(&wl, fi as u32))));
-                        }
-                    }
-                    if data.len() == bs {
-                        Ok(bs)
-                    } else {
-                        Err(BenchError::Io(format!("short read: {} of {bs} bytes", data.len())))
-                    }
-                }
-                Err(e) => Err(e),
-            }
+            read_block(file, &source, block, (fi, off), &wl, &live).await?
         };
         let lat = t0.elapsed();
         match result {
@@ -359,20 +355,67 @@ async fn worker<F: BenchFile>(
         }
     }
     if let Source::Own { stripe, gens, .. } = &source {
-        // Final pass: every block this slot owns must hold its last generation.
-        for (m, &g) in gens.iter().enumerate() {
-            // Only a mismatch sets `stop` before every worker has returned.
-            if live.stop.load(Ordering::Relaxed) {
-                break;
-            }
-            let block = stripe.first + stripe.stride * m as u64;
-            let (fi, off) = layout.locate(block);
-            let data = channels[0][fi].read(off, bs as u32).await?;
-            if let Err(mm) = pattern::check(data.as_ref(), bs, fi as u32, off, g) {
-                live.stop.store(true, Ordering::Relaxed);
-                return Err(BenchError::Verify(format!("{} (final read-back): {mm}", file_path(&wl, fi as u32))));
-            }
-        }
+        read_back(&channels[0], *stripe, gens, layout, &wl, &live).await?;
     }
     Ok(rec)
+}
+
+/// The slot's next block (`None` when its stripe is empty) and whether to write it.
+fn next_op(source: &mut Source, write_pct: u8) -> Result<(Option<u64>, bool), BenchError> {
+    Ok(match source {
+        Source::Shared(g) => {
+            let mut g = g.lock().map_err(|_| BenchError::Io("offset generator poisoned".into()))?;
+            let w = g.next_is_write(write_pct);
+            (g.next_block(), w)
+        }
+        Source::Own { gen, .. } => {
+            let w = gen.next_is_write(write_pct);
+            (gen.next_block(), w)
+        }
+    })
+}
+
+/// One measured read. The inner result is the operation's (counted as an error); the outer
+/// error is a `--verify` mismatch, which ends the run.
+async fn read_block<F: BenchFile>(
+    file: &F,
+    source: &Source,
+    block: u64,
+    (fi, off): (usize, u64),
+    wl: &Workload,
+    live: &Live,
+) -> Result<Result<usize, BenchError>, BenchError> {
+    let bs = wl.block_size as usize;
+    let data = match file.read(off, bs as u32).await {
+        Ok(data) => data,
+        Err(e) => return Ok(Err(e)),
+    };
+    let data = data.as_ref();
+    if let Source::Own { stripe, gens, .. } = source {
+        let m = ((block - stripe.first) / stripe.stride) as usize;
+        if let Err(mm) = pattern::check(data, bs, fi as u32, off, gens[m]) {
+            live.stop.store(true, Ordering::Relaxed);
+            return Err(BenchError::Verify(format!("{}: {mm}", file_path(wl, fi as u32))));
+        }
+    }
+    Ok(if data.len() == bs { Ok(bs) } else { Err(BenchError::Io(format!("short read: {} of {bs} bytes", data.len()))) })
+}
+
+/// `--verify`'s final pass: every block this slot owns must hold its last generation.
+async fn read_back<F: BenchFile>(files: &[F], stripe: Stripe, gens: &[u32], layout: Layout, wl: &Workload, live: &Live) -> Result<(), BenchError> {
+    let bs = wl.block_size as usize;
+    for (m, &g) in gens.iter().enumerate() {
+        // Only a mismatch sets `stop` before every worker has returned.
+        if live.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let block = stripe.first + stripe.stride * m as u64;
+        let (fi, off) = layout.locate(block);
+        let data = files[fi].read(off, bs as u32).await?;
+        if let Err(mm) = pattern::check(data.as_ref(), bs, fi as u32, off, g) {
+            live.stop.store(true, Ordering::Relaxed);
+            return Err(BenchError::Verify(format!("{} (final read-back): {mm}", file_path(wl, fi as u32))));
+        }
+    }
+    Ok(())
 }

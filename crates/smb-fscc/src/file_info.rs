@@ -145,18 +145,7 @@ pub fn encode_file_info(class: u8, info: &FileInfo, out: &mut Vec<u8>) -> Result
         FILE_MODE_INFORMATION => put_u32(out, info.mode),
         // MS-FSCC 2.4 FileAlignmentInformation: AlignmentRequirement.
         FILE_ALIGNMENT_INFORMATION => put_u32(out, info.alignment_requirement),
-        // MS-FSCC 2.4.2 FileAllInformation: the nine sub-structures back to back.
-        FILE_ALL_INFORMATION => {
-            put_basic(out, info);
-            put_standard(out, info);
-            put_u64(out, info.file_id);
-            put_u32(out, info.ea_size);
-            put_u32(out, info.access_mask);
-            put_u64(out, info.current_offset);
-            put_u32(out, info.mode);
-            put_u32(out, info.alignment_requirement);
-            put_len_name(out, &utf16le(&info.name));
-        }
+        FILE_ALL_INFORMATION => put_all(out, info),
         // MS-FSCC 2.4.5 FileAlternateNameInformation: the 8.3 name of the
         // last component; the root has none.
         FILE_ALTERNATE_NAME_INFORMATION => {
@@ -164,39 +153,9 @@ pub fn encode_file_info(class: u8, info: &FileInfo, out: &mut Vec<u8>) -> Result
             let short = crate::short_name(last).ok_or(FsccError::NoShortName)?;
             put_len_name(out, &utf16le(&short))
         }
-        // MS-FSCC 2.4 FileStreamInformation: only the unnamed data stream
-        // exists; directories have no data stream, so the list is empty.
-        FILE_STREAM_INFORMATION => {
-            if !info.is_directory {
-                let name = utf16le("::$DATA");
-                put_u32(out, 0); // NextEntryOffset: single entry
-                put_u32(out, name.len() as u32); // StreamNameLength (14)
-                put_u64(out, info.end_of_file); // StreamSize
-                put_u64(out, info.allocation_size); // StreamAllocationSize
-                out.extend_from_slice(&name);
-            }
-        }
-        // MS-FSCC 2.4 FileCompressionInformation: uncompressed, so the
-        // compressed size is the logical size and the format is NONE.
-        FILE_COMPRESSION_INFORMATION => {
-            put_u64(out, info.end_of_file);
-            put_u16(out, 0); // COMPRESSION_FORMAT_NONE
-            put_u8(out, 0); // CompressionUnitShift
-            put_u8(out, 0); // ChunkShift
-            put_u8(out, 0); // ClusterShift
-            put_zeros(out, 3);
-        }
-        // MS-FSCC 2.4 FileNetworkOpenInformation (56 bytes).
-        FILE_NETWORK_OPEN_INFORMATION => {
-            put_u64(out, info.creation_time);
-            put_u64(out, info.last_access_time);
-            put_u64(out, info.last_write_time);
-            put_u64(out, info.change_time);
-            put_u64(out, info.allocation_size);
-            put_u64(out, info.end_of_file);
-            put_u32(out, info.wire_attributes());
-            put_u32(out, 0);
-        }
+        FILE_STREAM_INFORMATION => put_stream(out, info),
+        FILE_COMPRESSION_INFORMATION => put_compression(out, info),
+        FILE_NETWORK_OPEN_INFORMATION => put_network_open(out, info),
         // MS-FSCC 2.4 FileAttributeTagInformation: the tag is only meaningful
         // for reparse points; ea_size carries it for those, as in directory
         // entries.
@@ -205,16 +164,67 @@ pub fn encode_file_info(class: u8, info: &FileInfo, out: &mut Vec<u8>) -> Result
             let tag = if info.attributes & FILE_ATTRIBUTE_REPARSE_POINT != 0 { info.ea_size } else { 0 };
             put_u32(out, tag);
         }
-        // MS-FSCC 2.4 FileIdInformation: 64-bit VolumeSerialNumber and a
-        // 128-bit FileId (our 64-bit id zero-extended).
-        FILE_ID_INFORMATION => {
-            put_u64(out, u64::from(info.volume_serial));
-            put_u64(out, info.file_id);
-            put_u64(out, 0);
-        }
+        FILE_ID_INFORMATION => put_id(out, info),
         _ => return Err(FsccError::InvalidClass),
     }
     Ok(())
+}
+
+/// MS-FSCC 2.4.2 FileAllInformation: the nine sub-structures back to back.
+fn put_all(out: &mut Vec<u8>, info: &FileInfo) {
+    put_basic(out, info);
+    put_standard(out, info);
+    put_u64(out, info.file_id);
+    put_u32(out, info.ea_size);
+    put_u32(out, info.access_mask);
+    put_u64(out, info.current_offset);
+    put_u32(out, info.mode);
+    put_u32(out, info.alignment_requirement);
+    put_len_name(out, &utf16le(&info.name));
+}
+
+/// MS-FSCC 2.4 FileStreamInformation: only the unnamed data stream exists; directories
+/// have no data stream, so the list is empty.
+fn put_stream(out: &mut Vec<u8>, info: &FileInfo) {
+    if !info.is_directory {
+        let name = utf16le("::$DATA");
+        put_u32(out, 0); // NextEntryOffset: single entry
+        put_u32(out, name.len() as u32); // StreamNameLength (14)
+        put_u64(out, info.end_of_file); // StreamSize
+        put_u64(out, info.allocation_size); // StreamAllocationSize
+        out.extend_from_slice(&name);
+    }
+}
+
+/// MS-FSCC 2.4 FileCompressionInformation: uncompressed, so the compressed size is the
+/// logical size and the format is NONE.
+fn put_compression(out: &mut Vec<u8>, info: &FileInfo) {
+    put_u64(out, info.end_of_file);
+    put_u16(out, 0); // COMPRESSION_FORMAT_NONE
+    put_u8(out, 0); // CompressionUnitShift
+    put_u8(out, 0); // ChunkShift
+    put_u8(out, 0); // ClusterShift
+    put_zeros(out, 3);
+}
+
+/// MS-FSCC 2.4 FileNetworkOpenInformation (56 bytes).
+fn put_network_open(out: &mut Vec<u8>, info: &FileInfo) {
+    put_u64(out, info.creation_time);
+    put_u64(out, info.last_access_time);
+    put_u64(out, info.last_write_time);
+    put_u64(out, info.change_time);
+    put_u64(out, info.allocation_size);
+    put_u64(out, info.end_of_file);
+    put_u32(out, info.wire_attributes());
+    put_u32(out, 0);
+}
+
+/// MS-FSCC 2.4 FileIdInformation: 64-bit VolumeSerialNumber and a 128-bit FileId (our
+/// 64-bit id zero-extended).
+fn put_id(out: &mut Vec<u8>, info: &FileInfo) {
+    put_u64(out, u64::from(info.volume_serial));
+    put_u64(out, info.file_id);
+    put_u64(out, 0);
 }
 
 #[cfg(test)]

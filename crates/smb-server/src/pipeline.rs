@@ -13,7 +13,7 @@ use smb_wire::{smb1, Command, FileId, Header, NtStatus, HEADER_LEN};
 
 use crate::commands::{self, spec_of};
 use crate::connection::Connection;
-use crate::request::{add_flags, finish_credits, response_buffer, send_responses, set_credits, write_header, Ctx, HResult, Part, Tail};
+use crate::request::{add_flags, finish_credits, response_buffer, send_responses, set_credits, write_header, Ctx, HResult, Part, Reply, Tail};
 use crate::session::Session;
 use crate::sync::lock;
 use crate::transform::{self, TRANSFORM_LEN};
@@ -145,15 +145,10 @@ async fn process_one(
         tree: None,
         related_file: if related { prev_file } else { None },
         resp_session_id: None,
-        resp_tree_id: None,
         file_id_out: None,
         async_id: None,
         credits_granted_early: false,
-        force_sign: false,
-        no_sign: false,
-        preauth_response: None,
         encrypted_by: encrypted_by.clone(),
-        tail: None,
         payload: payload.take(),
     };
     let session_id = auth.session.as_ref().map_or(hdr.session_id, |s| s.id);
@@ -381,14 +376,15 @@ fn finish_response(
         Err(st) if chain_failure.is_some() || cmd == Command::Create => st,
         _ => NtStatus::SUCCESS,
     };
-    let status = match status {
-        Ok(s) => s,
+    let reply = match status {
+        Ok(reply) => reply,
         Err(s) => {
             out.truncate(start + HEADER_LEN);
             encode_error(out);
-            s
+            Reply::new(s)
         }
     };
+    let status = reply.status;
     if cmd == Command::Cancel {
         // CANCEL gets no response of its own.
         out.truncate(start);
@@ -405,7 +401,7 @@ fn finish_response(
         status = format_args!("{:#010x}", status.0),
         "response"
     );
-    patch_ids(&cx, out, start);
+    patch_ids(&cx, reply.tree_id, out, start);
     if cx.credits_granted_early {
         set_credits(out, start, 0);
     } else {
@@ -415,30 +411,29 @@ fn finish_response(
     // Signed with the key of the channel the response goes out on: once a SESSION_SETUP
     // completes, the new channel's; after LOGOFF, the one that verified the request.
     let signer = session_now.as_ref().and_then(|s| conn.channels.get(s.id)).flatten().or(req_signer);
-    let sign = !cx.no_sign
-        && signer.is_some()
-        && (cx.force_sign || hdr.is_signed() || session_now.as_ref().and_then(|s| s.security.get()).is_some_and(|s| s.signing_required));
-    let file = cx.file_id_out.or(cx.related_file);
+    let sign = signer.is_some()
+        && (reply.force_sign || hdr.is_signed() || session_now.as_ref().and_then(|s| s.security.get()).is_some_and(|s| s.signing_required));
+    let file = reply.file_id.or(cx.file_id_out).or(cx.related_file);
     // A TREE_CONNECT's new tree serves the related requests after it.
-    let tree_now = cx.tree.clone().or_else(|| cx.resp_tree_id.and_then(|id| session_now.as_ref().and_then(|s| s.tree(id))));
+    let tree_now = cx.tree.clone().or_else(|| reply.tree_id.and_then(|id| session_now.as_ref().and_then(|s| s.tree(id))));
     // The session is kept with the response: LOGOFF removes it from the table before the
     // response that must still be signed with its key goes out.
-    parts.push(Part { start, signer: if sign { signer } else { None }, preauth: cx.preauth_response.take() });
+    parts.push(Part { start, signer: if sign { signer } else { None }, preauth: reply.preauth });
     // Only a successful response carries file data after it; signing would need the data in
     // the buffer, encryption (which replaces signing) seals it from the mapping.
     if status == NtStatus::SUCCESS && (!sign || encrypted_by.is_some()) {
-        *tail = cx.tail.take();
+        *tail = reply.tail;
     }
     Some((session_now, tree_now, file, chain))
 }
 
 /// Puts the ids a handler set (a new session or tree, the async id) into the response
 /// header at `start`.
-fn patch_ids(cx: &Ctx<'_>, out: &mut [u8], start: usize) {
+fn patch_ids(cx: &Ctx<'_>, tree_id: Option<u32>, out: &mut [u8], start: usize) {
     if let Some(sid) = cx.resp_session_id {
         out[start + offset::SESSION_ID..start + offset::SESSION_ID + 8].copy_from_slice(&sid.0.to_le_bytes());
     }
-    if let Some(tid) = cx.resp_tree_id {
+    if let Some(tid) = tree_id {
         out[start + offset::TREE_ID..start + offset::TREE_ID + 4].copy_from_slice(&tid.to_le_bytes());
     }
     if let Some(aid) = cx.async_id {

@@ -42,26 +42,18 @@ pub struct Ctx<'a> {
     pub tree: Option<Arc<Tree>>,
     /// FileId produced by the previous request of a related compound.
     pub related_file: Option<FileId>,
-    /// Set by SESSION_SETUP / TREE_CONNECT to put a new id in the response header.
+    /// Set by SESSION_SETUP to put a new session id in the response header; on the context
+    /// rather than in the [`Reply`] because error responses carry it too.
     pub resp_session_id: Option<SessionId>,
-    pub resp_tree_id: Option<u32>,
-    /// Set by handlers that produce or use a FileId (for related compounds).
+    /// The FileId of the open a handler used ([`find_open`]), for related compounds; on the
+    /// context because the next related request uses the handle even when this one fails.
     pub file_id_out: Option<FileId>,
     /// Set when the request went async (interim response already sent).
     pub async_id: Option<u64>,
     /// Credits already granted in an interim response.
     pub credits_granted_early: bool,
-    /// The response must be signed even if the request was not (final SESSION_SETUP).
-    pub force_sign: bool,
-    /// Skip signing of this response (e.g. signature check failed).
-    pub no_sign: bool,
-    /// Hash the final response bytes into this preauth chain (3.1.1 NEGOTIATE and
-    /// SESSION_SETUP responses that are not the last).
-    pub preauth_response: Option<PreauthTarget>,
     /// The session whose key decrypted this frame; its responses are encrypted with it.
     pub(crate) encrypted_by: Option<Arc<Session>>,
-    /// File data that follows the response on the wire, not copied into it (READ).
-    pub tail: Option<Tail>,
     /// A WRITE payload received into a pipe instead of the frame (see `splice.rs`).
     pub payload: Option<crate::splice::Payload>,
 }
@@ -124,9 +116,38 @@ impl Ctx<'_> {
     }
 }
 
-/// A handler's verdict: `Ok(status)` with the body appended, or `Err(status)` for an error
-/// response that the pipeline writes.
-pub type HResult = Result<NtStatus, NtStatus>;
+/// A handler's verdict: `Ok(reply)` with the body appended to the response buffer, or
+/// `Err(status)` for an error response that the pipeline writes.
+pub type HResult = Result<Reply, NtStatus>;
+
+/// What a handler answers besides the body it appended: the status, and the header facts
+/// of a response that is not an error. `pipeline::finish_response` applies them.
+pub struct Reply {
+    pub status: NtStatus,
+    /// A new tree id for the response header (TREE_CONNECT).
+    pub tree_id: Option<u32>,
+    /// The FileId of an open the handler created (CREATE), for related compounds.
+    pub file_id: Option<FileId>,
+    /// The response must be signed even if the request was not (final SESSION_SETUP).
+    pub force_sign: bool,
+    /// Hash the final response bytes into this preauth chain (3.1.1 NEGOTIATE and
+    /// SESSION_SETUP responses that are not the last).
+    pub preauth: Option<PreauthTarget>,
+    /// File data that follows the response on the wire, not copied into it (READ).
+    pub tail: Option<Tail>,
+}
+
+impl Reply {
+    /// A response with `status` and no header facts.
+    pub fn new(status: NtStatus) -> Reply {
+        Reply { status, tree_id: None, file_id: None, force_sign: false, preauth: None, tail: None }
+    }
+
+    /// STATUS_SUCCESS with no header facts.
+    pub fn success() -> Reply {
+        Reply::new(NtStatus::SUCCESS)
+    }
+}
 
 /// A response buffer: the transport header, room for a TRANSFORM_HEADER when the
 /// responses will be encrypted, then the responses themselves.

@@ -189,6 +189,23 @@ fn same_dir(a: &DirFd<'_>, b: &DirFd<'_>) -> Result<bool> {
     Ok(same_object(&statx_fd(a.as_fd())?, &statx_fd(b.as_fd())?))
 }
 
+/// The entry a new name collides with in `dir`: the exact name, else a differently cased
+/// one, with its spelling on disk.
+fn colliding_entry(dir: BorrowedFd<'_>, name: &str) -> Result<Option<(String, rustix::fs::Statx)>> {
+    match statx_at(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(dst) => Ok(Some((name.to_owned(), dst))),
+        Err(VfsError::NotFound) => match case::find_in_dir(dir, name) {
+            Some(n) => match statx_at(dir, &n, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(dst) => Ok(Some((n, dst))),
+                Err(VfsError::NotFound) => Ok(None),
+                Err(e) => Err(e),
+            },
+            None => Ok(None),
+        },
+        Err(e) => Err(e),
+    }
+}
+
 /// Whether an open failure is a permission problem worth retrying with less access.
 fn is_access_refusal(e: Errno) -> bool {
     matches!(e, Errno::ACCESS | Errno::PERM | Errno::ROFS | Errno::TXTBSY)
@@ -531,19 +548,7 @@ impl Backend for LocalBackend {
             Err(e) => return Err(e),
         };
         let tname = to.file_name().ok_or(VfsError::PermissionDenied)?;
-        // The entry the new name collides with: the exact name, else a differently cased one.
-        let existing = match statx_at(tp.as_fd(), tname, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(dst) => Some((tname.to_owned(), dst)),
-            Err(VfsError::NotFound) => match case::find_in_dir(tp.as_fd(), tname) {
-                Some(n) => match statx_at(tp.as_fd(), &n, AtFlags::SYMLINK_NOFOLLOW) {
-                    Ok(dst) => Some((n, dst)),
-                    Err(VfsError::NotFound) => None,
-                    Err(e) => return Err(e),
-                },
-                None => None,
-            },
-            Err(e) => return Err(e),
-        };
+        let existing = colliding_entry(tp.as_fd(), tname)?;
         let src_dir = file_type(&src) == FileType::Directory;
         // A differently cased entry to replace (renamed to the new spelling afterwards).
         let mut replaced_spelling = None;

@@ -9,7 +9,7 @@ use smb_wire::msg::notify::{encode_response, NotifyRequest, WATCH_TREE};
 use smb_wire::NtStatus;
 
 use super::find_open;
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 use crate::sync::lock;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
@@ -67,12 +67,12 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     match result {
         Ok(info) => {
             encode_response(out, &info);
-            Ok(NtStatus::SUCCESS)
+            Ok(Reply::success())
         }
         // Both carry an empty CHANGE_NOTIFY response, not an error body.
         Err(st @ (NtStatus::NOTIFY_ENUM_DIR | NtStatus::NOTIFY_CLEANUP)) => {
             encode_response(out, &[]);
-            Ok(st)
+            Ok(Reply::new(st))
         }
         Err(st) => Err(st),
     }

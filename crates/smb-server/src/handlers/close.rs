@@ -5,7 +5,7 @@ use smb_wire::msg::close::{CloseRequest, CloseResponse, FLAG_POSTQUERY_ATTRIB};
 use smb_wire::NtStatus;
 
 use super::{blocking, file_info, find_open};
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = CloseRequest::decode(cx.msg()).map_err(super::bad("CLOSE"))?;
@@ -34,5 +34,5 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     crate::open::close_open(&cx.conn.server, &open).await;
     resp.encode(out);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }

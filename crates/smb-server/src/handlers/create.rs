@@ -15,7 +15,7 @@ use super::{blocking, file_info};
 use crate::locks::{is_stat_open, FileKey, FileNode, FileTable};
 use crate::open::{DirCursor, Open, OpenKind};
 use crate::oplocks::{Event, LeaseId, Owner, Reach, Requester};
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 use crate::server::Share;
 use crate::session::Session;
 use crate::status_map::state_status;
@@ -109,13 +109,12 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         lease: lease_id.filter(|_| oplock_level == oplock::LEASE),
     });
     session.add_open(open.clone());
-    cx.file_id_out = Some(id);
     if created {
         cx.conn.server.notify.report(share.index, &lock(&open.path), smb_wire::msg::notify::action::ADDED, open.is_dir());
     }
     let answer = Answer { oplock_level, create_action, lease_ctx };
     encode_response(out, &req, &tree, share.index, &attrs, &open, answer);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply { file_id: Some(id), ..Reply::success() })
 }
 
 /// The checks of a CREATE that come before its name is looked at (MS-SMB2 3.3.5.9):
@@ -461,7 +460,6 @@ fn open_pipe(cx: &mut Ctx<'_>, req: &CreateRequest<'_>, granted: u32, out: &mut 
         lease: None,
     });
     session.add_open(open);
-    cx.file_id_out = Some(id);
     let info = FileInfo { attributes: smb_fscc::FILE_ATTRIBUTE_NORMAL, allocation_size: 4096, ..FileInfo::default() };
     CreateResponse {
         oplock_level: 0,
@@ -478,7 +476,7 @@ fn open_pipe(cx: &mut Ctx<'_>, req: &CreateRequest<'_>, granted: u32, out: &mut 
         contexts: Vec::new(),
     }
     .encode(out);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply { file_id: Some(id), ..Reply::success() })
 }
 
 /// Breaks what the new open conflicts with, waits for the acknowledgments, then checks

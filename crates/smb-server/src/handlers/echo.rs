@@ -1,15 +1,14 @@
 //! ECHO and CANCEL (MS-SMB2 3.3.5.18, 3.3.5.16).
 
 use smb_wire::msg::simple::{decode_empty, encode_empty};
-use smb_wire::NtStatus;
 
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 use crate::sync::lock;
 
 pub fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     decode_empty(cx.msg()).map_err(super::bad("ECHO"))?;
     encode_empty(out);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }
 
 /// Wakes the pending request the CANCEL names, by async id or by message id.
@@ -19,5 +18,5 @@ pub fn cancel(cx: &mut Ctx<'_>) -> HResult {
     if let Some(p) = target {
         p.cancel.notify_one();
     }
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }

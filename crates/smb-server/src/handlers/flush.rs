@@ -5,7 +5,7 @@ use smb_wire::msg::simple::{encode_empty, FlushRequest};
 use smb_wire::NtStatus;
 
 use super::{find_open, storage_or_pending};
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = FlushRequest::decode(cx.msg()).map_err(super::bad("FLUSH"))?;
@@ -17,5 +17,5 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         storage_or_pending(cx, out, move || h.sync()).await?;
     }
     encode_empty(out);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }

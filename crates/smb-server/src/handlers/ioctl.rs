@@ -7,7 +7,7 @@ use smb_wire::{dialect, FileId, NtStatus};
 
 use super::{find_open, rpc_context};
 use crate::open::OpenKind;
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 use crate::sync::lock;
 
 /// Whether this IOCTL may come without a session: only smbtorture's channel-failure
@@ -46,19 +46,19 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
                 NtStatus::INVALID_PARAMETER
             })?;
             encode_response(out, req.ctl_code, open.id, &data);
-            Ok(if more { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS })
+            Ok(Reply::new(if more { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS }))
         }
         (OpenKind::Pipe(_), _) => Err(NtStatus::NOT_SUPPORTED),
         (OpenKind::File { .. }, fsctl::SET_SPARSE) => {
             encode_response(out, req.ctl_code, open.id, &[]);
-            Ok(NtStatus::SUCCESS)
+            Ok(Reply::success())
         }
         (OpenKind::File { .. }, fsctl::GET_COMPRESSION) => {
             if max_out < 2 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
             encode_response(out, req.ctl_code, open.id, &[0, 0]);
-            Ok(NtStatus::SUCCESS)
+            Ok(Reply::success())
         }
         (OpenKind::File { .. }, fsctl::SET_COMPRESSION) => {
             // Only COMPRESSION_FORMAT_NONE can be honoured.
@@ -69,12 +69,12 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
                 return Err(NtStatus::NOT_SUPPORTED);
             }
             encode_response(out, req.ctl_code, open.id, &[]);
-            Ok(NtStatus::SUCCESS)
+            Ok(Reply::success())
         }
         (OpenKind::File { node, .. }, fsctl::LMR_REQUEST_RESILIENCY) => {
             request_resiliency(cx, &req, node, open.id.volatile)?;
             encode_response(out, req.ctl_code, open.id, &[]);
-            Ok(NtStatus::SUCCESS)
+            Ok(Reply::success())
         }
         (OpenKind::File { .. }, fsctl::CREATE_OR_GET_OBJECT_ID) => {
             if max_out < 64 {
@@ -84,7 +84,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             let attrs = super::blocking(move || h.attrs()).await?;
             let share = open.tree.share().map_or(0, |s| s.index as u64);
             encode_response(out, req.ctl_code, open.id, &object_id(share, attrs.file_id));
-            Ok(NtStatus::SUCCESS)
+            Ok(Reply::success())
         }
         (OpenKind::File { .. }, fsctl::SRV_ENUMERATE_SNAPSHOTS) => Err(NtStatus::INVALID_DEVICE_REQUEST),
         (OpenKind::File { .. }, fsctl::SRV_REQUEST_RESUME_KEY | fsctl::SRV_COPYCHUNK | fsctl::SRV_COPYCHUNK_WRITE) => Err(NtStatus::NOT_SUPPORTED),
@@ -104,7 +104,7 @@ fn force_unacked(cx: &Ctx<'_>, req: &IoctlRequest<'_>, out: &mut Vec<u8>) -> HRe
     tracing::info!(conn = cx.conn.id, "smbtorture: treating this connection's sends as never acknowledged");
     cx.conn.force_unacked.store(true, std::sync::atomic::Ordering::Relaxed);
     encode_response(out, req.ctl_code, req.file_id, &[]);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }
 
 /// Longest resiliency timeout a client may ask for, in milliseconds (Windows uses 5 minutes).
@@ -172,7 +172,7 @@ fn validate_negotiate(cx: &mut Ctx<'_>, req: &IoctlRequest<'_>, out: &mut Vec<u8
     data.put_u16(neg.dialect);
     let fid = FileId { persistent: u64::MAX, volatile: u64::MAX };
     encode_response(out, req.ctl_code, fid, &data);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }
 
 /// FSCTL_QUERY_NETWORK_INTERFACE_INFO (MS-SMB2 3.3.5.15.11): the interfaces a multichannel
@@ -201,5 +201,5 @@ fn network_interfaces(cx: &mut Ctx<'_>, req: &IoctlRequest<'_>, out: &mut Vec<u8
         return Err(NtStatus::BUFFER_TOO_SMALL);
     }
     encode_response(out, req.ctl_code, all_ones, &data);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }

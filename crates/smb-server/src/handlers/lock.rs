@@ -12,7 +12,7 @@ use smb_wire::{dialect, NtStatus};
 use super::find_open;
 use crate::locks::{unlock, ByteLock, FileNode};
 use crate::open::Open;
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 use crate::status_map::state_status;
 use crate::sync::lock;
 
@@ -29,7 +29,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let sequenced = cx.conn.dialect() >= dialect::SMB210;
     if sequenced && node.lock_sequence_replayed(owner, req.lock_sequence) {
         encode_empty(out);
-        return Ok(NtStatus::SUCCESS);
+        return Ok(Reply::success());
     }
     let result = apply(cx, &open, &node, &req, out).await;
     if result.is_ok() && sequenced {
@@ -37,7 +37,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     result?;
     encode_empty(out);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }
 
 /// Carries out the unlocks or the locks of one request, all or nothing.

@@ -3,7 +3,7 @@
 use smb_wire::msg::simple::{decode_empty, encode_empty};
 use smb_wire::NtStatus;
 
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 use crate::sync::lock;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
@@ -12,5 +12,5 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     crate::session::end_session(&cx.conn.server, &s).await;
     lock(&cx.conn.sessions).retain(|id| *id != s.id);
     encode_empty(out);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }

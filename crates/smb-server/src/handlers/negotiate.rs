@@ -13,7 +13,7 @@ use smb_wire::{dialect, Command, Header, MessageId, NtStatus, SessionId, TreeId}
 
 use crate::config::{EncryptionMode, ServerConfig};
 use crate::connection::{Connection, Negotiated};
-use crate::request::{Ctx, HResult, PreauthTarget};
+use crate::request::{Ctx, HResult, PreauthTarget, Reply};
 use crate::sync::lock;
 
 /// Dialects served, lowest first.
@@ -28,18 +28,11 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     let req = NegotiateRequest::decode(cx.msg()).map_err(super::bad("NEGOTIATE"))?;
     let config = &cx.conn.server.config;
-    let Some(&chosen) = DIALECTS.iter().rev().find(|d| req.dialects.contains(d)) else {
+    let Some(chosen) = choose_dialect(&req.dialects) else {
         tracing::info!(conn = cx.conn.id, dialects = ?req.dialects, "no common dialect");
         return Err(NtStatus::NOT_SUPPORTED);
     };
-    let settled = if chosen == dialect::SMB311 {
-        settle_contexts(config, &req)?
-    } else {
-        let signing = if chosen >= dialect::SMB300 { SigningAlgorithm::AesCmac } else { SigningAlgorithm::HmacSha256 };
-        let offered = req.capabilities & cap::ENCRYPTION != 0;
-        let cipher = (dialect::is_smb3(chosen) && offered && encrypts_with(config, Cipher::Aes128Ccm)).then_some(Cipher::Aes128Ccm);
-        Settled { cipher, signing, contexts: Vec::new() }
-    };
+    let settled = if chosen == dialect::SMB311 { settle_contexts(config, &req)? } else { settle_before_311(config, chosen, req.capabilities) };
     let Settled { cipher, signing, contexts } = settled;
     let capabilities = capabilities(config, chosen, req.capabilities, cipher);
     let io = if chosen == dialect::SMB202 { 65536 } else { config.max_io_size };
@@ -68,12 +61,13 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         server_capabilities: capabilities,
         server_security_mode: security_mode,
     });
+    let mut reply = Reply::success();
     if chosen == dialect::SMB311 {
         lock(&cx.conn.preauth).update(cx.msg());
-        cx.preauth_response = Some(PreauthTarget::Connection);
+        reply.preauth = Some(PreauthTarget::Connection);
     }
     tracing::debug!(conn = cx.conn.id, dialect = format!("{chosen:#06x}"), ?cipher, ?signing, "negotiated");
-    Ok(NtStatus::SUCCESS)
+    Ok(reply)
 }
 
 /// What a NEGOTIATE settles besides the dialect.
@@ -82,6 +76,20 @@ struct Settled {
     signing: SigningAlgorithm,
     /// Response negotiate contexts (3.1.1): type and data.
     contexts: Vec<(u16, Vec<u8>)>,
+}
+
+/// The highest dialect both sides speak.
+fn choose_dialect(offered: &[u16]) -> Option<u16> {
+    DIALECTS.iter().rev().find(|d| offered.contains(d)).copied()
+}
+
+/// Before 3.1.1 there are no contexts: the dialect fixes the signing algorithm, and 3.0 and
+/// 3.0.2 encrypt with AES-128-CCM when the client offers ENCRYPTION and the server allows it.
+fn settle_before_311(config: &ServerConfig, chosen: u16, client_capabilities: u32) -> Settled {
+    let signing = if chosen >= dialect::SMB300 { SigningAlgorithm::AesCmac } else { SigningAlgorithm::HmacSha256 };
+    let offered = client_capabilities & cap::ENCRYPTION != 0;
+    let cipher = (dialect::is_smb3(chosen) && offered && encrypts_with(config, Cipher::Aes128Ccm)).then_some(Cipher::Aes128Ccm);
+    Settled { cipher, signing, contexts: Vec::new() }
 }
 
 /// Whether the server encrypts at all and allows `cipher` (config `encryption`, `ciphers`).
@@ -211,5 +219,72 @@ pub async fn smb1(conn: &Arc<Connection>, frame: &[u8]) {
     }
     if conn.send(out).await.is_err() {
         conn.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(contexts: Vec<NegotiateContext>) -> NegotiateRequest {
+        NegotiateRequest { security_mode: 0, capabilities: 0, client_guid: [0; 16], dialects: vec![dialect::SMB311], contexts }
+    }
+
+    fn preauth() -> NegotiateContext {
+        NegotiateContext::PreauthIntegrity { hash_algorithms: vec![HASH_SHA512], salt: vec![0; 32] }
+    }
+
+    #[test]
+    fn the_highest_common_dialect_wins() {
+        assert_eq!(choose_dialect(&[dialect::SMB202, dialect::SMB300, 0x0222]), Some(dialect::SMB300));
+        assert_eq!(choose_dialect(&[dialect::SMB311, dialect::SMB202]), Some(dialect::SMB311));
+        assert_eq!(choose_dialect(&[0x0222, 0x02ff]), None);
+    }
+
+    #[test]
+    fn before_311_the_dialect_fixes_signing_and_offered_encryption_gets_ccm() {
+        let config = ServerConfig::default();
+        let s = settle_before_311(&config, dialect::SMB210, cap::ENCRYPTION);
+        assert_eq!((s.signing, s.cipher), (SigningAlgorithm::HmacSha256, None));
+        let s = settle_before_311(&config, dialect::SMB302, cap::ENCRYPTION);
+        assert_eq!((s.signing, s.cipher), (SigningAlgorithm::AesCmac, Some(Cipher::Aes128Ccm)));
+        assert_eq!(settle_before_311(&config, dialect::SMB300, 0).cipher, None);
+        let off = ServerConfig { encryption: EncryptionMode::Off, ..ServerConfig::default() };
+        assert_eq!(settle_before_311(&off, dialect::SMB300, cap::ENCRYPTION).cipher, None);
+    }
+
+    #[test]
+    fn the_servers_cipher_order_decides_and_an_empty_list_asks_for_none() {
+        let config = ServerConfig::default();
+        let offered = vec![Cipher::Aes256Gcm.id(), Cipher::Aes128Ccm.id()];
+        let s = settle_contexts(&config, &request(vec![preauth(), NegotiateContext::Encryption { ciphers: offered }])).unwrap();
+        assert_eq!(s.cipher, Some(Cipher::Aes128Ccm));
+        let types: Vec<u16> = s.contexts.iter().map(|c| c.0).collect();
+        assert_eq!(types, [ctx::PREAUTH_INTEGRITY, ctx::ENCRYPTION]);
+        let s = settle_contexts(&config, &request(vec![preauth(), NegotiateContext::Encryption { ciphers: vec![] }])).unwrap();
+        assert_eq!((s.cipher, s.contexts.len()), (None, 1));
+    }
+
+    #[test]
+    fn signing_prefers_gmac_and_311_requires_sha512_preauth() {
+        let config = ServerConfig::default();
+        let algorithms = vec![SigningAlgorithm::AesCmac.id(), SigningAlgorithm::AesGmac.id()];
+        let s = settle_contexts(&config, &request(vec![preauth(), NegotiateContext::Signing { algorithms }])).unwrap();
+        assert_eq!(s.signing, SigningAlgorithm::AesGmac);
+        let no_preauth = request(vec![NegotiateContext::Signing { algorithms: vec![SigningAlgorithm::AesCmac.id()] }]);
+        assert_eq!(settle_contexts(&config, &no_preauth).err(), Some(NtStatus::INVALID_PARAMETER));
+    }
+
+    #[test]
+    fn capabilities_follow_dialect_cipher_and_what_the_client_offered() {
+        let config = ServerConfig::default();
+        assert_eq!(capabilities(&config, dialect::SMB202, cap::MULTI_CHANNEL, None), 0);
+        assert_eq!(capabilities(&config, dialect::SMB210, 0, None), cap::LARGE_MTU | cap::LEASING);
+        let c = capabilities(&config, dialect::SMB300, cap::MULTI_CHANNEL, Some(Cipher::Aes128Ccm));
+        assert_eq!(c, cap::LARGE_MTU | cap::LEASING | cap::ENCRYPTION | cap::MULTI_CHANNEL);
+        // 3.1.1 signals encryption with a context, not the capability.
+        assert_eq!(capabilities(&config, dialect::SMB311, 0, Some(Cipher::Aes128Gcm)), cap::LARGE_MTU | cap::LEASING);
+        let single = ServerConfig { multichannel: false, ..ServerConfig::default() };
+        assert_eq!(capabilities(&single, dialect::SMB311, cap::MULTI_CHANNEL, None) & cap::MULTI_CHANNEL, 0);
     }
 }

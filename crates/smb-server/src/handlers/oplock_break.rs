@@ -5,7 +5,7 @@ use smb_wire::msg::oplock::{break_ack_kind, LeaseAck, OplockBreak, OPLOCK_BREAK_
 use smb_wire::{dialect, NtStatus};
 
 use super::find_open;
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     match break_ack_kind(cx.msg()) {
@@ -22,7 +22,7 @@ fn oplock_ack(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let Some(node) = open.node() else { return Err(NtStatus::INVALID_OPLOCK_PROTOCOL) };
     let level = node.oplocks.ack_oplock(open.id.volatile, req.oplock_level)?;
     OplockBreak { oplock_level: level, file_id: open.id }.encode(out);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }
 
 /// MS-SMB2 3.3.5.22.2: the lease is found by the session's ClientGuid and the LeaseKey.
@@ -37,5 +37,5 @@ fn lease_ack(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let node = files.lease_file(id).and_then(|k| files.existing(k)).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
     let state = node.oplocks.ack_lease(id.0, id.1, req.lease_state)?;
     LeaseAck { flags: 0, lease_key: req.lease_key, lease_state: state, lease_duration: 0 }.encode(out);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }

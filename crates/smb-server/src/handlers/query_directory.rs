@@ -8,7 +8,7 @@ use smb_wire::msg::query_directory::{encode_output_response, flags, QueryDirecto
 use smb_wire::NtStatus;
 
 use super::{blocking, find_open};
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = QueryDirectoryRequest::decode(cx.msg()).map_err(super::bad("QUERY_DIRECTORY"))?;
@@ -75,7 +75,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     drop(cur);
     let data = w.finish();
     encode_output_response(out, &data);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }
 
 /// Adds the entries matching `pattern` from `start` on to `w` until it is full (or after one

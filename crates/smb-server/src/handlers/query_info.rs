@@ -9,7 +9,7 @@ use smb_wire::NtStatus;
 
 use super::{blocking, file_info, find_open};
 use crate::open::{Open, OpenKind};
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 
 /// FILE_CASE_SENSITIVE_SEARCH | FILE_CASE_PRESERVED_NAMES | FILE_UNICODE_ON_DISK |
 /// FILE_SUPPORTS_SPARSE_FILES | FILE_SUPPORTS_EXTENDED_ATTRIBUTES (MS-FSCC 2.5.1).
@@ -90,10 +90,10 @@ async fn query_eas(open: &crate::open::Open, req: &QueryInfoRequest<'_>, limit: 
     let n = smb_fscc::encode_full_ea_list(&list, limit, &mut data);
     if n == 0 {
         encode_error_with_data(out, &smb_fscc::full_ea_list_size(&list[..1]).to_le_bytes());
-        return Ok(NtStatus::BUFFER_TOO_SMALL);
+        return Ok(Reply::new(NtStatus::BUFFER_TOO_SMALL));
     }
     encode_response(out, &data);
-    Ok(if n < list.len() { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS })
+    Ok(Reply::new(if n < list.len() { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS }))
 }
 
 /// The access a file information class needs (MS-FSA 2.1.5.11): the attribute-bearing
@@ -125,7 +125,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             query_security(&open, &req, &mut data).await?;
             if data.len() > limit {
                 encode_error_with_data(out, &u32::try_from(data.len()).unwrap_or(0).to_le_bytes());
-                return Ok(NtStatus::BUFFER_TOO_SMALL);
+                return Ok(Reply::new(NtStatus::BUFFER_TOO_SMALL));
             }
         }
         info_type::QUOTA => return Err(NtStatus::NOT_SUPPORTED),
@@ -137,7 +137,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         status = NtStatus::BUFFER_OVERFLOW;
     }
     encode_response(out, &data);
-    Ok(status)
+    Ok(Reply::new(status))
 }
 
 /// A file information class (MS-FSCC 2.4) of the open.

@@ -5,9 +5,15 @@ use smb_wire::msg::create::access;
 use smb_wire::msg::read::{encode_response_prefix, ReadRequest};
 use smb_wire::NtStatus;
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use braid_vfs::FileHandle;
+
 use super::find_open;
-use crate::open::OpenKind;
-use crate::request::{Ctx, FileTail, HResult, Tail};
+use crate::locks::FileNode;
+use crate::open::{Open, OpenKind};
+use crate::request::{Ctx, FileTail, HResult, Reply, Tail};
 use crate::sync::lock;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
@@ -17,27 +23,11 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let (handle, node) = match &open.kind {
-        OpenKind::Pipe(p) => {
-            let (data, more) = lock(p).read(req.length as usize);
-            if data.is_empty() {
-                return Err(NtStatus::END_OF_FILE);
-            }
-            encode_response_prefix(out, u32::try_from(data.len()).unwrap_or(0));
-            out.extend_from_slice(&data);
-            return Ok(if more { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS });
-        }
+        OpenKind::Pipe(p) => return read_pipe(p, &req, out),
         OpenKind::File { is_dir: true, .. } => return Err(NtStatus::INVALID_DEVICE_REQUEST),
-        OpenKind::File { handle, node, .. } => (handle.clone(), node.clone()),
+        OpenKind::File { handle, node, .. } => (handle, node),
     };
-    if !open.has(access::FILE_READ_DATA | access::FILE_EXECUTE) {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
-    if req.offset > i64::MAX as u64 {
-        return Err(NtStatus::INVALID_PARAMETER);
-    }
-    if !node.io_allowed(open.id.volatile, req.offset, u64::from(req.length), false) {
-        return Err(NtStatus::FILE_LOCK_CONFLICT);
-    }
+    check_file_read(&open, node, &req)?;
     // Large reads of memory-backed files, and of files on disk whose range is in the page
     // cache (`FastPaths::map_range` checks), outside compounds and without signing are
     // written to the socket from a mapping of the file: one copy, where pread and send make
@@ -48,34 +38,83 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     // Whether the response may carry file bytes it does not hold (a mapped or sendfile tail).
     let tail_ok = cx.may_send_tail();
     if sealed || len_ok_for_mapping(req.length, || cx.conn.writer_busy()) && tail_ok {
-        if let Some(r) = handle.fast_paths().and_then(|f| f.map_range(req.offset, req.length as usize)) {
-            let m = r.map_err(super::storage_status)?;
-            if m.is_empty() || m.len() < req.minimum_count as usize {
-                return Err(NtStatus::END_OF_FILE);
-            }
-            encode_response_prefix(out, u32::try_from(m.len()).unwrap_or(0));
-            open.position.store(req.offset.saturating_add(m.len() as u64), std::sync::atomic::Ordering::Relaxed);
-            cx.tail = Some(Tail::Mapped(m, handle));
-            return Ok(NtStatus::SUCCESS);
+        if let Some(done) = send_mapped(out, &req, &open, handle) {
+            return done;
         }
     }
     // Large reads outside compounds and without signing go from the file to the socket with
     // sendfile: the data never enters user space.
     if len_ok_for_sendfile(req.length) && handle.fast_paths().is_some_and(|f| f.can_send_to()) && tail_ok {
-        let h = handle.clone();
-        let size = super::storage_or_pending(cx, out, move || h.size()).await?;
-        let avail = size.saturating_sub(req.offset).min(u64::from(req.length));
-        if avail == 0 || avail < u64::from(req.minimum_count) {
-            return Err(NtStatus::END_OF_FILE);
-        }
-        let n = usize::try_from(avail).unwrap_or(0);
-        encode_response_prefix(out, u32::try_from(n).unwrap_or(0));
-        cx.tail = Some(Tail::File(FileTail { handle, offset: req.offset, len: n }));
-        open.position.store(req.offset.saturating_add(avail), std::sync::atomic::Ordering::Relaxed);
-        return Ok(NtStatus::SUCCESS);
+        return send_file(cx, out, &req, &open, handle).await;
     }
-    // Read directly after the response prefix: the buffer travels to the blocking thread and
-    // back, so the data is never copied.
+    read_into_response(cx, out, &req, &open, handle, tail_ok).await
+}
+
+/// A pipe READ on IPC$: what the pipe holds, up to the length asked for.
+fn read_pipe(pipe: &std::sync::Mutex<dcerpc::Pipe>, req: &ReadRequest, out: &mut Vec<u8>) -> HResult {
+    let (data, more) = lock(pipe).read(req.length as usize);
+    if data.is_empty() {
+        return Err(NtStatus::END_OF_FILE);
+    }
+    encode_response_prefix(out, u32::try_from(data.len()).unwrap_or(0));
+    out.extend_from_slice(&data);
+    Ok(Reply::new(if more { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS }))
+}
+
+/// Access, offset range and byte-range locks allow this READ of a file.
+fn check_file_read(open: &Open, node: &FileNode, req: &ReadRequest) -> Result<(), NtStatus> {
+    if !open.has(access::FILE_READ_DATA | access::FILE_EXECUTE) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if req.offset > i64::MAX as u64 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if !node.io_allowed(open.id.volatile, req.offset, u64::from(req.length), false) {
+        return Err(NtStatus::FILE_LOCK_CONFLICT);
+    }
+    Ok(())
+}
+
+/// Answers from a mapping of the file's range when the file offers one (in memory, or in
+/// the page cache); `None` sends the READ down the other paths.
+fn send_mapped(out: &mut Vec<u8>, req: &ReadRequest, open: &Open, handle: &Arc<dyn FileHandle>) -> Option<HResult> {
+    let r = handle.fast_paths().and_then(|f| f.map_range(req.offset, req.length as usize))?;
+    let m = match r {
+        Ok(m) => m,
+        Err(e) => return Some(Err(super::storage_status(e))),
+    };
+    if m.is_empty() || m.len() < req.minimum_count as usize {
+        return Some(Err(NtStatus::END_OF_FILE));
+    }
+    encode_response_prefix(out, u32::try_from(m.len()).unwrap_or(0));
+    open.position.store(req.offset.saturating_add(m.len() as u64), Ordering::Relaxed);
+    Some(Ok(Reply { tail: Some(Tail::Mapped(m, handle.clone())), ..Reply::success() }))
+}
+
+/// Answers with a sendfile tail: the response carries the prefix, the writer sends the range.
+async fn send_file(cx: &mut Ctx<'_>, out: &mut Vec<u8>, req: &ReadRequest, open: &Open, handle: &Arc<dyn FileHandle>) -> HResult {
+    let h = handle.clone();
+    let size = super::storage_or_pending(cx, out, move || h.size()).await?;
+    let avail = size.saturating_sub(req.offset).min(u64::from(req.length));
+    if avail == 0 || avail < u64::from(req.minimum_count) {
+        return Err(NtStatus::END_OF_FILE);
+    }
+    let n = usize::try_from(avail).unwrap_or(0);
+    encode_response_prefix(out, u32::try_from(n).unwrap_or(0));
+    open.position.store(req.offset.saturating_add(avail), Ordering::Relaxed);
+    Ok(Reply { tail: Some(Tail::File(FileTail { handle: handle.clone(), offset: req.offset, len: n })), ..Reply::success() })
+}
+
+/// Reads directly after the response prefix: the buffer travels to the blocking thread and
+/// back, so the data is never copied.
+async fn read_into_response(
+    cx: &mut Ctx<'_>,
+    out: &mut Vec<u8>,
+    req: &ReadRequest,
+    open: &Open,
+    handle: &Arc<dyn FileHandle>,
+    tail_ok: bool,
+) -> HResult {
     let prefix_at = out.len();
     encode_response_prefix(out, 0);
     let data_at = out.len();
@@ -93,9 +132,10 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let copy_here = handle.fast_paths().is_some_and(|f| f.in_memory()) && !tail_ok;
     let inline_max = if copy_here || cx.conn.requests_in_progress() <= 1 { LONE_INLINE_READ_MAX } else { INLINE_READ_MAX };
     let inline = if len <= inline_max { handle.fast_paths().and_then(|f| f.read_at_nowait(&mut buf[data_at..data_at + len], offset)) } else { None };
-    let (mut buf, n) = match inline {
+    let (buf, n) = match inline {
         Some(n) => (buf, n),
         None => {
+            let handle = handle.clone();
             super::blocking_or_pending(cx, out, move || {
                 let n = handle.read_at(&mut buf[data_at..data_at + len], offset);
                 (buf, n)
@@ -104,23 +144,29 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         }
     };
     let n = n.map_err(super::storage_status)?;
-    // Going async may have sent earlier compound responses, shortening what precedes the
-    // data; then the data moves down (rare: only a slow READ inside a compound).
-    let prefix = out.len();
-    if prefix < data_at {
-        buf.copy_within(data_at..data_at + n, prefix);
-    }
-    let prefix_at = prefix_at - (data_at - prefix);
-    buf[..prefix].copy_from_slice(out);
-    buf.truncate(prefix + n);
-    *out = buf;
+    let prefix_at = join_prefix_and_data(out, buf, prefix_at, data_at, n);
     if n == 0 && len > 0 || n < req.minimum_count as usize {
         return Err(NtStatus::END_OF_FILE);
     }
     out[prefix_at + 4..prefix_at + 8].copy_from_slice(&u32::try_from(n).unwrap_or(0).to_le_bytes());
     // FilePositionInformation follows the last synchronous transfer on the open.
-    open.position.store(req.offset.saturating_add(n as u64), std::sync::atomic::Ordering::Relaxed);
-    Ok(NtStatus::SUCCESS)
+    open.position.store(req.offset.saturating_add(n as u64), Ordering::Relaxed);
+    Ok(Reply::success())
+}
+
+/// Makes `buf` (the data read at `data_at`) the response: what `out` holds goes in front of
+/// the data, and `out` becomes `buf`. Returns where the response prefix now starts. Going
+/// async may have sent earlier compound responses, shortening what precedes the data; then
+/// the data moves down (rare: only a slow READ inside a compound).
+fn join_prefix_and_data(out: &mut Vec<u8>, mut buf: Vec<u8>, prefix_at: usize, data_at: usize, n: usize) -> usize {
+    let prefix = out.len();
+    if prefix < data_at {
+        buf.copy_within(data_at..data_at + n, prefix);
+    }
+    buf[..prefix].copy_from_slice(out);
+    buf.truncate(prefix + n);
+    *out = buf;
+    prefix_at - (data_at - prefix)
 }
 
 /// Largest READ copied on the async worker when the data is in memory. Measured against

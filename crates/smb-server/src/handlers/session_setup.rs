@@ -14,7 +14,7 @@ use smb_wire::{dialect, NtStatus, SessionId};
 
 use crate::channel::{self, Binding};
 use crate::config::EncryptionMode;
-use crate::request::{Ctx, HResult, PreauthTarget};
+use crate::request::{Ctx, HResult, PreauthTarget, Reply};
 use crate::session::{Pending, Session, SessionSecurity, User};
 use crate::sync::lock;
 
@@ -49,10 +49,11 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     match step {
         AuthStep::Continue(token) => {
             encode_response(out, 0, &token);
+            let mut reply = Reply::new(NtStatus::MORE_PROCESSING_REQUIRED);
             if dialect == dialect::SMB311 {
-                cx.preauth_response = Some(PreauthTarget::Session(session.clone()));
+                reply.preauth = Some(PreauthTarget::Session(session.clone()));
             }
-            Ok(NtStatus::MORE_PROCESSING_REQUIRED)
+            Ok(reply)
         }
         AuthStep::Done { output, identity, session_key } => {
             let user = match identity {
@@ -242,9 +243,8 @@ fn finish(
     }
     encode_response(out, flags, output);
     // The final response is signed in 3.x so the client can check the whole exchange.
-    cx.force_sign = keyed && dialect::is_smb3(dialect);
     tracing::info!(conn = conn.id, peer = %conn.peer, user = ?user, dialect = format!("{dialect:#06x}"), "session established");
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply { force_sign: keyed && dialect::is_smb3(dialect), ..Reply::success() })
 }
 
 /// Binds this connection to an existing session as one more channel (MS-SMB2 3.3.5.5.2,
@@ -323,10 +323,11 @@ async fn bind(cx: &mut Ctx<'_>, req: &Req<'_>, out: &mut Vec<u8>) -> HResult {
     match step {
         AuthStep::Continue(token) => {
             encode_response(out, 0, &token);
+            let mut reply = Reply::new(NtStatus::MORE_PROCESSING_REQUIRED);
             if neg.dialect == dialect::SMB311 {
-                cx.preauth_response = Some(PreauthTarget::Binding(session.id));
+                reply.preauth = Some(PreauthTarget::Binding(session.id));
             }
-            Ok(NtStatus::MORE_PROCESSING_REQUIRED)
+            Ok(reply)
         }
         AuthStep::Done { output, identity, session_key } => {
             let bound_as = match identity {
@@ -345,9 +346,8 @@ async fn bind(cx: &mut Ctx<'_>, req: &Req<'_>, out: &mut Vec<u8>) -> HResult {
             server.clear_failures(conn.peer.ip());
             let flags = if session.security.get().is_some_and(|s| s.encrypt_data) { SESSION_FLAG_ENCRYPT_DATA } else { 0 };
             encode_response(out, flags, &output);
-            cx.force_sign = true;
             tracing::info!(conn = conn.id, peer = %conn.peer, session = format!("{:#x}", session.id.0), channels = session.channel_ids().len(), "channel bound");
-            Ok(NtStatus::SUCCESS)
+            Ok(Reply { force_sign: true, ..Reply::success() })
         }
         AuthStep::Failed(AuthError::UnknownUser { .. }) if server.guest_enabled() => {
             // It would be a guest: not the session's user.

@@ -15,7 +15,7 @@ use smb_wire::NtStatus;
 
 use super::{blocking, find_open};
 use crate::open::{Open, OpenKind};
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 use crate::status_map::state_status;
 use crate::sync::lock;
 
@@ -47,27 +47,64 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         info_type::SECURITY => {
             set_security(&open, req.additional_information, req.buffer).await?;
             encode_set_info_response(out);
-            return Ok(NtStatus::SUCCESS);
+            return Ok(Reply::success());
         }
         info_type::FILESYSTEM | info_type::QUOTA => return Err(NtStatus::NOT_SUPPORTED),
         _ => return Err(NtStatus::INVALID_PARAMETER),
     }
     let info = parse_set_info(req.info_class, req.buffer).map_err(fscc_status)?;
+    let OpenKind::File { is_dir, .. } = &open.kind else { return Err(NtStatus::INVALID_PARAMETER) };
+    if let Some((bits, must_write)) = required_access(&info)? {
+        if !open.has(bits) {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        if must_write && open.tree.read_only {
+            return Err(NtStatus::MEDIA_WRITE_PROTECTED);
+        }
+    }
+    check_for_kind(&info, *is_dir)?;
+    set_file_info(cx, &open, info).await?;
+    encode_set_info_response(out);
+    Ok(Reply::success())
+}
+
+/// The access a file information class needs on the open, and whether the share must be
+/// writable; `None` for classes that check their own (disposition) or need none.
+fn required_access(info: &SetInfo) -> Result<Option<(u32, bool)>, NtStatus> {
+    Ok(match info {
+        SetInfo::Basic { .. } => Some((access::FILE_WRITE_ATTRIBUTES, true)),
+        SetInfo::EndOfFile { .. } | SetInfo::Allocation { .. } => Some((access::FILE_WRITE_DATA, true)),
+        SetInfo::Rename { .. } => Some((access::DELETE, true)),
+        SetInfo::ValidDataLength { .. } => Some((access::FILE_WRITE_DATA, false)),
+        SetInfo::FullEa { .. } => Some((access::FILE_WRITE_EA, true)),
+        SetInfo::Link { .. } => return Err(NtStatus::NOT_SUPPORTED),
+        SetInfo::Disposition { .. } | SetInfo::DispositionEx { .. } | SetInfo::Position { .. } | SetInfo::Mode { .. } => None,
+    })
+}
+
+/// Classes that do not apply to a directory (sizes) or to a file (the directory attribute);
+/// MS-FSA 2.1.5.14.2: a directory cannot be temporary either.
+fn check_for_kind(info: &SetInfo, is_dir: bool) -> Result<(), NtStatus> {
+    let bad = match info {
+        SetInfo::Basic { attributes, .. } => {
+            attributes & smb_fscc::FILE_ATTRIBUTE_DIRECTORY != 0 && !is_dir || attributes & smb_fscc::FILE_ATTRIBUTE_TEMPORARY != 0 && is_dir
+        }
+        SetInfo::EndOfFile { .. } | SetInfo::Allocation { .. } => is_dir,
+        _ => false,
+    };
+    if bad {
+        Err(NtStatus::INVALID_PARAMETER)
+    } else {
+        Ok(())
+    }
+}
+
+/// Applies a file information class whose access and kind checks passed.
+async fn set_file_info(cx: &mut Ctx<'_>, open: &Open, info: SetInfo) -> Result<(), NtStatus> {
     let OpenKind::File { handle, is_dir, node, .. } = &open.kind else { return Err(NtStatus::INVALID_PARAMETER) };
     let h = handle.clone();
-    let need = |bits: u32| if open.has(bits) { Ok(()) } else { Err(NtStatus::ACCESS_DENIED) };
-    let writable = || if open.tree.read_only { Err(NtStatus::MEDIA_WRITE_PROTECTED) } else { Ok(()) };
     match info {
         SetInfo::Basic { creation_time, last_access_time, last_write_time, change_time, attributes } => {
-            need(access::FILE_WRITE_ATTRIBUTES)?;
-            writable()?;
-            if attributes & smb_fscc::FILE_ATTRIBUTE_DIRECTORY != 0 && !is_dir {
-                return Err(NtStatus::INVALID_PARAMETER);
-            }
-            // MS-FSA 2.1.5.14.2: a directory cannot be temporary.
-            if attributes & smb_fscc::FILE_ATTRIBUTE_TEMPORARY != 0 && *is_dir {
-                return Err(NtStatus::INVALID_PARAMETER);
-            }
             let times = SetTimes {
                 created: time_field(creation_time),
                 accessed: time_field(last_access_time),
@@ -88,21 +125,11 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             .await?;
         }
         SetInfo::EndOfFile { end_of_file } => {
-            need(access::FILE_WRITE_DATA)?;
-            writable()?;
-            if *is_dir {
-                return Err(NtStatus::INVALID_PARAMETER);
-            }
-            crate::breaks::break_level2(&cx.conn.server, &open);
+            crate::breaks::break_level2(&cx.conn.server, open);
             blocking(move || h.set_len(end_of_file)).await?;
         }
         SetInfo::Allocation { allocation_size } => {
-            need(access::FILE_WRITE_DATA)?;
-            writable()?;
-            if *is_dir {
-                return Err(NtStatus::INVALID_PARAMETER);
-            }
-            crate::breaks::break_level2(&cx.conn.server, &open);
+            crate::breaks::break_level2(&cx.conn.server, open);
             // Allocation below the end of file truncates (MS-FSA 2.1.5.15.1).
             blocking(move || {
                 let size = h.attrs()?.size;
@@ -114,28 +141,20 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             })
             .await?;
         }
-        SetInfo::Disposition { delete_pending } => set_delete(&open, h, *is_dir, node, delete_pending).await?,
-        SetInfo::DispositionEx { flags } => set_delete(&open, h, *is_dir, node, flags & 0x1 != 0).await?,
+        SetInfo::Disposition { delete_pending } => set_delete(open, h, *is_dir, node, delete_pending).await?,
+        SetInfo::DispositionEx { flags } => set_delete(open, h, *is_dir, node, flags & 0x1 != 0).await?,
         SetInfo::Rename { replace_if_exists, root_directory, file_name } => {
-            need(access::DELETE)?;
-            writable()?;
-            rename(cx, &open, replace_if_exists, root_directory, &file_name).await?;
+            rename(cx, open, replace_if_exists, root_directory, &file_name).await?;
         }
         SetInfo::Position { current_byte_offset } => open.position.store(current_byte_offset, Ordering::Relaxed),
         SetInfo::Mode { mode } => open.mode.store(u64::from(mode), Ordering::Relaxed),
-        SetInfo::ValidDataLength { .. } => {
-            need(access::FILE_WRITE_DATA)?;
-        }
-        SetInfo::Link { .. } => return Err(NtStatus::NOT_SUPPORTED),
+        SetInfo::ValidDataLength { .. } | SetInfo::Link { .. } => {}
         SetInfo::FullEa { eas } => {
-            need(access::FILE_WRITE_EA)?;
-            writable()?;
             let eas = check_eas(eas)?;
             blocking(move || apply_eas(h.as_ref(), &eas)).await.map_err(ea_status)?;
         }
     }
-    encode_set_info_response(out);
-    Ok(NtStatus::SUCCESS)
+    Ok(())
 }
 
 /// Validates the names of EAs to set (STATUS_INVALID_EA_NAME) and upper-cases them: EA
@@ -305,4 +324,33 @@ async fn rename(cx: &Ctx<'_>, open: &Open, replace: bool, root_directory: u64, n
     server.notify.report(share.index, &to, action::RENAMED_NEW_NAME, open.is_dir());
     *lock(&open.path) = to;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn basic(attributes: u32) -> SetInfo {
+        SetInfo::Basic { creation_time: 0, last_access_time: 0, last_write_time: 0, change_time: 0, attributes }
+    }
+
+    #[test]
+    fn each_class_asks_for_its_access() {
+        assert_eq!(required_access(&basic(0)), Ok(Some((access::FILE_WRITE_ATTRIBUTES, true))));
+        assert_eq!(required_access(&SetInfo::EndOfFile { end_of_file: 1 }), Ok(Some((access::FILE_WRITE_DATA, true))));
+        assert_eq!(required_access(&SetInfo::ValidDataLength { valid_data_length: 1 }), Ok(Some((access::FILE_WRITE_DATA, false))));
+        // Disposition checks DELETE itself; position and mode need nothing.
+        assert_eq!(required_access(&SetInfo::Disposition { delete_pending: true }), Ok(None));
+        assert_eq!(required_access(&SetInfo::Position { current_byte_offset: 0 }), Ok(None));
+    }
+
+    #[test]
+    fn sizes_refuse_directories_and_attributes_must_fit_the_kind() {
+        assert_eq!(check_for_kind(&SetInfo::EndOfFile { end_of_file: 0 }, true), Err(NtStatus::INVALID_PARAMETER));
+        assert_eq!(check_for_kind(&SetInfo::Allocation { allocation_size: 0 }, false), Ok(()));
+        assert_eq!(check_for_kind(&basic(smb_fscc::FILE_ATTRIBUTE_DIRECTORY), false), Err(NtStatus::INVALID_PARAMETER));
+        assert_eq!(check_for_kind(&basic(smb_fscc::FILE_ATTRIBUTE_DIRECTORY), true), Ok(()));
+        assert_eq!(check_for_kind(&basic(smb_fscc::FILE_ATTRIBUTE_TEMPORARY), true), Err(NtStatus::INVALID_PARAMETER));
+        assert_eq!(check_for_kind(&basic(smb_fscc::FILE_ATTRIBUTE_TEMPORARY), false), Ok(()));
+    }
 }

@@ -4,7 +4,7 @@ use smb_wire::msg::create::access;
 use smb_wire::msg::tree::{share_flags, TreeConnectRequest, TreeConnectResponse, SHARE_TYPE_DISK, SHARE_TYPE_PIPE};
 use smb_wire::NtStatus;
 
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 use crate::session::User;
 use crate::tree::{Tree, TreeKind};
 
@@ -47,7 +47,6 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     let share_flags = if encrypt { share_flags::ENCRYPT_DATA } else { 0 };
     let tree = session.add_tree(|id| Tree { id, kind, maximal_access, read_only, encrypt });
-    cx.resp_tree_id = Some(tree.id);
     TreeConnectResponse { share_type, share_flags, capabilities: 0, maximal_access }.encode(out);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply { tree_id: Some(tree.id), ..Reply::success() })
 }

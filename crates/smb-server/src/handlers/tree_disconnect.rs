@@ -3,7 +3,7 @@
 use smb_wire::msg::simple::{decode_empty, encode_empty};
 use smb_wire::NtStatus;
 
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     decode_empty(cx.msg()).map_err(super::bad("TREE_DISCONNECT"))?;
@@ -13,5 +13,5 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     s.remove_tree(t.id);
     encode_empty(out);
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
 }

@@ -3,7 +3,7 @@
 //! intermediate copy; pipe writes on IPC$ feed the RPC server.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use smb_wire::msg::create::access;
 use smb_wire::msg::write::{encode_response, WriteFixed, WriteRequest};
@@ -11,7 +11,8 @@ use smb_wire::NtStatus;
 
 use super::{find_open, rpc_context};
 use crate::open::OpenKind;
-use crate::request::{Ctx, HResult};
+use crate::request::{Ctx, HResult, Reply};
+use crate::server::ServerState;
 use crate::splice::Payload;
 use crate::sync::lock;
 
@@ -83,24 +84,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let (handle, node) = match &open.kind {
-        OpenKind::Pipe(p) => {
-            let server = &cx.conn.server;
-            let rpc = rpc_context(server);
-            let spliced;
-            let bytes = match data {
-                Data::Frame(ref f, ref r) => &f[r.clone()],
-                Data::Pipe(mut p) => {
-                    spliced = p.read_all().map_err(|_| NtStatus::INVALID_PARAMETER)?;
-                    &spliced[..]
-                }
-            };
-            lock(p).write(bytes, &rpc.ctx()).map_err(|e| {
-                tracing::debug!(error = %e, "RPC pipe error");
-                NtStatus::INVALID_PARAMETER
-            })?;
-            encode_response(out, u32::try_from(len).unwrap_or(0));
-            return Ok(NtStatus::SUCCESS);
-        }
+        OpenKind::Pipe(p) => return write_pipe(&cx.conn.server, p, data, out),
         OpenKind::File { is_dir: true, .. } => return Err(NtStatus::INVALID_DEVICE_REQUEST),
         OpenKind::File { handle, node, .. } => (handle.clone(), node.clone()),
     };
@@ -137,5 +121,25 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     // FilePositionInformation follows the last synchronous transfer on the open.
     open.position.store(off.saturating_add(n as u64), std::sync::atomic::Ordering::Relaxed);
     encode_response(out, u32::try_from(n).unwrap_or(0));
-    Ok(NtStatus::SUCCESS)
+    Ok(Reply::success())
+}
+
+/// A pipe WRITE on IPC$: the bytes go to the RPC server behind the pipe.
+fn write_pipe(server: &ServerState, pipe: &Mutex<dcerpc::Pipe>, data: Data, out: &mut Vec<u8>) -> HResult {
+    let len = data.len();
+    let rpc = rpc_context(server);
+    let spliced;
+    let bytes = match data {
+        Data::Frame(ref f, ref r) => &f[r.clone()],
+        Data::Pipe(mut p) => {
+            spliced = p.read_all().map_err(|_| NtStatus::INVALID_PARAMETER)?;
+            &spliced[..]
+        }
+    };
+    lock(pipe).write(bytes, &rpc.ctx()).map_err(|e| {
+        tracing::debug!(error = %e, "RPC pipe error");
+        NtStatus::INVALID_PARAMETER
+    })?;
+    encode_response(out, u32::try_from(len).unwrap_or(0));
+    Ok(Reply::success())
 }
