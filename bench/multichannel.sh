@@ -16,6 +16,7 @@
 #        MATRIX=loopback|netns|crypto   the cell list (netns: what bench/netns.sh runs;
 #                             crypto: issue 3's plain/signed/encrypted 1 MiB cells)
 #        ONLY=REGEX           run only cells whose "group/workload" matches REGEX
+#        CHANNELS="4"         run only these channel counts of each cell
 #        OUT=FILE             also append every run's figures to FILE (JSON lines)
 #        SUMMARY_ONLY=FILE    print only the table and RESULT lines of such a FILE (no runs)
 #        LISTEN_ADDR (127.0.0.1), NETNS (servers' namespace), CLIENT_NS (client's namespace)
@@ -212,6 +213,7 @@ for r in $(seq "$ROUNDS"); do
     read -r grp wl <<<"$gw"
     [[ "$grp/$wl" =~ $ONLY ]] || continue
     for ch in $chs; do
+      [[ -z "${CHANNELS:-}" || " $CHANNELS " == *" $ch "* ]] || continue
       for srv in $order; do
         # shellcheck disable=SC2086  # flags is a list
         run "$srv" "$grp" "$wl" "$ch" "$r" $flags

@@ -13,7 +13,6 @@ import secrets
 import shutil
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,12 +30,6 @@ def pytest_report_header(config):
     return f"interop target: {TARGET} ({where})"
 
 
-def _tmp_root(prefix: str) -> Path:
-    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-    d = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
-    d.chmod(0o755)
-    return d
-
 
 @pytest.fixture(scope="session")
 def braid_server():
@@ -45,7 +38,7 @@ def braid_server():
     if TARGET not in ("braid", "samba"):
         pytest.exit(f"BRAID_TEST_TARGET must be braid or samba, not {TARGET!r}", 2)
     users = {"alice": "A-" + secrets.token_urlsafe(12), "bob": "B-" + secrets.token_urlsafe(12)}
-    root = _tmp_root(f"braid-test-{TARGET}-")
+    root = harness.tmp_dir(f"braid-test-{TARGET}-")
     try:
         srv = harness.start_braid(root, users) if TARGET == "braid" else harness.start_samba(root, users)
     except Exception as e:
@@ -67,7 +60,7 @@ def braid_server():
 
 @pytest.fixture(scope="session")
 def client_conf():
-    d = _tmp_root("braid-test-client-")
+    d = harness.tmp_dir("braid-test-client-")
     try:
         yield harness.client_conf(d)
     finally:

@@ -14,6 +14,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -21,6 +22,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 LOCALHOST = "127.0.0.1"
+
+
+def tmp_dir(prefix: str) -> Path:
+    """A fresh directory for a test server's shares and state, on tmpfs where there is one
+    (conformance runs use tmpfs: disk allocation sizes alone fail smbtorture checks)."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    d.chmod(0o755)
+    return d
 
 
 # --------------------------------------------------------------------------------------------

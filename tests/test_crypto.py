@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -41,12 +40,6 @@ SMB3_DIALECTS = [pytest.param(Dialects.SMB_3_0_0, id="3.0"), pytest.param(Dialec
                  pytest.param(Dialects.SMB_3_1_1, id="3.1.1")]
 
 
-def _tmp_dir(prefix: str) -> Path:
-    base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-    d = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
-    d.chmod(0o755)
-    return d
-
 
 @pytest.fixture(scope="module")
 def crypto_server():
@@ -56,7 +49,7 @@ def crypto_server():
     def get(kind: str) -> harness.Server:
         if kind not in started:
             users = {"alice": "A-" + secrets.token_urlsafe(12), "bob": "B-" + secrets.token_urlsafe(12)}
-            root = _tmp_dir(f"braid-crypto-{kind}-")
+            root = harness.tmp_dir(f"braid-crypto-{kind}-")
             try:
                 started[kind] = harness.start_braid(root, users, share_specs=[{"name": "plain"},
                                                                               {"name": "enc", "encrypt": True}],
@@ -85,7 +78,7 @@ def crypto_server():
 
 @pytest.fixture
 def local_tmp():
-    d = _tmp_dir("braid-crypto-local-")
+    d = harness.tmp_dir("braid-crypto-local-")
     yield d
     shutil.rmtree(d, ignore_errors=True)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,17 +20,11 @@ pytestmark = pytest.mark.skipif(os.environ.get("BRAID_TEST_TARGET", "braid").str
 CAPACITY = 8 << 20
 
 
-def _tmp_dir(prefix: str) -> Path:
-    base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-    d = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
-    d.chmod(0o755)
-    return d
-
 
 @pytest.fixture(scope="module")
 def memory_server():
     users = {"alice": "A-" + secrets.token_urlsafe(12), "bob": "B-" + secrets.token_urlsafe(12)}
-    root = _tmp_dir("braid-memory-")
+    root = harness.tmp_dir("braid-memory-")
     try:
         srv = harness.start_braid(root, users, share_specs=[{"name": "mem", "backend": "memory",
                                                              "capacity": f"{CAPACITY >> 20}M"}])
@@ -50,7 +43,7 @@ def memory_server():
 
 @pytest.fixture
 def local_tmp():
-    d = _tmp_dir("braid-memory-local-")
+    d = harness.tmp_dir("braid-memory-local-")
     yield d
     shutil.rmtree(d, ignore_errors=True)
 

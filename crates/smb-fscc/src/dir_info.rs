@@ -100,10 +100,7 @@ impl DirWriter {
             out.extend_from_slice(name16);
             return;
         }
-        put_u64(out, i.creation_time);
-        put_u64(out, i.last_access_time);
-        put_u64(out, i.last_write_time);
-        put_u64(out, i.change_time);
+        crate::file_info::put_times(out, i);
         put_u64(out, i.end_of_file);
         put_u64(out, i.allocation_size);
         put_u32(out, i.wire_attributes());

@@ -90,12 +90,18 @@ pub fn file_info_min_size(class: u8) -> Option<usize> {
     })
 }
 
-/// MS-FSCC 2.4.7 FileBasicInformation: four times, attributes, reserved (40 bytes).
-fn put_basic(out: &mut Vec<u8>, i: &FileInfo) {
+/// The four FILETIMEs every basic, network-open and directory entry starts with: creation,
+/// last access, last write, change.
+pub(crate) fn put_times(out: &mut Vec<u8>, i: &FileInfo) {
     put_u64(out, i.creation_time);
     put_u64(out, i.last_access_time);
     put_u64(out, i.last_write_time);
     put_u64(out, i.change_time);
+}
+
+/// MS-FSCC 2.4.7 FileBasicInformation: four times, attributes, reserved (40 bytes).
+fn put_basic(out: &mut Vec<u8>, i: &FileInfo) {
+    put_times(out, i);
     put_u32(out, i.wire_attributes());
     put_u32(out, 0);
 }
@@ -209,10 +215,7 @@ fn put_compression(out: &mut Vec<u8>, info: &FileInfo) {
 
 /// MS-FSCC 2.4 FileNetworkOpenInformation (56 bytes).
 fn put_network_open(out: &mut Vec<u8>, info: &FileInfo) {
-    put_u64(out, info.creation_time);
-    put_u64(out, info.last_access_time);
-    put_u64(out, info.last_write_time);
-    put_u64(out, info.change_time);
+    put_times(out, info);
     put_u64(out, info.allocation_size);
     put_u64(out, info.end_of_file);
     put_u32(out, info.wire_attributes());

@@ -3,10 +3,13 @@
 //! Everything here goes through the `Backend` and `FileHandle` traits only; what only the
 //! local backend can show (symlinks, modes, xattrs on disk, mappings) is in `local.rs`.
 
-use braid_vfs::{dos, Backend, CreateMode, FileHandle, LocalBackend, MemoryBackend, OpenOptions, OpenOutcome, SetTimes, SharePath, VfsError};
+use braid_vfs::{dos, Backend, CreateMode, FileHandle, LocalBackend, MemoryBackend, OpenOptions, OpenOutcome, SetTimes, VfsError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+mod common;
+use common::{dir_opts, open, opts, p, read_all, read_only_opts};
 
 /// A backend under test, with a read-only view of the same share.
 trait Fixture {
@@ -63,33 +66,6 @@ impl Fixture for Memory {
     fn read_only(&self) -> Box<dyn Backend> {
         Box::new(self.0.read_only_view())
     }
-}
-
-fn p(s: &str) -> SharePath {
-    SharePath::from_smb(s).unwrap()
-}
-
-fn opts(create: CreateMode) -> OpenOptions {
-    OpenOptions { read: true, write: true, create, truncate: false, directory: false, non_directory: false }
-}
-
-fn read_only_opts() -> OpenOptions {
-    OpenOptions { write: false, ..opts(CreateMode::OpenExisting) }
-}
-
-fn dir_opts(create: CreateMode) -> OpenOptions {
-    OpenOptions { write: false, directory: true, ..opts(create) }
-}
-
-fn open(b: &dyn Backend, path: &str, o: OpenOptions) -> Result<Box<dyn FileHandle>, VfsError> {
-    b.open(&p(path), o).map(|(h, _)| h)
-}
-
-fn read_all(h: &dyn FileHandle) -> Vec<u8> {
-    let mut buf = vec![0u8; 1 << 16];
-    let n = h.read_at(&mut buf, 0).unwrap();
-    buf.truncate(n);
-    buf
 }
 
 /// Creates (or replaces) file `path` holding `data`.

@@ -3,12 +3,15 @@
 //! on-disk spellings of one name, and the fast paths. What every backend shares is in
 //! `conformance.rs`.
 
-use braid_vfs::{dos, Backend, CreateMode, FileHandle, LocalBackend, OpenOptions, SharePath, VfsError};
+use braid_vfs::{dos, Backend, CreateMode, LocalBackend, OpenOptions, SharePath, VfsError};
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{dir_opts, open, opts, p, read_all, read_only_opts};
 
 /// A scratch directory removed on drop; under /dev/shm (tmpfs has user xattrs) if present.
 struct Scratch(PathBuf);
@@ -36,33 +39,6 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.0);
     }
-}
-
-fn p(s: &str) -> SharePath {
-    SharePath::from_smb(s).unwrap()
-}
-
-fn opts(create: CreateMode) -> OpenOptions {
-    OpenOptions { read: true, write: true, create, truncate: false, directory: false, non_directory: false }
-}
-
-fn read_only_opts() -> OpenOptions {
-    OpenOptions { write: false, ..opts(CreateMode::OpenExisting) }
-}
-
-fn dir_opts(create: CreateMode) -> OpenOptions {
-    OpenOptions { write: false, directory: true, ..opts(create) }
-}
-
-fn open(b: &LocalBackend, path: &str, o: OpenOptions) -> Result<Box<dyn FileHandle>, VfsError> {
-    b.open(&p(path), o).map(|(h, _)| h)
-}
-
-fn read_all(h: &dyn FileHandle) -> Vec<u8> {
-    let mut buf = vec![0u8; 1 << 16];
-    let n = h.read_at(&mut buf, 0).unwrap();
-    buf.truncate(n);
-    buf
 }
 
 #[test]

@@ -1,11 +1,10 @@
 //! Behaviour only `MemoryBackend` has: its capacity and the account of what it holds. What
 //! it shares with the local backend is in `conformance.rs`.
 
-use braid_vfs::{Backend, CreateMode, FileHandle, MemoryBackend, OpenOptions, SharePath, VfsError};
+use braid_vfs::{Backend, CreateMode, FileHandle, MemoryBackend, OpenOptions, VfsError};
 
-fn p(s: &str) -> SharePath {
-    SharePath::from_smb(s).unwrap()
-}
+mod common;
+use common::p;
 
 fn create(b: &MemoryBackend, path: &str, directory: bool) -> Result<Box<dyn FileHandle>, VfsError> {
     let o = OpenOptions { read: true, write: !directory, create: CreateMode::CreateNew, truncate: false, directory, non_directory: false };
