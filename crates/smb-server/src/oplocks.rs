@@ -13,7 +13,6 @@
 use std::time::Duration;
 
 use braid_filestate::{Caching, GrantTypes, Grants, LeaseRequest};
-
 use smb_wire::msg::create::oplock;
 use smb_wire::msg::oplock::{LeaseBreak, OplockBreak, LEASE_BREAK_ACK_REQUIRED};
 use smb_wire::{FileId, NtStatus, SessionId};
