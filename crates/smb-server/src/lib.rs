@@ -18,6 +18,7 @@
 pub mod admin;
 mod breaks;
 mod buffers;
+mod changes;
 mod channel;
 mod commands;
 pub mod config;

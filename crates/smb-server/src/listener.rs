@@ -13,6 +13,7 @@ use crate::server::ServerState;
 /// returns an error if any bind fails or a share cannot be opened.
 pub async fn run(config: ServerConfig) -> std::io::Result<()> {
     let state = Arc::new(ServerState::new(config)?);
+    crate::changes::subscribe_all(&state);
     let mut listeners = Vec::new();
     for addr in &state.config.listen {
         let l = TcpListener::bind(addr).await.map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;

@@ -84,6 +84,11 @@ impl Open {
     }
 }
 
+/// The lease keys of `open`, as the origin of a change it makes.
+pub fn open_origin(open: &Open) -> crate::changes::Origin {
+    crate::changes::Origin { lease_key: open.lease.map(|l| l.1), parent_lease_key: None }
+}
+
 /// Releases an open already removed from its session: drops its share-mode claim and byte
 /// locks, and deletes the file if this was the last open and delete was pending.
 pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
@@ -98,7 +103,7 @@ pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
         let backend = share.backend.clone();
         let gone = path.clone();
         match crate::storage::blocking(move || backend.remove(&path)).await {
-            Ok(()) => server.notify.report(share.index, &gone, smb_wire::msg::notify::action::REMOVED, *is_dir),
+            Ok(()) => crate::changes::name(server, share.index, &gone, braid_vfs::ChangeKind::Removed, *is_dir, open_origin(open)),
             Err(st) => tracing::info!(status = ?st, "delete on close failed"),
         }
     }

@@ -11,12 +11,14 @@
 #![warn(missing_docs)]
 
 mod error;
+mod events;
 mod fault_guard;
 mod local;
 mod mapped;
 mod memory;
 mod path;
 pub use error::VfsError;
+pub use events::{what, CacheStats, Change, ChangeKind, ChangeSink, Delivery};
 pub use local::{LocalBackend, LocalHandle, BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR};
 pub use mapped::MappedRange;
 pub use memory::{MemoryBackend, MemoryHandle};
@@ -280,4 +282,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn rename(&self, from: &SharePath, to: &SharePath, replace: bool) -> Result<()>;
     /// Space figures of the filesystem holding the share.
     fn statfs(&self) -> Result<FsStats>;
+    /// Starts delivering changes made outside Braid to `sink` (once per backend; a later
+    /// call replaces the sink) and says how such changes are learnt. The default backend
+    /// learns of none.
+    fn subscribe(&self, sink: ChangeSink) -> Delivery {
+        let _ = sink;
+        Delivery::None
+    }
+    /// The metadata cache's counters, if the backend caches metadata.
+    fn cache_stats(&self) -> Option<CacheStats> {
+        None
+    }
 }

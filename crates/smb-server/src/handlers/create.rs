@@ -110,7 +110,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     });
     session.add_open(open.clone());
     if created {
-        cx.conn.server.notify.report(share.index, &lock(&open.path), smb_wire::msg::notify::action::ADDED, open.is_dir());
+        let origin = crate::open::open_origin(&open);
+        crate::changes::name(&cx.conn.server, share.index, &lock(&open.path), braid_vfs::ChangeKind::Added, open.is_dir(), origin);
     }
     let answer = Answer { oplock_level, create_action, lease_ctx };
     encode_response(out, &req, &tree, share.index, &attrs, &open, answer);

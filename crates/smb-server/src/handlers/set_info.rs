@@ -319,9 +319,9 @@ async fn rename(cx: &Ctx<'_>, open: &Open, replace: bool, root_directory: u64, n
     }
     let (f, t) = (from.clone(), to.clone());
     blocking(move || backend.rename(&f, &t, replace)).await?;
-    use smb_wire::msg::notify::action;
-    server.notify.report(share.index, &from, action::RENAMED_OLD_NAME, open.is_dir());
-    server.notify.report(share.index, &to, action::RENAMED_NEW_NAME, open.is_dir());
+    let origin = crate::open::open_origin(open);
+    crate::changes::name(server, share.index, &from, braid_vfs::ChangeKind::RenamedFrom, open.is_dir(), origin);
+    crate::changes::name(server, share.index, &to, braid_vfs::ChangeKind::RenamedTo, open.is_dir(), origin);
     *lock(&open.path) = to;
     Ok(())
 }
