@@ -1,4 +1,5 @@
-//! `braid status`: sessions and channels of a running server, read from its admin endpoint.
+//! `braid status`: sessions and channels of a running server, its per-operation counts and
+//! latencies and its shares' metadata caches, read from its admin endpoint.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -75,7 +76,68 @@ fn table(v: &Value) -> String {
             );
         }
     }
+    ops_table(v, &mut out);
+    caches_table(v, &mut out);
     out
+}
+
+/// Per operation since the server started: count, errors and latency percentiles.
+fn ops_table(v: &Value, out: &mut String) {
+    use std::fmt::Write as _;
+    let ops = v["ops"].as_array().cloned().unwrap_or_default();
+    if ops.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n  {:<5} {:<16} {:>12} {:>9} {:>11} {:>11}", "proto", "operation", "count", "errors", "p50", "p99");
+    for o in &ops {
+        let _ = writeln!(
+            out,
+            "  {:<5} {:<16} {:>12} {:>9} {:>11} {:>11}",
+            o["protocol"].as_str().unwrap_or("?"),
+            o["op"].as_str().unwrap_or("?"),
+            o["count"].as_u64().unwrap_or(0),
+            o["errors"].as_u64().unwrap_or(0),
+            micros(o["p50_us"].as_f64().unwrap_or(0.0)),
+            micros(o["p99_us"].as_f64().unwrap_or(0.0)),
+        );
+    }
+}
+
+/// Per share whose backend caches metadata: hits, misses and the hit ratio.
+fn caches_table(v: &Value, out: &mut String) {
+    use std::fmt::Write as _;
+    let caches = v["caches"].as_array().cloned().unwrap_or_default();
+    if caches.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n  {:<16} {:>12} {:>12} {:>9} {:>13} {:>10} {:>12}", "cache of share", "hits", "misses", "hit ratio", "invalidations", "entries", "bytes");
+    for c in &caches {
+        let n = |k: &str| c[k].as_u64().unwrap_or(0);
+        let lookups = n("hits") + n("misses");
+        let ratio = if lookups == 0 { "-".to_string() } else { format!("{:.1}%", 100.0 * n("hits") as f64 / lookups as f64) };
+        let _ = writeln!(
+            out,
+            "  {:<16} {:>12} {:>12} {:>9} {:>13} {:>10} {:>12}",
+            c["share"].as_str().unwrap_or("?"),
+            n("hits"),
+            n("misses"),
+            ratio,
+            n("invalidations"),
+            n("entries"),
+            n("bytes")
+        );
+    }
+}
+
+/// A latency in microseconds, shown in µs, ms or s.
+fn micros(us: f64) -> String {
+    if us < 1000.0 {
+        format!("{us:.0} us")
+    } else if us < 1_000_000.0 {
+        format!("{:.2} ms", us / 1000.0)
+    } else {
+        format!("{:.2} s", us / 1e6)
+    }
 }
 
 fn yes_no(v: &Value) -> &'static str {
@@ -102,5 +164,21 @@ mod tests {
         assert!(t.contains("user alice"));
         assert!(t.contains("channels 2/32"));
         assert!(t.contains("127.0.0.1:5001"));
+        assert!(!t.contains("operation"), "no ops, no table");
+    }
+
+    #[test]
+    fn table_lists_operations_and_cache_hit_ratio() {
+        let v: Value = serde_json::from_str(
+            r#"{"connections":0,"sessions":[],
+            "ops":[{"protocol":"smb","op":"CREATE","count":120,"errors":3,"mean_us":80.0,"p50_us":42.5,"p99_us":2500.0}],
+            "caches":[{"share":"data","hits":90,"misses":10,"invalidations":2,"entries":50,"bytes":6400}]}"#,
+        )
+        .unwrap();
+        let t = table(&v);
+        let row = t.lines().find(|l| l.contains("CREATE")).expect(&t);
+        assert!(row.contains(" 120 ") && row.contains(" 3 ") && row.contains("42 us") && row.contains("2.50 ms"), "{row}");
+        let row = t.lines().find(|l| l.trim_start().starts_with("data")).expect(&t);
+        assert!(row.contains("90.0%"), "{row}");
     }
 }

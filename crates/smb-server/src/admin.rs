@@ -37,11 +37,38 @@ pub struct SessionStatus {
     pub channels: Vec<ChannelStatus>,
 }
 
+/// Counts and latency percentiles of one operation since the server started.
+#[derive(Debug, Serialize)]
+pub struct OpStatus {
+    pub protocol: &'static str,
+    pub op: &'static str,
+    pub count: u64,
+    pub errors: u64,
+    /// Mean, median and 99th percentile latency in microseconds (percentiles interpolated
+    /// inside the histogram's buckets).
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+/// A share's metadata cache, for shares whose backend caches metadata.
+#[derive(Debug, Serialize)]
+pub struct CacheStatus {
+    pub share: String,
+    pub hits: u64,
+    pub misses: u64,
+    pub invalidations: u64,
+    pub entries: u64,
+    pub bytes: u64,
+}
+
 /// Everything `GET /status` returns.
 #[derive(Debug, Serialize)]
 pub struct Status {
     pub connections: usize,
     pub sessions: Vec<SessionStatus>,
+    pub ops: Vec<OpStatus>,
+    pub caches: Vec<CacheStatus>,
 }
 
 /// Serves the admin endpoint until the process ends. A bind failure is logged, not fatal:
@@ -129,14 +156,77 @@ pub fn status(state: &ServerState) -> Status {
         });
     }
     sessions.sort_by(|a, b| a.id.cmp(&b.id));
-    Status { connections: conns.len(), sessions }
+    Status { connections: conns.len(), sessions, ops: ops(state), caches: caches(state) }
+}
+
+fn ops(state: &ServerState) -> Vec<OpStatus> {
+    let us = |ns: Option<u64>| ns.unwrap_or(0) as f64 / 1000.0;
+    state
+        .ops
+        .snapshot()
+        .into_iter()
+        .map(|s| OpStatus {
+            protocol: state.ops.protocol(),
+            op: s.op,
+            count: s.count(),
+            errors: s.errors,
+            mean_us: s.sum_ns as f64 / 1000.0 / s.count().max(1) as f64,
+            p50_us: us(s.quantile_ns(0.5)),
+            p99_us: us(s.quantile_ns(0.99)),
+        })
+        .collect()
+}
+
+fn caches(state: &ServerState) -> Vec<CacheStatus> {
+    state
+        .shares
+        .iter()
+        .filter_map(|sh| {
+            let c = sh.backend.cache_stats()?;
+            Some(CacheStatus {
+                share: sh.config.name.clone(),
+                hits: c.hits,
+                misses: c.misses,
+                invalidations: c.invalidations,
+                entries: c.entries,
+                bytes: c.bytes,
+            })
+        })
+        .collect()
+}
+
+/// A Prometheus label value: backslash, double quote and newline escaped.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// The `braid_metadata_cache_*` families, one series per share whose backend caches.
+fn write_cache_metrics(caches: &[CacheStatus], out: &mut String) {
+    use std::fmt::Write as _;
+    if caches.is_empty() {
+        return;
+    }
+    type Field = fn(&CacheStatus) -> u64;
+    let families: [(&str, &str, &str, Field); 5] = [
+        ("hits_total", "counter", "Metadata lookups answered from the cache.", |c| c.hits),
+        ("misses_total", "counter", "Metadata lookups that went to the file system.", |c| c.misses),
+        ("invalidations_total", "counter", "Cache entries dropped because something changed.", |c| c.invalidations),
+        ("entries", "gauge", "Entries in the metadata cache.", |c| c.entries),
+        ("bytes", "gauge", "Approximate bytes held by the metadata cache.", |c| c.bytes),
+    ];
+    for (name, kind, help, field) in families {
+        let _ = writeln!(out, "# HELP braid_metadata_cache_{name} {help}\n# TYPE braid_metadata_cache_{name} {kind}");
+        for c in caches {
+            let _ = writeln!(out, "braid_metadata_cache_{name}{{share=\"{}\"}} {}", label(&c.share), field(c));
+        }
+    }
 }
 
 /// Prometheus text exposition of the same facts.
 fn metrics(state: &ServerState) -> String {
     let st = status(state);
     let (bin, bout) = st.sessions.iter().flat_map(|s| &s.channels).fold((0u64, 0u64), |a, c| (a.0 + c.bytes_in, a.1 + c.bytes_out));
-    format!(
+    let mut out = format!(
         "# HELP braid_connections Open TCP connections.\n# TYPE braid_connections gauge\nbraid_connections {}\n\
          # HELP braid_sessions Authenticated sessions.\n# TYPE braid_sessions gauge\nbraid_sessions {}\n\
          # HELP braid_channels Channels of all sessions.\n# TYPE braid_channels gauge\nbraid_channels {}\n\
@@ -145,5 +235,28 @@ fn metrics(state: &ServerState) -> String {
         st.connections,
         st.sessions.len(),
         st.sessions.iter().map(|s| s.current_channels).sum::<usize>(),
-    )
+    );
+    crate::op_metrics::write_prometheus(&[&state.ops], &mut out);
+    write_cache_metrics(&st.caches, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_families_name_each_caching_share() {
+        let mut out = String::new();
+        write_cache_metrics(&[], &mut out);
+        assert!(out.is_empty(), "no caching share, no families");
+        let c = CacheStatus { share: "a\"b".into(), hits: 7, misses: 3, invalidations: 1, entries: 5, bytes: 640 };
+        write_cache_metrics(&[c], &mut out);
+        assert!(out.contains("# TYPE braid_metadata_cache_hits_total counter\n"), "{out}");
+        assert!(out.contains("braid_metadata_cache_hits_total{share=\"a\\\"b\"} 7\n"), "{out}");
+        assert!(out.contains("braid_metadata_cache_misses_total{share=\"a\\\"b\"} 3\n"));
+        assert!(out.contains("braid_metadata_cache_invalidations_total{share=\"a\\\"b\"} 1\n"));
+        assert!(out.contains("# TYPE braid_metadata_cache_entries gauge\nbraid_metadata_cache_entries{share=\"a\\\"b\"} 5\n"));
+        assert!(out.contains("braid_metadata_cache_bytes{share=\"a\\\"b\"} 640\n"));
+    }
 }

@@ -1,7 +1,7 @@
 //! Braid's SMB2/3 server: listener, connections, request pipeline and command handlers.
 //!
 //! Layers, each depending only on those before it:
-//! - utilities: [`sync`] (locks), [`storage`], [`status_map`], [`buffers`], [`tcp_ack`];
+//! - utilities: [`sync`] (locks), [`op_metrics`], [`storage`], [`status_map`], [`buffers`], [`tcp_ack`];
 //! - state: [`server`], [`connection`], [`session`], [`channel`], [`tree`], [`open`],
 //!   [`locks`], [`oplocks`], [`notify`], [`write_queue`], plus [`transform`] and the
 //!   [`outbox`] trait finished frames go through;
@@ -29,6 +29,7 @@ mod interfaces;
 mod listener;
 mod locks;
 mod notify;
+mod op_metrics;
 mod open;
 mod oplocks;
 mod outbox;

@@ -5,6 +5,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::Instant;
 
 use smb_crypto::Signer;
 use smb_wire::header::{flags, offset};
@@ -116,6 +117,7 @@ async fn process_one(
     payload: &mut Option<crate::splice::Payload>,
 ) -> Option<PrevState> {
     let start = out.len();
+    let arrived = Instant::now();
     let related = hdr.is_related() && prev.is_some();
     let (prev_session, prev_tree, prev_file, prev_chain) = match prev {
         Some(p) => p,
@@ -170,12 +172,25 @@ async fn process_one(
             Ok(()) => commands::dispatch(&mut cx, cmd, out).await,
         },
     };
+    // The one place requests are counted: every request that reached the gate, with its
+    // final status (a request that went async returns here after its final response).
+    conn.server.ops.record(cmd as usize, answered_ok(&status), arrived.elapsed());
     if conn.is_closed() && spec_of(cmd).may_disconnect {
         // The handler saw tampering (VALIDATE_NEGOTIATE_INFO mismatch, repeated NEGOTIATE)
         // and dropped the connection: MS-SMB2 3.3.5.15.12 terminates it without an answer.
         return None;
     }
     finish_response(conn, cx, cmd, status, chain_failure, auth.signer, out, parts, tail)
+}
+
+/// The result class of the metrics: success, informational and warning statuses (a
+/// truncated buffer, the end of a listing) and the intermediate SESSION_SETUP's
+/// MORE_PROCESSING_REQUIRED are answers, not failures.
+fn answered_ok(status: &HResult) -> bool {
+    match status {
+        Ok(r) => r.status.0 >> 30 != 3 || r.status == NtStatus::MORE_PROCESSING_REQUIRED,
+        Err(st) => st.0 >> 30 != 3 || *st == NtStatus::MORE_PROCESSING_REQUIRED,
+    }
 }
 
 /// Step 1: the header may be processed, and the request is within the credit window with a

@@ -46,6 +46,8 @@ pub struct ServerState {
     pub notify: crate::notify::Watches,
     /// Pipes for zero-copy WRITE receive (see `splice.rs`).
     pub pipes: Arc<crate::splice::PipePool>,
+    /// Counts and latencies per SMB command, for the admin endpoint.
+    pub ops: crate::op_metrics::OpTable,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
 }
 
@@ -94,6 +96,7 @@ impl ServerState {
             buffers: crate::buffers::BufferPool::default(),
             notify: Default::default(),
             pipes,
+            ops: smb_ops(),
             failures: Mutex::new(HashMap::new()),
         })
     }
@@ -145,6 +148,12 @@ impl ServerState {
     pub fn clear_failures(&self, ip: IpAddr) {
         lock(&self.failures).remove(&ip);
     }
+}
+
+/// The metrics table of SMB commands, indexed by command code.
+fn smb_ops() -> crate::op_metrics::OpTable {
+    let names = (0u16..).map_while(smb_wire::Command::from_u16).map(smb_wire::Command::name).collect();
+    crate::op_metrics::OpTable::new("smb", names)
 }
 
 /// Lets smb-auth look users up without seeing the configuration.

@@ -53,6 +53,33 @@ impl Command {
         })
     }
 
+    /// The command's name as MS-SMB2 spells it (`SMB2 QUERY_DIRECTORY` without the prefix),
+    /// for metrics and logs.
+    pub fn name(self) -> &'static str {
+        use Command::*;
+        match self {
+            Negotiate => "NEGOTIATE",
+            SessionSetup => "SESSION_SETUP",
+            Logoff => "LOGOFF",
+            TreeConnect => "TREE_CONNECT",
+            TreeDisconnect => "TREE_DISCONNECT",
+            Create => "CREATE",
+            Close => "CLOSE",
+            Flush => "FLUSH",
+            Read => "READ",
+            Write => "WRITE",
+            Lock => "LOCK",
+            Ioctl => "IOCTL",
+            Cancel => "CANCEL",
+            Echo => "ECHO",
+            QueryDirectory => "QUERY_DIRECTORY",
+            ChangeNotify => "CHANGE_NOTIFY",
+            QueryInfo => "QUERY_INFO",
+            SetInfo => "SET_INFO",
+            OplockBreak => "OPLOCK_BREAK",
+        }
+    }
+
     /// The fixed StructureSize of this command's request (MS-SMB2 2.2.x).
     pub fn request_structure_size(self) -> u16 {
         use Command::*;
