@@ -1,6 +1,6 @@
 //! The `--meta` workload: a weighted mix of create/open/close/delete/stat/mkdir/rmdir over
 //! many small files and directories, each worker in its own directory so workers never
-//! race on one name.
+//! race on one name, and `list`, the listing of one shared directory of `--files` entries.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -29,29 +29,18 @@ pub(crate) async fn run<S: Session>(channels: &[S], wl: &Workload, name: &str, b
     let root = format!("{}/meta", wl.dir);
     channels[0].mkdir(&wl.dir).await?;
     channels[0].mkdir(&root).await?;
-    let slots = wl.threads * wl.queue_depth;
-    bar.set_message(format!("{name}: creating {} file(s) per worker", wl.files.max(MIN_POOL)));
-    let mut workers = Vec::new();
-    for k in 0..slots {
-        let s = channels[(k / wl.queue_depth) as usize % channels.len()].clone();
-        let dir = format!("{root}/w{k}");
-        s.mkdir(&dir).await?;
-        let mut pool = Vec::new();
-        for n in 0..wl.files.max(MIN_POOL) {
-            let p = format!("{dir}/f{n}");
-            s.open(&p, OpenMode::CreateOverwrite).await?.close().await?;
-            pool.push(p);
-        }
-        workers.push(MetaWorker {
-            s,
-            dir,
-            pool,
-            open: Vec::new(),
-            dirs: Vec::new(),
-            next: wl.files.max(MIN_POOL),
-            rng: StdRng::seed_from_u64(seed_for(wl.randrepeat, u64::from(k))),
-        });
-    }
+    // With `list` in the mix, --files is the size of the listed directory, not of the pools.
+    let listing = if mix.iter().any(|m| m.0 == MetaOp::List) {
+        bar.set_message(format!("{name}: filling a directory of {} file(s) to list", wl.files));
+        let dir = format!("{root}/list");
+        fill_listing(channels, wl, &dir).await?;
+        Some((dir, u64::from(wl.files)))
+    } else {
+        None
+    };
+    let pool_size = if listing.is_some() { MIN_POOL } else { wl.files.max(MIN_POOL) };
+    bar.set_message(format!("{name}: creating {pool_size} file(s) per worker"));
+    let workers = prepare_workers(channels, wl, &root, pool_size, &listing).await?;
     let live = Arc::new(Live::default());
     let win = Window::new(wl);
     let ticker = spawn_ticker(bar.clone(), live.clone(), win, name.to_string());
@@ -75,6 +64,9 @@ pub(crate) async fn run<S: Session>(channels: &[S], wl: &Workload, name: &str, b
     live.stop.store(true, Ordering::Relaxed);
     let _ = ticker.await;
     // Best effort: leaves nothing behind if the server allows it.
+    if let Some((dir, _)) = &listing {
+        empty_listing(channels, wl, dir).await;
+    }
     let _ = channels[0].rmdir(&root).await;
     if let Some(e) = fatal {
         return Err(e);
@@ -87,6 +79,82 @@ pub(crate) async fn run<S: Session>(channels: &[S], wl: &Workload, name: &str, b
     Ok(Report::new(name.to_string(), wl, &rec, win.end.duration_since(win.measure_from), cpu1.since(&cpu0)))
 }
 
+/// Each worker's session, directory and pool of `pool_size` closed files.
+async fn prepare_workers<S: Session>(
+    channels: &[S],
+    wl: &Workload,
+    root: &str,
+    pool_size: u32,
+    listing: &Option<(String, u64)>,
+) -> Result<Vec<MetaWorker<S>>, BenchError> {
+    let mut workers = Vec::new();
+    for k in 0..wl.threads * wl.queue_depth {
+        let s = channels[(k / wl.queue_depth) as usize % channels.len()].clone();
+        let dir = format!("{root}/w{k}");
+        s.mkdir(&dir).await?;
+        let mut pool = Vec::new();
+        for n in 0..pool_size {
+            let p = format!("{dir}/f{n}");
+            s.open(&p, OpenMode::CreateOverwrite).await?.close().await?;
+            pool.push(p);
+        }
+        workers.push(MetaWorker {
+            s,
+            dir,
+            pool,
+            open: Vec::new(),
+            dirs: Vec::new(),
+            listing: listing.clone(),
+            next: pool_size,
+            rng: StdRng::seed_from_u64(seed_for(wl.randrepeat, u64::from(k))),
+        });
+    }
+    Ok(workers)
+}
+
+/// Name of entry `n` of the listed directory.
+fn listing_entry(dir: &str, n: u32) -> String {
+    format!("{dir}/e{n}")
+}
+
+/// Creates the listed directory's `wl.files` files, one task per worker slot.
+async fn fill_listing<S: Session>(channels: &[S], wl: &Workload, dir: &str) -> Result<(), BenchError> {
+    channels[0].mkdir(dir).await?;
+    let slots = wl.threads * wl.queue_depth;
+    let mut set = JoinSet::new();
+    for k in 0..slots {
+        let s = channels[(k / wl.queue_depth) as usize % channels.len()].clone();
+        let (dir, files) = (dir.to_string(), wl.files);
+        set.spawn(async move {
+            for n in (k..files).step_by(slots as usize) {
+                s.open(&listing_entry(&dir, n), OpenMode::CreateOverwrite).await?.close().await?;
+            }
+            Ok::<(), BenchError>(())
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        r.map_err(|e| BenchError::Io(format!("filling the listed directory: {e}")))??;
+    }
+    Ok(())
+}
+
+/// Removes the listed directory and its files (best effort, in parallel like the filling).
+async fn empty_listing<S: Session>(channels: &[S], wl: &Workload, dir: &str) {
+    let slots = wl.threads * wl.queue_depth;
+    let mut set = JoinSet::new();
+    for k in 0..slots {
+        let s = channels[(k / wl.queue_depth) as usize % channels.len()].clone();
+        let (dir, files) = (dir.to_string(), wl.files);
+        set.spawn(async move {
+            for n in (k..files).step_by(slots as usize) {
+                let _ = s.remove(&listing_entry(&dir, n)).await;
+            }
+        });
+    }
+    while set.join_next().await.is_some() {}
+    let _ = channels[0].rmdir(dir).await;
+}
+
 struct MetaWorker<S: Session> {
     s: S,
     dir: String,
@@ -96,6 +164,8 @@ struct MetaWorker<S: Session> {
     open: Vec<(String, S::File)>,
     /// Directories created by mkdir.
     dirs: Vec<String>,
+    /// The directory `list` lists and how many entries it holds.
+    listing: Option<(String, u64)>,
     next: u32,
     rng: StdRng,
 }
@@ -215,6 +285,13 @@ impl<S: Session> MetaWorker<S> {
                 let i = self.rng.gen_range(0..self.dirs.len());
                 let d = self.dirs.swap_remove(i);
                 self.s.rmdir(&d).await?;
+            }
+            MetaOp::List => {
+                let Some((dir, expected)) = &self.listing else { return Ok(()) };
+                let n = self.s.list(dir).await?;
+                if n != *expected {
+                    return Err(BenchError::Io(format!("{dir}: listed {n} entries, expected {expected}")));
+                }
             }
         }
         Ok(())

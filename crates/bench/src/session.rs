@@ -63,6 +63,10 @@ pub trait Session: Clone + Send + Sync + 'static {
 
     /// Queries a path's metadata (the `stat` of the metadata mix); returns its size.
     fn stat(&self, path: &str) -> impl Future<Output = Result<u64, BenchError>> + Send;
+
+    /// Lists a directory to its end (the `list` of the metadata mix); returns the number of
+    /// entries other than `.` and `..`.
+    fn list(&self, dir: &str) -> impl Future<Output = Result<u64, BenchError>> + Send;
 }
 
 /// An open file. Clones share the handle.
@@ -297,6 +301,17 @@ pub mod mock {
             let f = fs.files.get(path).ok_or_else(|| BenchError::Io(format!("{path}: not found")))?;
             let len = f.read().map_err(|_| poisoned())?.len() as u64;
             Ok(len)
+        }
+
+        async fn list(&self, dir: &str) -> Result<u64, BenchError> {
+            self.pause().await;
+            let fs = self.fs.lock().map_err(|_| poisoned())?;
+            if !fs.dirs.contains(dir) {
+                return Err(BenchError::Io(format!("{dir}: not found")));
+            }
+            let prefix = format!("{dir}/");
+            let child = |k: &&String| k.strip_prefix(&prefix).is_some_and(|rest| !rest.contains('/'));
+            Ok((fs.files.keys().filter(child).count() + fs.dirs.iter().filter(child).count()) as u64)
         }
     }
 

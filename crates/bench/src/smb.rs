@@ -177,6 +177,16 @@ impl Session for SmbSession {
     async fn stat(&self, path: &str) -> Result<u64, BenchError> {
         self.tree.stat(path).await.map(|s| s.size).map_err(io_err_at(path))
     }
+
+    async fn list(&self, dir: &str) -> Result<u64, BenchError> {
+        let d = self.tree.create(dir, &CreateOptions::open_dir()).await.map_err(io_err_at(dir))?;
+        let listed = d.list("*").await;
+        // Closed whatever the listing did, so a failed listing leaks no handle.
+        let closed = d.close().await;
+        let entries = listed.map_err(io_err_at(dir))?;
+        closed.map_err(io_err_at(dir))?;
+        Ok(entries.iter().filter(|e| e.name != "." && e.name != "..").count() as u64)
+    }
 }
 
 impl BenchFile for smb_client::File {

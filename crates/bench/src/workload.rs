@@ -23,11 +23,15 @@ pub enum MetaOp {
     Mkdir,
     /// Remove an empty directory.
     Rmdir,
+    /// List a directory of `--files` entries (open, QUERY_DIRECTORY to the end, close),
+    /// shared by all workers and filled before the clock starts.
+    List,
 }
 
 impl MetaOp {
     /// Every operation, in report order.
-    pub const ALL: [MetaOp; 7] = [MetaOp::Create, MetaOp::Open, MetaOp::Close, MetaOp::Delete, MetaOp::Stat, MetaOp::Mkdir, MetaOp::Rmdir];
+    pub const ALL: [MetaOp; 8] =
+        [MetaOp::Create, MetaOp::Open, MetaOp::Close, MetaOp::Delete, MetaOp::Stat, MetaOp::Mkdir, MetaOp::Rmdir, MetaOp::List];
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
@@ -39,6 +43,7 @@ impl MetaOp {
             MetaOp::Stat => "stat",
             MetaOp::Mkdir => "mkdir",
             MetaOp::Rmdir => "rmdir",
+            MetaOp::List => "list",
         }
     }
 }
@@ -208,6 +213,7 @@ mod tests {
     fn meta_mix() {
         assert_eq!(parse_meta_mix("create,stat:3").unwrap(), vec![(MetaOp::Create, 1), (MetaOp::Stat, 3)]);
         assert!(parse_meta_mix("create,bogus").unwrap_err().to_string().contains("unknown operation"));
+        assert_eq!(parse_meta_mix("list").unwrap(), vec![(MetaOp::List, 1)]);
         assert!(parse_meta_mix("stat,stat").is_err());
         assert!(parse_meta_mix("stat:0").is_err());
         assert!(parse_meta_mix("").is_err());

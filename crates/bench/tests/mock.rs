@@ -89,6 +89,16 @@ async fn metadata_mix() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listing_lists_the_whole_directory_and_cleans_up() {
+    let t = MockTarget::new("mock", MockConfig::default());
+    let wl = Workload { meta: Some(parse_meta_mix("list,stat").unwrap()), files: 300, ..quick() };
+    let r = run_target(&t, &wl, false).await.unwrap();
+    assert_eq!(r.errors, 0, "every listing saw the 300 entries");
+    assert!(r.by_op.get("list").is_some_and(|o| o.count > 0), "{:?}", r.by_op.keys());
+    assert!(t.file_names().is_empty(), "cleaned up: {:?}", t.file_names().len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_writes_csv_and_charts() {
     let a = MockTarget::new("braid", MockConfig::default());
     let b = MockTarget::new("samba", MockConfig { delay: Some(Duration::from_micros(100)), ..Default::default() });

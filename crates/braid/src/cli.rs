@@ -113,6 +113,7 @@ pub enum Command {
             braid bench -b 1m -s -c 1g -t 2 --channels 4 --encrypt --cipher aes-256-gcm URL\n  \
             braid bench --verify -w 50 -d 10 --json URL\n  \
             braid bench --meta create,open,close,delete,stat -t 4 URL\n  \
+            braid bench --meta list -f 10000 -t 4 URL   (listings of a 10,000-entry directory)\n  \
             braid bench sweep --rw 100:0,70:30,0:100 --bs 4k,64k,1m --out results URL1 URL2"
     )]
     Bench(Box<BenchCmd>),
@@ -231,7 +232,8 @@ pub struct BenchRunArgs {
     #[arg(long)]
     pub verify: bool,
 
-    /// Metadata mix instead of data I/O, e.g. create,open,close,delete,stat (op:weight allowed).
+    /// Metadata mix instead of data I/O, e.g. create,open,close,delete,stat (op:weight allowed;
+    /// also mkdir, rmdir, and list: listings of one directory of --files entries).
     #[arg(long, value_name = "OPS")]
     pub meta: Option<String>,
 
