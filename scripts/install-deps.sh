@@ -23,6 +23,7 @@ need smbtorture samba-testsuite
 need python3 python3
 need jq jq            # bench/compare.sh
 need bc bc            # bench/smbclient-1g.sh
+need bindfs bindfs    # bench/meta.sh (a FUSE file system under the shares)
 need iptables iptables  # smbtorture multichannel channel blocking
 if ! python3 -c 'import smbprotocol, pytest' 2>/dev/null && ! python3 -m pip --version >/dev/null 2>&1; then
   missing+=(python3-pip)
