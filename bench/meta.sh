@@ -289,7 +289,7 @@ table() {
     ops="$(awk -v b="$b" -v w="$w" -v s="$s" '$1 == b && $2 == w && $3 == s {print $5}' "$RESULTS" | median)"
     r="$(awk -v b="$b" -v w="$w" -v s="$s" '$1 == b && $2 == w && $3 == s {print $6}' "$RESULTS" | median)"
     med_ops[$s]="$ops"
-    printf '| %s | %.0f | %.0f µs | %s|\n' "$l" "$ops" "$r" "$rounds"
+    printf '| %s | %.0f | %s | %s|\n' "$l" "$ops" "$(awk -v u="$r" 'BEGIN {if (u < 10000) printf "%.0f µs", u; else printf "%.1f ms", u / 1000}')" "$rounds"
   done
   ratio() { [[ -n "${med_ops[$1]:-}" && -n "${med_ops[$2]:-}" ]] && awk -v a="${med_ops[$1]}" -v b="${med_ops[$2]}" 'BEGIN {printf "%.2fx", a / b}' || echo "-"; }
   echo
@@ -303,7 +303,7 @@ failed=0
 for b in $BACKENDS; do
   backend_up "$b"
   root="$ROOT"
-  echo "=== $b: shares under $root ($(stat -f -c %T "$root"))"
+  echo "=== $b: shares under $root ($(findmnt -no FSTYPE -T "$root" 2>/dev/null || stat -f -c %T "$root"))"
   servers_up "$root"
   for w in $WORKLOADS; do
     for r in $(seq "$ROUNDS"); do
