@@ -110,7 +110,11 @@ fn caches_table(v: &Value, out: &mut String) {
     if caches.is_empty() {
         return;
     }
-    let _ = writeln!(out, "\n  {:<16} {:>12} {:>12} {:>9} {:>13} {:>10} {:>12}", "cache of share", "hits", "misses", "hit ratio", "invalidations", "entries", "bytes");
+    let _ = writeln!(
+        out,
+        "\n  {:<16} {:>12} {:>12} {:>9} {:>13} {:>10} {:>12}",
+        "cache of share", "hits", "misses", "hit ratio", "invalidations", "entries", "bytes"
+    );
     for c in &caches {
         let n = |k: &str| c[k].as_u64().unwrap_or(0);
         let lookups = n("hits") + n("misses");
