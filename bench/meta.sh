@@ -147,14 +147,28 @@ if [[ " $WORKLOADS " == *" untar "* ]]; then
   (
     cd "$(dirname "$TAR_SRC")"
     base="$(basename "$TAR_SRC")"
-    find "$base" -type f | LC_ALL=C sort >"$WORK/tar.all"   # not piped into head: pipefail
-    head -n "$TAR_FILES" "$WORK/tar.all" >"$WORK/tar.files"
-    awk -F/ '{p = $1; print p; for (i = 2; i < NF; i++) {p = p "/" $i; print p}}' "$WORK/tar.files" >"$WORK/tar.dirs"
+    find "$base" -type f | LC_ALL=C sort >"$WORK/tar.all"
+    # SMB names are case-insensitive: a file or directory whose name differs from an earlier
+    # one only in case (xt_CONNMARK.h, xt_connmark.h) would replace it, so it is left out.
+    awk -F/ -v max="$TAR_FILES" '
+      n < max {
+        p = $1; ok = 1
+        for (i = 2; i <= NF; i++) {
+          if ((tolower(p) in seen) && seen[tolower(p)] != p) ok = 0
+          p = p "/" $i
+        }
+        if (ok && !(tolower($0) in seen)) {
+          p = $1; seen[tolower(p)] = p
+          for (i = 2; i <= NF; i++) {p = p "/" $i; seen[tolower(p)] = p}
+          print; n++
+        }
+      }' "$WORK/tar.all" >"$WORK/tar.files"
+    awk -F/ '{p = $1; print p; for (i = 2; i < NF; i++) {p = p "/" $i; print p}}' "$WORK/tar.files" | LC_ALL=C sort -u >"$WORK/tar.dirs"
     LC_ALL=C sort -u "$WORK/tar.files" "$WORK/tar.dirs" >"$WORK/tar.list"
     tar --no-recursion --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$TAR" -T "$WORK/tar.list"
   )
   TAR_COUNT=$(wc -l <"$WORK/tar.files")
-  echo "meta.sh: untar source: $TAR_COUNT files, $(wc -l <"$WORK/tar.dirs" | tr -d ' ') directory entries, $(du -h "$TAR" | cut -f1) from $TAR_SRC"
+  echo "meta.sh: untar source: $TAR_COUNT files, $(wc -l <"$WORK/tar.dirs" | tr -d ' ') directories, $(du -h "$TAR" | cut -f1) from $TAR_SRC"
 fi
 printf '[global]\nclient min protocol = SMB2_10\nclient max protocol = SMB3\n' >"$WORK/client.conf"
 
@@ -303,7 +317,7 @@ failed=0
 for b in $BACKENDS; do
   backend_up "$b"
   root="$ROOT"
-  echo "=== $b: shares under $root ($(findmnt -no FSTYPE -T "$root" 2>/dev/null || stat -f -c %T "$root"))"
+  echo "=== $b: shares under $root ($(findmnt -no FSTYPE -T "$root" 2>/dev/null | tail -n 1))"
   servers_up "$root"
   for w in $WORKLOADS; do
     for r in $(seq "$ROUNDS"); do
