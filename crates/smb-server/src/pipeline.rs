@@ -187,10 +187,11 @@ async fn process_one(
 /// truncated buffer, the end of a listing) and the intermediate SESSION_SETUP's
 /// MORE_PROCESSING_REQUIRED are answers, not failures.
 fn answered_ok(status: &HResult) -> bool {
-    match status {
-        Ok(r) => r.status.0 >> 30 != 3 || r.status == NtStatus::MORE_PROCESSING_REQUIRED,
-        Err(st) => st.0 >> 30 != 3 || *st == NtStatus::MORE_PROCESSING_REQUIRED,
-    }
+    let st = match status {
+        Ok(r) => r.status,
+        Err(st) => *st,
+    };
+    st.0 >> 30 != 3 || st == NtStatus::MORE_PROCESSING_REQUIRED
 }
 
 /// Step 1: the header may be processed, and the request is within the credit window with a

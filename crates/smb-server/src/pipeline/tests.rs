@@ -279,6 +279,30 @@ async fn related_compound_create_write_close() {
 }
 
 #[tokio::test]
+async fn each_answered_request_is_counted_once_with_its_result() {
+    let server = server();
+    let mut p = Peer::new(&server);
+    p.logon().await;
+    let r = p.call(Command::Create, |m| create("counted.txt").encode(m)).await;
+    let fid = created_id(&r);
+    // A compound counts each element; the failed CREATE (no such directory) is an error.
+    let c = p.message(Command::Create, |m| create("no-such-dir/x.txt").encode(m));
+    let mut cm = p.message(Command::Close, |m| CloseRequest { flags: 0, file_id: FileId::RELATED }.encode(m));
+    set_flag(&mut cm, flags::RELATED_OPERATIONS);
+    let f = p.frame(vec![c, cm]);
+    p.exchange(f).await;
+    p.call(Command::Close, |m| CloseRequest { flags: 0, file_id: fid }.encode(m)).await;
+    let snap = server.ops.snapshot();
+    let get = |op: &str| snap.iter().find(|s| s.op == op).map(|s| (s.count(), s.errors));
+    assert_eq!(get("CREATE"), Some((2, 1)), "{snap:?}");
+    assert_eq!(get("CLOSE"), Some((2, 1)), "the related CLOSE failed as its CREATE did");
+    assert_eq!(get("NEGOTIATE"), Some((1, 0)));
+    // The intermediate SESSION_SETUP (MORE_PROCESSING_REQUIRED) is not an error.
+    assert_eq!(get("SESSION_SETUP"), Some((2, 0)));
+    assert_eq!(get("READ"), None, "unseen commands have no series");
+}
+
+#[tokio::test]
 async fn a_message_id_outside_the_credit_window_closes_the_connection() {
     let server = server();
     let mut p = Peer::new(&server);
