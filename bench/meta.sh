@@ -12,7 +12,8 @@
 #   stat     braid bench --meta stat: CREATE+QUERY_INFO+CLOSE (one compound) of existing files,
 #            STAT_FILES (256) per worker
 #   list     braid bench --meta list: listings (open, QUERY_DIRECTORY to the end, close) of one
-#            directory of LIST_FILES (10000) entries; entries/s = listings/s x LIST_FILES
+#            directory of LIST_FILES (10000) entries, filled by the first round and kept;
+#            entries/s = listings/s x LIST_FILES
 #   torture  smbtorture smb2.bench.path-contention-shared: THREADS connections opening and
 #            closing one path; opens/s, mean open latency (smbtorture gives no median)
 #   untar    smbclient -Tx of a tarball of TAR_FILES (2000) files of TAR_SRC (/usr/include),
@@ -35,8 +36,10 @@
 #        LIST_FILES STAT_FILES TAR_SRC TAR_FILES as above
 #        PORT_BASE (14455): Braid on PORT_BASE and PORT_BASE+1, Samba on PORT_BASE+20
 #        IMG_DIR (/var/tmp/braid-diskfs) IMG_SIZE (2G): the ext4 image (the machine's disk)
-# Time: about (4 x (DUR + 3) + 10) x ROUNDS x servers seconds per backend; at the defaults
-# with both Braid columns, 3 backends take about 15 minutes, without the "on" column about 10.
+# Time: each of backends x workloads x ROUNDS x servers runs takes DUR plus a few seconds of
+# setup (untar: the extraction itself). Measured at the defaults on 2 shared cores: about 15
+# minutes for 3 backends with two servers (no cache key), so about 22 with the "on" column;
+# DUR=5 takes about 9 and 14.
 # Needs root (the Samba peer, mount, losetup), jq, smbtorture, smbclient, bindfs, mkfs.ext4.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -311,7 +314,9 @@ table() {
 }
 
 START=$(date +%s)
-echo "meta.sh: servers: ${SERVERS[*]}; backends: $BACKENDS; workloads: $WORKLOADS; DUR=$DUR ROUNDS=$ROUNDS THREADS=$THREADS"
+runs=$(( $(wc -w <<<"$BACKENDS") * $(wc -w <<<"$WORKLOADS") * ROUNDS * ${#SERVERS[@]} ))
+echo "meta.sh: servers: ${SERVERS[*]}; backends: $BACKENDS; workloads: $WORKLOADS; DUR=$DUR ROUNDS=$ROUNDS THREADS=$THREADS" \
+  "($runs runs, roughly $(( runs * (DUR + 5) / 60 )) minutes)"
 echo "meta.sh: braid $("$BRAID_BIN" --version 2>/dev/null || echo ?) ($BRAID_BIN); off: $BRAID_BIN_OFF; $(smbd --version 2>/dev/null || echo samba ?)"
 failed=0
 for b in $BACKENDS; do

@@ -1,6 +1,7 @@
 //! The `--meta` workload: a weighted mix of create/open/close/delete/stat/mkdir/rmdir over
 //! many small files and directories, each worker in its own directory so workers never
-//! race on one name, and `list`, the listing of one shared directory of `--files` entries.
+//! race on one name, and `list`, the listing of one shared directory of `--files` entries
+//! (kept, like data files, for the next run).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -30,10 +31,13 @@ pub(crate) async fn run<S: Session>(channels: &[S], wl: &Workload, name: &str, b
     channels[0].mkdir(&wl.dir).await?;
     channels[0].mkdir(&root).await?;
     // With `list` in the mix, --files is the size of the listed directory, not of the pools.
+    // Like data files, the directory is kept and reused by the next run of the same size.
     let listing = if mix.iter().any(|m| m.0 == MetaOp::List) {
-        bar.set_message(format!("{name}: filling a directory of {} file(s) to list", wl.files));
-        let dir = format!("{root}/list");
-        fill_listing(channels, wl, &dir).await?;
+        let dir = format!("{}/list-{}", wl.dir, wl.files);
+        if channels[0].list(&dir).await.ok() != Some(u64::from(wl.files)) {
+            bar.set_message(format!("{name}: filling a directory of {} file(s) to list", wl.files));
+            fill_listing(channels, wl, &dir).await?;
+        }
         Some((dir, u64::from(wl.files)))
     } else {
         None
@@ -63,10 +67,7 @@ pub(crate) async fn run<S: Session>(channels: &[S], wl: &Workload, name: &str, b
     }
     live.stop.store(true, Ordering::Relaxed);
     let _ = ticker.await;
-    // Best effort: leaves nothing behind if the server allows it.
-    if let Some((dir, _)) = &listing {
-        empty_listing(channels, wl, dir).await;
-    }
+    // Best effort: leaves nothing behind but the listed directory if the server allows it.
     let _ = channels[0].rmdir(&root).await;
     if let Some(e) = fatal {
         return Err(e);
@@ -117,7 +118,8 @@ fn listing_entry(dir: &str, n: u32) -> String {
     format!("{dir}/e{n}")
 }
 
-/// Creates the listed directory's `wl.files` files, one task per worker slot.
+/// Creates the listed directory's `wl.files` files (overwriting those there), one task per
+/// worker slot.
 async fn fill_listing<S: Session>(channels: &[S], wl: &Workload, dir: &str) -> Result<(), BenchError> {
     channels[0].mkdir(dir).await?;
     let slots = wl.threads * wl.queue_depth;
@@ -136,23 +138,6 @@ async fn fill_listing<S: Session>(channels: &[S], wl: &Workload, dir: &str) -> R
         r.map_err(|e| BenchError::Io(format!("filling the listed directory: {e}")))??;
     }
     Ok(())
-}
-
-/// Removes the listed directory and its files (best effort, in parallel like the filling).
-async fn empty_listing<S: Session>(channels: &[S], wl: &Workload, dir: &str) {
-    let slots = wl.threads * wl.queue_depth;
-    let mut set = JoinSet::new();
-    for k in 0..slots {
-        let s = channels[(k / wl.queue_depth) as usize % channels.len()].clone();
-        let (dir, files) = (dir.to_string(), wl.files);
-        set.spawn(async move {
-            for n in (k..files).step_by(slots as usize) {
-                let _ = s.remove(&listing_entry(&dir, n)).await;
-            }
-        });
-    }
-    while set.join_next().await.is_some() {}
-    let _ = channels[0].rmdir(dir).await;
 }
 
 struct MetaWorker<S: Session> {

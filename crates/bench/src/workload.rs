@@ -24,7 +24,8 @@ pub enum MetaOp {
     /// Remove an empty directory.
     Rmdir,
     /// List a directory of `--files` entries (open, QUERY_DIRECTORY to the end, close),
-    /// shared by all workers and filled before the clock starts.
+    /// shared by all workers, filled before the clock starts and kept (DIR/list-N) like data
+    /// files.
     List,
 }
 

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use braid_bench::session::mock::{MockConfig, MockTarget};
+use braid_bench::session::{BenchFile, OpenMode, Session};
 use braid_bench::{parse_meta_mix, run_sweep, run_target, table, BenchError, SweepSpec, Workload};
 
 fn quick() -> Workload {
@@ -89,13 +90,22 @@ async fn metadata_mix() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn listing_lists_the_whole_directory_and_cleans_up() {
+async fn listing_lists_the_whole_directory_and_keeps_it() {
     let t = MockTarget::new("mock", MockConfig::default());
     let wl = Workload { meta: Some(parse_meta_mix("list,stat").unwrap()), files: 300, ..quick() };
     let r = run_target(&t, &wl, false).await.unwrap();
     assert_eq!(r.errors, 0, "every listing saw the 300 entries");
     assert!(r.by_op.get("list").is_some_and(|o| o.count > 0), "{:?}", r.by_op.keys());
-    assert!(t.file_names().is_empty(), "cleaned up: {:?}", t.file_names().len());
+    let names = t.file_names();
+    assert_eq!(names.len(), 300, "only the listed directory is left");
+    assert!(names.iter().all(|n| n.starts_with("braid-bench/list-300/")), "{:?}", &names[..3]);
+    // The next run of the same size reuses it: a refill would truncate this file again.
+    let f = t.open("braid-bench/list-300/e7", OpenMode::ReadWrite).await.unwrap();
+    f.write(0, b"kept").await.unwrap();
+    f.close().await.unwrap();
+    let r = run_target(&t, &wl, false).await.unwrap();
+    assert_eq!((r.errors, t.file_names().len()), (0, 300));
+    assert_eq!(t.contents("braid-bench/list-300/e7").unwrap(), b"kept");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
