@@ -100,7 +100,8 @@ impl Drop for CachedHandle {
         let Some(h) = self.inner.take() else { return };
         let Some(id) = self.file_id else { return };
         // Pooled only while the cache still maps the name to this file.
-        if self.poolable.load(Ordering::Relaxed) && self.found().is_some_and(|f| f.attrs.file_id == id) {
+        // Attribute-only opens never take from the pool (they open nothing at all).
+        if self.opts.read && self.poolable.load(Ordering::Relaxed) && self.found().is_some_and(|f| f.attrs.file_id == id) {
             self.core.pool.put(&self.folded, h, id, self.opts.read, self.opts.write);
         }
     }

@@ -181,13 +181,17 @@ impl CachedBackend {
         let (h, outcome) = match self.core.inner.open(path, opts) {
             Ok(r) => r,
             Err(e @ (VfsError::NotFound | VfsError::PathNotFound)) => {
-                self.core.withdraw(&folded, bits::CREATE);
+                if creating {
+                    self.core.withdraw(&folded, bits::CREATE);
+                }
                 let m = if matches!(e, VfsError::NotFound) { Missing::Name } else { Missing::Path };
                 self.core.finish(k, &exact(path), Data::Missing(m), fill);
                 return Err(e);
             }
             Err(e) => {
-                self.core.withdraw(&folded, bits::CREATE);
+                if creating {
+                    self.core.withdraw(&folded, bits::CREATE);
+                }
                 return Err(e);
             }
         };
@@ -200,7 +204,8 @@ impl CachedBackend {
         let folded = fold(&disk);
         if outcome == OpenOutcome::Created {
             self.core.changed_name(&folded, opts.directory);
-        } else {
+        } else if opts.create != CreateMode::OpenExisting {
+            // This open expected to create the name, and found it instead.
             self.core.withdraw(&folded, bits::CREATE);
         }
         if opts.truncate {
