@@ -136,7 +136,7 @@ pub fn status(state: &ServerState) -> Status {
 fn metrics(state: &ServerState) -> String {
     let st = status(state);
     let (bin, bout) = st.sessions.iter().flat_map(|s| &s.channels).fold((0u64, 0u64), |a, c| (a.0 + c.bytes_in, a.1 + c.bytes_out));
-    format!(
+    let mut out = format!(
         "# HELP braid_connections Open TCP connections.\n# TYPE braid_connections gauge\nbraid_connections {}\n\
          # HELP braid_sessions Authenticated sessions.\n# TYPE braid_sessions gauge\nbraid_sessions {}\n\
          # HELP braid_channels Channels of all sessions.\n# TYPE braid_channels gauge\nbraid_channels {}\n\
@@ -145,5 +145,31 @@ fn metrics(state: &ServerState) -> String {
         st.connections,
         st.sessions.len(),
         st.sessions.iter().map(|s| s.current_channels).sum::<usize>(),
-    )
+    );
+    out.push_str(&cache_metrics(state));
+    out
+}
+
+/// The metadata cache's counters, per share that has one.
+fn cache_metrics(state: &ServerState) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let figures: [(&str, &str, &str, fn(&braid_vfs::CacheStats) -> u64); 5] = [
+        ("hits", "counter", "Metadata lookups answered from the cache.", |c| c.hits),
+        ("misses", "counter", "Metadata lookups that went to the file system.", |c| c.misses),
+        ("invalidations", "counter", "Cached entries dropped because something changed.", |c| c.invalidations),
+        ("entries", "gauge", "Entries the metadata cache holds.", |c| c.entries),
+        ("bytes", "gauge", "Bytes the metadata cache holds (approximate).", |c| c.bytes),
+    ];
+    let stats: Vec<_> = state.shares.iter().filter_map(|s| Some((s.config.name.clone(), s.backend.cache_stats()?))).collect();
+    if stats.is_empty() {
+        return out;
+    }
+    for (name, kind, help, get) in figures {
+        let _ = writeln!(out, "# HELP braid_metadata_cache_{name} {help}\n# TYPE braid_metadata_cache_{name} {kind}");
+        for (share, c) in &stats {
+            let _ = writeln!(out, "braid_metadata_cache_{name}{{share={share:?}}} {}", get(c));
+        }
+    }
+    out
 }
