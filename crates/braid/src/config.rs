@@ -576,7 +576,7 @@ fn parse_duration(s: &str) -> Option<std::time::Duration> {
         "h" => n * 3600.0,
         _ => return None,
     };
-    (secs.is_finite() && secs >= 0.0 && secs <= 1e7).then(|| std::time::Duration::from_secs_f64(secs))
+    (0.0..=1e7).contains(&secs).then(|| std::time::Duration::from_secs_f64(secs))
 }
 
 /// Checks a `metadata_cache_bytes` value: bytes or "64MiB", "1G", ...; 1 MiB to 64 GiB.

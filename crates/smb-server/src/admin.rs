@@ -150,11 +150,14 @@ fn metrics(state: &ServerState) -> String {
     out
 }
 
+/// A metric of the metadata cache: name, Prometheus type, help text, and how to read it.
+type Figure = (&'static str, &'static str, &'static str, fn(&braid_vfs::CacheStats) -> u64);
+
 /// The metadata cache's counters, per share that has one.
 fn cache_metrics(state: &ServerState) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let figures: [(&str, &str, &str, fn(&braid_vfs::CacheStats) -> u64); 5] = [
+    let figures: [Figure; 5] = [
         ("hits", "counter", "Metadata lookups answered from the cache.", |c| c.hits),
         ("misses", "counter", "Metadata lookups that went to the file system.", |c| c.misses),
         ("invalidations", "counter", "Cached entries dropped because something changed.", |c| c.invalidations),

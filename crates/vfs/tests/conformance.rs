@@ -4,10 +4,12 @@
 //! Everything here goes through the `Backend` and `FileHandle` traits only; what only the
 //! local backend can show (symlinks, modes, xattrs on disk, mappings) is in `local.rs`.
 
-use braid_vfs::{dos, Backend, CacheConfig, CachedBackend, CreateMode, FileHandle, LocalBackend, MemoryBackend, OpenOptions, OpenOutcome, SetTimes, VfsError};
-use std::sync::Arc;
+use braid_vfs::{
+    dos, Backend, CacheConfig, CachedBackend, CreateMode, FileHandle, LocalBackend, MemoryBackend, OpenOptions, OpenOutcome, SetTimes, VfsError,
+};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 mod common;

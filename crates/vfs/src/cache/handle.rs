@@ -48,7 +48,8 @@ impl CachedHandle {
         if let Some(h) = self.inner.get() {
             return Ok(h.as_ref());
         }
-        let opts = OpenOptions { create: CreateMode::OpenExisting, truncate: false, directory: self.is_dir, non_directory: !self.is_dir, ..self.opts };
+        let opts =
+            OpenOptions { create: CreateMode::OpenExisting, truncate: false, directory: self.is_dir, non_directory: !self.is_dir, ..self.opts };
         let (h, _) = self.core.inner.open_exact(&self.disk, opts)?;
         if let Some(id) = self.file_id {
             if h.attrs()?.file_id != id {
@@ -57,7 +58,7 @@ impl CachedHandle {
             }
         }
         let _ = self.inner.set(h);
-        Ok(self.inner.get().map(|h| h.as_ref()).ok_or(VfsError::NotFound)?)
+        self.inner.get().map(|h| h.as_ref()).ok_or(VfsError::NotFound)
     }
 
     /// The cached entry of this handle's file, if it is still this file's.

@@ -32,7 +32,9 @@ use std::time::Duration;
 use own::bits;
 use state::{exact, fold, name_key, parent_of, Core, Data, Found, Missing};
 
-use crate::{Backend, CacheStats, ChangeSink, CreateMode, Delivery, FileAttrs, FileHandle, FsStats, OpenOptions, OpenOutcome, Result, SharePath, VfsError};
+use crate::{
+    Backend, CacheStats, ChangeSink, CreateMode, Delivery, FileAttrs, FileHandle, FsStats, OpenOptions, OpenOutcome, Result, SharePath, VfsError,
+};
 
 /// Bounds and timing of a share's metadata cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,7 +201,14 @@ impl CachedBackend {
     }
 
     /// Wraps a handle the backend opened, caching its attributes unless it writes.
-    fn opened(&self, path: &SharePath, h: Box<dyn FileHandle>, outcome: OpenOutcome, opts: OpenOptions, fill: state::Fill) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+    fn opened(
+        &self,
+        path: &SharePath,
+        h: Box<dyn FileHandle>,
+        outcome: OpenOutcome,
+        opts: OpenOptions,
+        fill: state::Fill,
+    ) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
         let disk = h.opened_path().unwrap_or_else(|| path.clone());
         let folded = fold(&disk);
         if outcome == OpenOutcome::Created {
@@ -334,7 +343,8 @@ impl Backend for CachedBackend {
     fn watch_dir(&self, path: &SharePath) {
         let Some(w) = &self.core.watcher else { return };
         // The on-disk spelling, through the cache.
-        let opts = OpenOptions { read: false, write: false, create: CreateMode::OpenExisting, truncate: false, directory: true, non_directory: false };
+        let opts =
+            OpenOptions { read: false, write: false, create: CreateMode::OpenExisting, truncate: false, directory: true, non_directory: false };
         if let Ok((h, _)) = self.open(path, opts) {
             let disk = h.opened_path().unwrap_or_else(|| path.clone());
             w.ensure(&self.core, &fold(&disk), &disk);

@@ -63,9 +63,12 @@ impl Counts {
     }
 }
 
+/// Expected event kinds (bits) at folded paths, each with its expiry.
+type Expected = HashMap<Box<str>, (u8, Instant)>;
+
 /// Expected events by folded path.
 pub(crate) struct Expectations {
-    shards: Vec<Mutex<HashMap<Box<str>, (u8, Instant)>>>,
+    shards: Vec<Mutex<Expected>>,
 }
 
 impl Expectations {

@@ -103,6 +103,7 @@ impl Pool {
     }
 
     /// Handles held now.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.shards.iter().map(|s| lock(s).len()).sum()
     }

@@ -22,6 +22,9 @@ pub(crate) enum Missing {
     Path,
 }
 
+/// Extended attributes as `FileHandle::extended_attributes` returns them.
+pub(crate) type Eas = Vec<(String, Vec<u8>)>;
+
 /// What is known of an existing name.
 #[derive(Debug, Clone)]
 pub(crate) struct Found {
@@ -31,7 +34,7 @@ pub(crate) struct Found {
     /// The stored security descriptor, once read.
     pub(crate) sd: Option<Option<Arc<[u8]>>>,
     /// The extended attributes, once read.
-    pub(crate) eas: Option<Arc<Vec<(String, Vec<u8>)>>>,
+    pub(crate) eas: Option<Arc<Eas>>,
 }
 
 /// A table value.

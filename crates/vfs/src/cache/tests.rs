@@ -188,9 +188,8 @@ fn outside_changes_invalidate_and_are_reported_own_ones_are_not() {
     assert!(eventually(Duration::from_secs(2), || matches!(c.stat(&p("out.txt")), Err(VfsError::NotFound))));
     std::fs::remove_file(s.dir.join("moved.txt")).unwrap();
     assert!(eventually(Duration::from_secs(2), || matches!(c.stat(&p("moved.txt")), Err(VfsError::NotFound))));
-    let names = |kind: ChangeKind| -> Vec<String> {
-        s.seen.lock().unwrap().iter().filter(|c| c.kind == kind).map(|c| c.path.to_smb_string()).collect()
-    };
+    let names =
+        |kind: ChangeKind| -> Vec<String> { s.seen.lock().unwrap().iter().filter(|c| c.kind == kind).map(|c| c.path.to_smb_string()).collect() };
     assert!(eventually(Duration::from_secs(2), || names(ChangeKind::Removed).contains(&"moved.txt".to_string())));
     let seen = s.seen.lock().unwrap().clone();
     assert!(seen.iter().all(|c| !c.path.to_smb_string().starts_with("own")), "own changes reported: {seen:?}");

@@ -41,15 +41,15 @@ const TICK: Duration = Duration::from_millis(250);
 /// them all). FUSE, NFS, CIFS, Ceph, 9p, overlay (lower layers) and the like do not.
 pub(crate) fn reports_events(root: &Path) -> bool {
     const LOCAL: [i64; 9] = [
-        0x0102_1994,             // tmpfs
-        0x8584_58f6,             // ramfs
-        0xef53,                  // ext2/3/4
-        0x5846_5342,             // xfs
-        0x9123_683e_u32 as i64,  // btrfs
-        0xf2f5_2010_u32 as i64,  // f2fs
-        0x2fc1_2fc1,             // zfs
-        0x3153_464a,             // jfs
-        0x5265_4973,             // reiserfs
+        0x0102_1994,            // tmpfs
+        0x8584_58f6,            // ramfs
+        0xef53,                 // ext2/3/4
+        0x5846_5342,            // xfs
+        0x9123_683e_u32 as i64, // btrfs
+        0xf2f5_2010_u32 as i64, // f2fs
+        0x2fc1_2fc1,            // zfs
+        0x3153_464a,            // jfs
+        0x5265_4973,            // reiserfs
     ];
     rustix::fs::statfs(root).is_ok_and(|s| {
         #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
@@ -299,4 +299,3 @@ fn notify(core: &Core, c: &Change) {
 pub(crate) fn reader_fd(w: &Watcher) -> Option<OwnedFd> {
     rustix::io::fcntl_dupfd_cloexec(&w.fd, 0).ok()
 }
-
