@@ -109,7 +109,8 @@ impl CachedBackend {
     /// A handle around `inner` (or one to open late when `inner` is `None`).
     fn handle(&self, inner: Option<Box<dyn FileHandle>>, disk: SharePath, file_id: Option<u64>, is_dir: bool, opts: OpenOptions) -> CachedHandle {
         let folded = fold(&disk);
-        let writer = opts.write;
+        // A directory's data is its entries, which change through names, not writes.
+        let writer = opts.write && !is_dir;
         if writer {
             self.core.writer_opened(&folded);
         }
@@ -158,7 +159,7 @@ impl CachedBackend {
         let exist = OpenOptions { create: CreateMode::OpenExisting, ..opts };
         match self.core.inner.open_exact(disk, exist) {
             Ok((h, _)) => {
-                let id = if opts.write { None } else { id };
+                let id = if opts.write && !a.is_dir { None } else { id };
                 Ok((Box::new(self.handle(Some(h), disk.clone(), id, a.is_dir, opts)), OpenOutcome::Opened))
             }
             // Gone meanwhile: forget it and ask the backend the slow way.

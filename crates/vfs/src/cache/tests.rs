@@ -241,3 +241,18 @@ fn attribute_only_opens_open_nothing_and_never_reach_another_file() {
     // The cache forgot the name: the next look finds the new file.
     assert_eq!(c.stat(&p("f")).unwrap().size, 5);
 }
+
+#[test]
+fn a_watched_directory_reports_outside_changes_without_anything_cached() {
+    let s = share(true, CacheConfig::default());
+    if s.cache.delivery() != Delivery::Events {
+        return;
+    }
+    std::fs::create_dir(s.dir.join("w")).unwrap();
+    std::fs::write(s.dir.join("w").join("before"), b"").unwrap();
+    s.cache.watch_dir(&p("W"));
+    std::fs::write(s.dir.join("w").join("x"), b"").unwrap();
+    let added = || s.seen.lock().unwrap().iter().any(|c| c.kind == ChangeKind::Added && c.path.to_smb_string() == "w\\x");
+    assert!(eventually(Duration::from_secs(2), added), "{:?}", s.seen.lock().unwrap());
+    assert!(!s.seen.lock().unwrap().iter().any(|c| c.path.to_smb_string() == "w\\before"));
+}

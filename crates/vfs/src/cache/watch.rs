@@ -37,6 +37,9 @@ const MASK: WatchFlags = WatchFlags::CREATE
 /// ends it).
 const TICK: Duration = Duration::from_millis(250);
 
+/// How long events may gather before they are read (their delivery's added latency).
+const GATHER: Duration = Duration::from_millis(5);
+
 /// File systems whose changes inotify reports wherever they are made (the kernel makes
 /// them all). FUSE, NFS, CIFS, Ceph, 9p, overlay (lower layers) and the like do not.
 pub(crate) fn reports_events(root: &Path) -> bool {
@@ -178,6 +181,12 @@ pub(crate) fn run(core: Weak<Core>, fd: Option<OwnedFd>) {
                 false
             }
         };
+        if ready && pending.is_none() {
+            // Let a burst gather: the kernel folds an event into an identical one still
+            // queued (a run of writes to one file is one IN_MODIFY), so reading at once
+            // would cost a wake-up per write.
+            std::thread::sleep(GATHER);
+        }
         let Some(core) = core.upgrade() else { return };
         if let (true, Some(fd)) = (ready, &fd) {
             let mut events = Vec::new();
