@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::own::bits;
+use super::places::{read, Place, PlaceRef};
 use super::state::{listing_key, name_key, parent_of, Core, Data, Found};
 use crate::{CreateMode, DirEntry, FastPaths, FileAttrs, FileHandle, OpenOptions, Result, SetTimes, SharePath, VfsError};
 
@@ -17,10 +18,8 @@ pub struct CachedHandle {
     pub(crate) inner: OnceLock<Box<dyn FileHandle>>,
     /// Serialises the late open.
     pub(crate) opening: Mutex<()>,
-    /// The on-disk path, as spelled and folded.
-    pub(crate) disk: SharePath,
-    pub(crate) exact: String,
-    pub(crate) folded: String,
+    /// The on-disk path (moved by renames through the cache).
+    pub(crate) place: PlaceRef,
     /// The file id the cache knew at open; `None` when not learnt (writers).
     pub(crate) file_id: Option<u64>,
     pub(crate) is_dir: bool,
@@ -33,11 +32,20 @@ pub struct CachedHandle {
 
 impl std::fmt::Debug for CachedHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CachedHandle").field("path", &self.exact).field("opened", &self.inner.get().is_some()).field("writer", &self.writer).finish()
+        f.debug_struct("CachedHandle")
+            .field("path", &read(&self.place).exact)
+            .field("opened", &self.inner.get().is_some())
+            .field("writer", &self.writer)
+            .finish()
     }
 }
 
 impl CachedHandle {
+    /// Where the handle is now.
+    fn at(&self) -> Place {
+        read(&self.place).clone()
+    }
+
     /// The inner handle, opened now if it was not: by the on-disk path, and refused when the
     /// name meanwhile leads to another file (renamed or replaced since the cache learnt it).
     fn inner(&self) -> Result<&dyn FileHandle> {
@@ -50,10 +58,15 @@ impl CachedHandle {
         }
         let opts =
             OpenOptions { create: CreateMode::OpenExisting, truncate: false, directory: self.is_dir, non_directory: !self.is_dir, ..self.opts };
-        let (h, _) = self.core.inner.open_exact(&self.disk, opts)?;
+        let at = self.at();
+        let (h, _) = match self.core.inner.open_exact(&at.disk, opts) {
+            // Renamed into a directory spelled otherwise on disk: the backend resolves it.
+            Err(VfsError::NotFound | VfsError::PathNotFound) => self.core.inner.open(&at.disk, opts)?,
+            r => r?,
+        };
         if let Some(id) = self.file_id {
             if h.attrs()?.file_id != id {
-                self.core.changed_name(&self.folded, self.is_dir);
+                self.core.changed_name(&at.folded, self.is_dir);
                 return Err(VfsError::NotFound);
             }
         }
@@ -63,7 +76,8 @@ impl CachedHandle {
 
     /// The cached entry of this handle's file, if it is still this file's.
     fn found(&self) -> Option<Arc<Found>> {
-        match self.core.get(&name_key(&self.folded), &self.exact)? {
+        let at = self.at();
+        match self.core.get(&name_key(&at.folded), &at.exact)? {
             Data::Found(f) if self.file_id.is_none_or(|id| id == f.attrs.file_id) => Some(f),
             _ => None,
         }
@@ -72,21 +86,23 @@ impl CachedHandle {
     /// Runs a change through the inner handle; what it changes is dropped from the cache
     /// afterwards (and an event it causes is expected, so it is not reported as outside).
     fn change<T>(&self, f: impl FnOnce(&dyn FileHandle) -> Result<T>) -> Result<T> {
-        self.core.expect(&self.folded, bits::ATTRS);
+        let folded = read(&self.place).folded.clone();
+        self.core.expect(&folded, bits::ATTRS);
         let r = f(self.inner()?);
-        self.core.changed_attrs(&self.folded);
+        self.core.changed_attrs(&folded);
         r
     }
 
     /// Reads the attributes from the inner handle and caches them.
     fn fill_attrs(&self) -> Result<FileAttrs> {
-        let k = name_key(&self.folded);
-        let parent = self.disk.parent();
-        let fill = self.core.begin(&k, parent_of(&self.folded), parent.as_ref().or(Some(&self.disk)));
+        let at = self.at();
+        let k = name_key(&at.folded);
+        let parent = at.disk.parent();
+        let fill = self.core.begin(&k, parent_of(&at.folded), parent.as_ref().or(Some(&at.disk)));
         let a = self.inner()?.attrs()?;
         if super::state::cacheable(&a) && self.file_id.is_none_or(|id| id == a.file_id) {
-            let found = Found { disk: Some(self.disk.clone()), attrs: a.clone(), sd: None, eas: None };
-            self.core.finish(k, &self.exact, Data::Found(Arc::new(found)), fill);
+            let found = Found { disk: Some(at.disk.clone()), attrs: a.clone(), sd: None, eas: None };
+            self.core.finish(k, &at.exact, Data::Found(Arc::new(found)), fill);
         }
         Ok(a)
     }
@@ -94,8 +110,10 @@ impl CachedHandle {
 
 impl Drop for CachedHandle {
     fn drop(&mut self) {
+        self.core.places.remove(&self.place);
+        let folded = read(&self.place).folded.clone();
         if self.writer {
-            self.core.writer_closed(&self.folded);
+            self.core.writer_closed(&folded);
             return;
         }
         let Some(h) = self.inner.take() else { return };
@@ -103,7 +121,7 @@ impl Drop for CachedHandle {
         // Pooled only while the cache still maps the name to this file.
         // Attribute-only opens never take from the pool (they open nothing at all).
         if self.opts.read && self.poolable.load(Ordering::Relaxed) && self.found().is_some_and(|f| f.attrs.file_id == id) {
-            self.core.pool.put(&self.folded, h, id, self.opts.read, self.opts.write);
+            self.core.pool.put(&folded, h, id, self.opts.read, self.opts.write);
         }
     }
 }
@@ -170,36 +188,39 @@ impl FileHandle for CachedHandle {
         if !self.is_dir {
             return Err(VfsError::NotADirectory);
         }
-        let k = listing_key(&self.folded);
-        if let Some(Data::Listing(l)) = self.core.get(&k, &self.exact) {
+        let at = self.at();
+        let k = listing_key(&at.folded);
+        if let Some(Data::Listing(l)) = self.core.get(&k, &at.exact) {
             return Ok(l.as_ref().clone());
         }
-        let fill = self.core.begin(&k, &self.folded, Some(&self.disk));
+        let fill = self.core.begin(&k, &at.folded, Some(&at.disk));
         let l = self.inner()?.read_dir()?;
-        self.core.finish(k, &self.exact, Data::Listing(Arc::new(l.clone())), fill);
+        self.core.finish(k, &at.exact, Data::Listing(Arc::new(l.clone())), fill);
         Ok(l)
     }
 
     fn has_child(&self, name: &str) -> Result<bool> {
-        if let Some(Data::Listing(l)) = self.core.get(&listing_key(&self.folded), &self.exact) {
+        let at = self.at();
+        if let Some(Data::Listing(l)) = self.core.get(&listing_key(&at.folded), &at.exact) {
             return Ok(l.binary_search_by(|e| e.name.as_bytes().cmp(name.as_bytes())).is_ok());
         }
         self.inner()?.has_child(name)
     }
 
     fn opened_path(&self) -> Option<SharePath> {
-        Some(self.disk.clone())
+        Some(read(&self.place).disk.clone())
     }
 
     fn security_descriptor(&self) -> Result<Option<Vec<u8>>> {
         if let Some(sd) = self.found().and_then(|f| f.sd.clone()) {
             return Ok(sd.map(|s| s.to_vec()));
         }
-        let k = name_key(&self.folded);
+        let at = self.at();
+        let k = name_key(&at.folded);
         let t = self.core.table.ticket(&k);
         let sd = self.inner()?.security_descriptor()?;
         let shared: Option<Arc<[u8]>> = sd.as_deref().map(Arc::from);
-        self.core.amend(&k, &self.exact, t, |f| Found { sd: Some(shared), ..f.clone() });
+        self.core.amend(&k, &at.exact, t, |f| Found { sd: Some(shared), ..f.clone() });
         Ok(sd)
     }
 
@@ -211,11 +232,12 @@ impl FileHandle for CachedHandle {
         if let Some(eas) = self.found().and_then(|f| f.eas.clone()) {
             return Ok(eas.as_ref().clone());
         }
-        let k = name_key(&self.folded);
+        let at = self.at();
+        let k = name_key(&at.folded);
         let t = self.core.table.ticket(&k);
         let eas = self.inner()?.extended_attributes()?;
         let shared = Arc::new(eas.clone());
-        self.core.amend(&k, &self.exact, t, |f| Found { eas: Some(shared), ..f.clone() });
+        self.core.amend(&k, &at.exact, t, |f| Found { eas: Some(shared), ..f.clone() });
         Ok(eas)
     }
 

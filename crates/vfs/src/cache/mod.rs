@@ -17,6 +17,7 @@
 mod handle;
 mod kills;
 mod own;
+mod places;
 mod pool;
 mod state;
 mod table;
@@ -108,12 +109,13 @@ impl CachedBackend {
 
     /// A handle around `inner` (or one to open late when `inner` is `None`).
     fn handle(&self, inner: Option<Box<dyn FileHandle>>, disk: SharePath, file_id: Option<u64>, is_dir: bool, opts: OpenOptions) -> CachedHandle {
-        let folded = fold(&disk);
         // A directory's data is its entries, which change through names, not writes.
         let writer = opts.write && !is_dir;
+        let place = Arc::new(std::sync::RwLock::new(places::Place::new(disk, writer)));
         if writer {
-            self.core.writer_opened(&folded);
+            self.core.writer_opened(&places::read(&place).folded);
         }
+        self.core.places.add(&place);
         let cell = OnceLock::new();
         if let Some(h) = inner {
             let _ = cell.set(h);
@@ -122,9 +124,7 @@ impl CachedBackend {
             core: self.core.clone(),
             inner: cell,
             opening: Mutex::new(()),
-            exact: exact(&disk),
-            disk,
-            folded,
+            place,
             file_id,
             is_dir,
             opts,
@@ -325,6 +325,9 @@ impl Backend for CachedBackend {
         }
         self.core.changed_name(&ff, !file);
         self.core.changed_name(&tf, !file);
+        if r.is_ok() {
+            self.core.moved(&ff, to, file);
+        }
         r
     }
 

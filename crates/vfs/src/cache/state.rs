@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::kills::Kills;
 use super::own::{bits, Counts, Expectations};
+use super::places::Places;
 use super::pool::Pool;
 use super::table::{Key, Kind, Slot, Table, Ticket, Weigh};
 use super::watch::Watcher;
@@ -111,6 +112,7 @@ pub(crate) struct Core {
     pub(crate) dir_writers: Counts,
     pub(crate) expected: Expectations,
     pub(crate) pool: Pool,
+    pub(crate) places: Places,
     pub(crate) watcher: Option<Watcher>,
     pub(crate) sink: RwLock<Option<ChangeSink>>,
     hits: AtomicU64,
@@ -137,6 +139,7 @@ impl Core {
             dir_writers: Counts::new(),
             expected: Expectations::new(),
             pool,
+            places: Places::new(),
             watcher,
             sink: RwLock::new(None),
             hits: AtomicU64::new(0),
@@ -257,6 +260,20 @@ impl Core {
             let f = slot.spellings.iter().find(|(e, _)| &**e == exact).map(|(_, v)| matches!(v, Data::Found(f) if !f.attrs.is_dir));
             (f, false)
         }) == Some(true)
+    }
+
+    /// A rename through the cache moved `from` (folded) to `to`: the open handles there
+    /// follow, and so do the marks of files open for writing.
+    pub(crate) fn moved(&self, from: &str, to: &SharePath, file: bool) {
+        self.places.rename(from, to, file, |old, new| {
+            if old.writer {
+                self.writers.add(&new.folded);
+                self.dir_writers.add(parent_of(&new.folded));
+                self.writers.sub(&old.folded);
+                self.dir_writers.sub(parent_of(&old.folded));
+                self.changed_attrs(&new.folded);
+            }
+        });
     }
 
     pub(crate) fn writer_opened(&self, folded: &str) {

@@ -256,3 +256,27 @@ fn a_watched_directory_reports_outside_changes_without_anything_cached() {
     assert!(eventually(Duration::from_secs(2), added), "{:?}", s.seen.lock().unwrap());
     assert!(!s.seen.lock().unwrap().iter().any(|c| c.path.to_smb_string() == "w\\before"));
 }
+
+#[test]
+fn handles_follow_renames_through_the_cache() {
+    let s = share(true, CacheConfig { ttl: Duration::from_secs(60), ..Default::default() });
+    let c = &s.cache;
+    std::fs::create_dir(s.dir.join("d")).unwrap();
+    put(&s, "d\\f", b"data");
+    drop(c.open(&p("d\\f"), attrs_only()).unwrap());
+    // An attribute-only handle, renamed (and its directory too) before it opens anything.
+    let (lazy, _) = c.open(&p("d\\f"), attrs_only()).unwrap();
+    c.rename(&p("d\\f"), &p("d\\g"), false).unwrap();
+    c.rename(&p("d"), &p("e"), false).unwrap();
+    assert_eq!(lazy.opened_path().unwrap().to_smb_string(), "e\\g");
+    lazy.set_dos_attributes(crate::dos::HIDDEN).unwrap();
+    assert_ne!(c.stat(&p("e\\g")).unwrap().dos_attributes & crate::dos::HIDDEN, 0);
+    // A writer renamed keeps its file out of the cache under the new name.
+    let (w, _) = c.open(&p("e\\g"), rw(CreateMode::OpenExisting)).unwrap();
+    c.rename(&p("e\\g"), &p("e\\h"), false).unwrap();
+    assert_eq!(c.stat(&p("e\\h")).unwrap().size, 4);
+    w.write_at(b"0123456789", 0).unwrap();
+    assert_eq!(c.stat(&p("e\\h")).unwrap().size, 10);
+    drop(w);
+    assert_eq!(c.stat(&p("e\\h")).unwrap().size, 10);
+}
