@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -62,7 +62,11 @@ struct Shard<V> {
 pub(crate) struct Table<V> {
     shards: Vec<Mutex<Shard<V>>>,
     max_entries: usize,
+    /// The byte bound is the table's, not a shard's: one large listing may take much of it.
     max_bytes: usize,
+    bytes: AtomicUsize,
+    /// Where the next pass over the byte bound starts.
+    hand: AtomicUsize,
     pub(crate) evictions: AtomicU64,
 }
 
@@ -78,10 +82,17 @@ pub(crate) struct Ticket {
 }
 
 impl<V: Clone + Weigh> Table<V> {
-    /// A table bounded by `entries` and `bytes` in total (split evenly over the shards).
+    /// A table bounded by `entries` (split evenly over the shards) and `bytes` in total.
     pub(crate) fn new(entries: usize, bytes: usize) -> Self {
         let shards = (0..SHARDS).map(|_| Mutex::new(Shard { map: HashMap::new(), ring: VecDeque::new(), bytes: 0, epoch: 0 })).collect();
-        Table { shards, max_entries: (entries / SHARDS).max(1), max_bytes: (bytes / SHARDS).max(1024), evictions: AtomicU64::new(0) }
+        Table {
+            shards,
+            max_entries: (entries / SHARDS).max(1),
+            max_bytes: bytes.max(1024),
+            bytes: AtomicUsize::new(0),
+            hand: AtomicUsize::new(0),
+            evictions: AtomicU64::new(0),
+        }
     }
 
     fn shard(&self, k: &Key) -> &Mutex<Shard<V>> {
@@ -97,7 +108,7 @@ impl<V: Clone + Weigh> Table<V> {
         slot.referenced = true;
         let (r, drop_it) = f(slot);
         if drop_it {
-            Self::remove_locked(&mut s, k);
+            self.remove_locked(&mut s, k);
         }
         r
     }
@@ -117,7 +128,8 @@ impl<V: Clone + Weigh> Table<V> {
         let Shard { map, ring, bytes, .. } = &mut *s;
         let slot = map.entry(k.clone()).or_insert_with(|| {
             ring.push_back(k.clone());
-            Slot { born: t.born, epoch, watched, referenced: false, bytes: 0, spellings: Vec::new() }
+            // Referenced: a new slot survives one pass of the hand.
+            Slot { born: t.born, epoch, watched, referenced: true, bytes: 0, spellings: Vec::new() }
         });
         // All spellings share one age: the oldest, so none outlives its own bound.
         slot.born = slot.born.min(t.born);
@@ -130,9 +142,53 @@ impl<V: Clone + Weigh> Table<V> {
         slot.spellings.push((exact.into(), v));
         let w = slot.spellings.iter().map(|(e, v)| e.len() + v.weight()).sum::<usize>() + k.folded.len() + 96;
         *bytes = *bytes - slot.bytes + w;
+        self.account(slot.bytes, w);
         slot.bytes = w;
         self.evict(&mut s);
+        drop(s);
+        self.trim();
         true
+    }
+
+    /// Moves the table's byte count from `old` to `new` for one slot.
+    fn account(&self, old: usize, new: usize) {
+        if new >= old {
+            self.bytes.fetch_add(new - old, Ordering::Relaxed);
+        } else {
+            self.bytes.fetch_sub(old - new, Ordering::Relaxed);
+        }
+    }
+
+    /// Evicts across shards, one at a time (never two locks at once), until the table is
+    /// within its byte bound.
+    fn trim(&self) {
+        let mut visits = 2 * SHARDS;
+        while self.bytes.load(Ordering::Relaxed) > self.max_bytes && visits > 0 {
+            visits -= 1;
+            let i = self.hand.fetch_add(1, Ordering::Relaxed) % SHARDS;
+            let mut s = lock(&self.shards[i]);
+            let mut spins = 2 * s.ring.len() + 2;
+            while self.bytes.load(Ordering::Relaxed) > self.max_bytes && spins > 0 && !s.map.is_empty() {
+                spins -= 1;
+                self.step(&mut s);
+            }
+        }
+    }
+
+    /// One move of the CLOCK hand in `s`: a referenced slot loses its mark, a cold one goes.
+    fn step(&self, s: &mut Shard<V>) {
+        let Some(k) = s.ring.pop_front() else { return };
+        let Some(slot) = s.map.get_mut(&k) else { return };
+        if slot.referenced {
+            slot.referenced = false;
+            s.ring.push_back(k);
+            return;
+        }
+        if let Some(slot) = s.map.remove(&k) {
+            s.bytes -= slot.bytes;
+            self.account(slot.bytes, 0);
+            self.evictions.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Replaces the value of spelling `exact` under `k` by `f`'s, if the slot is still the
@@ -149,15 +205,19 @@ impl<V: Clone + Weigh> Table<V> {
         let (old, new) = (slot.spellings[i].1.weight(), nv.weight());
         slot.spellings[i].1 = nv;
         *bytes = *bytes + new - old;
+        self.account(old, new);
         slot.bytes = slot.bytes + new - old;
         self.evict(&mut s);
+        drop(s);
+        self.trim();
     }
 
-    fn remove_locked(s: &mut Shard<V>, k: &Key) -> bool {
+    fn remove_locked(&self, s: &mut Shard<V>, k: &Key) -> bool {
         s.epoch += 1;
         match s.map.remove(k) {
             Some(slot) => {
                 s.bytes -= slot.bytes;
+                self.account(slot.bytes, 0);
                 true
             }
             None => false,
@@ -166,7 +226,7 @@ impl<V: Clone + Weigh> Table<V> {
 
     /// Drops `k` (every spelling); whether something was held.
     pub(crate) fn invalidate(&self, k: &Key) -> bool {
-        Self::remove_locked(&mut lock(self.shard(k)), k)
+        self.remove_locked(&mut lock(self.shard(k)), k)
     }
 
     /// Drops everything (an event queue overflow).
@@ -177,29 +237,19 @@ impl<V: Clone + Weigh> Table<V> {
             n += s.map.len();
             s.map.clear();
             s.ring.clear();
+            self.account(s.bytes, 0);
             s.bytes = 0;
             s.epoch += 1;
         }
         n
     }
 
-    /// CLOCK: passes over referenced slots (clearing the bit) and evicts the first cold one
-    /// until the shard is within bounds.
+    /// CLOCK within one shard until it holds no more than its share of entries.
     fn evict(&self, s: &mut Shard<V>) {
         let mut spins = 2 * s.ring.len() + 2;
-        while (s.map.len() > self.max_entries || s.bytes > self.max_bytes) && spins > 0 {
+        while s.map.len() > self.max_entries && spins > 0 {
             spins -= 1;
-            let Some(k) = s.ring.pop_front() else { break };
-            let Some(slot) = s.map.get_mut(&k) else { continue };
-            if slot.referenced {
-                slot.referenced = false;
-                s.ring.push_back(k);
-                continue;
-            }
-            if let Some(slot) = s.map.remove(&k) {
-                s.bytes -= slot.bytes;
-                self.evictions.fetch_add(1, Ordering::Relaxed);
-            }
+            self.step(s);
         }
         // Keys of removed slots pile up in the ring: rebuild it once they dominate.
         if s.ring.len() > 2 * s.map.len() + 64 {

@@ -141,6 +141,18 @@ fn bounded_by_entries_and_bytes() {
     }
     let st = s.cache.cache_stats().unwrap();
     assert!(st.bytes <= 64 << 10, "{st:?}");
+    // The byte bound is the table's: a listing far above a shard's share is still kept.
+    let s = share(false, CacheConfig { max_bytes: 1 << 20, ttl: Duration::from_secs(60), ..Default::default() });
+    std::fs::create_dir(s.dir.join("big")).unwrap();
+    for j in 0..1000 {
+        std::fs::write(s.dir.join(format!("big/entry-{j:05}")), b"").unwrap();
+    }
+    let (d, _) = s.cache.open(&p("big"), OpenOptions { directory: true, ..read_only() }).unwrap();
+    assert_eq!(d.read_dir().unwrap().len(), 1000);
+    let h0 = hits(&s);
+    assert_eq!(d.read_dir().unwrap().len(), 1000);
+    assert_eq!(hits(&s), h0 + 1);
+    assert!(s.cache.cache_stats().unwrap().bytes > (1 << 20) / 32);
 }
 
 #[test]
