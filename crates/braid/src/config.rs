@@ -141,7 +141,7 @@ struct RawShare {
     encrypt: bool,
     #[serde(default)]
     comment: String,
-    metadata_cache: Option<bool>,
+    metadata_cache: Option<Spanned<bool>>,
     // A duration such as "1s" or "500ms".
     metadata_ttl: Option<Spanned<toml::Value>>,
     metadata_cache_entries: Option<Spanned<i64>>,
@@ -359,8 +359,18 @@ impl Ctx<'_> {
     /// `metadata_cache`, `metadata_ttl`, `metadata_cache_entries`, `metadata_cache_bytes`.
     fn share_metadata_cache(&self, s: &RawShare, what: &str) -> Result<MetadataCache, ConfigError> {
         let mut m = MetadataCache::default();
-        if let Some(on) = s.metadata_cache {
-            m.enabled = on;
+        let memory = s.backend.as_ref().is_some_and(|b| b.get_ref() == "memory");
+        let spans = [
+            s.metadata_cache.as_ref().map(|v| v.span()),
+            s.metadata_ttl.as_ref().map(|v| v.span()),
+            s.metadata_cache_entries.as_ref().map(|v| v.span()),
+            s.metadata_cache_bytes.as_ref().map(|v| v.span()),
+        ];
+        if let (true, Some(span)) = (memory, spans.into_iter().flatten().min_by_key(|r| r.start)) {
+            return Err(self.err(span, format!("{what}: the metadata cache applies only to directory shares (a memory share needs none)")));
+        }
+        if let Some(on) = &s.metadata_cache {
+            m.enabled = *on.get_ref();
         }
         if let Some(t) = &s.metadata_ttl {
             m.ttl = metadata_ttl(t.get_ref()).map_err(|e| self.err(t.span(), format!("{what}: metadata_ttl: {e}")))?;

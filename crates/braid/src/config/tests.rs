@@ -296,4 +296,5 @@ fn metadata_cache_keys() {
         error(&text, 5, &["share \"disk\"", key, needle]);
     }
     error("[[share]]\nname = \"disk\"\npath = \"data\"\nmetadata_cache = \"yes\"\n", 4, &["metadata_cache"]);
+    error("[[share]]\nname = \"ram\"\nbackend = \"memory\"\n\nmetadata_ttl = \"1s\"\n", 5, &["share \"ram\"", "directory shares"]);
 }
