@@ -159,6 +159,9 @@ impl CachedBackend {
         let exist = OpenOptions { create: CreateMode::OpenExisting, ..opts };
         match self.core.inner.open_exact(disk, exist) {
             Ok((h, _)) => {
+                if opts.truncate {
+                    self.core.changed_attrs(&folded);
+                }
                 let id = if opts.write && !a.is_dir { None } else { id };
                 Ok((Box::new(self.handle(Some(h), disk.clone(), id, a.is_dir, opts)), OpenOutcome::Opened))
             }

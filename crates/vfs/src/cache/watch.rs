@@ -308,3 +308,45 @@ fn notify(core: &Core, c: &Change) {
 pub(crate) fn reader_fd(w: &Watcher) -> Option<OwnedFd> {
     rustix::io::fcntl_dupfd_cloexec(&w.fd, 0).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Backend, CacheConfig, CachedBackend, LocalBackend};
+    use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn an_overflow_drops_everything_and_says_changes_were_lost() {
+        let dir = std::env::temp_dir().join(format!("braid-cache-overflow-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("f"), b"1").unwrap();
+        let inner: Arc<dyn Backend> = Arc::new(LocalBackend::new(&dir, false).unwrap());
+        let cache = CachedBackend::new(inner, None, CacheConfig { ttl: Duration::from_secs(60), ..Default::default() });
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        cache.subscribe(Arc::new(move |c: &Change| s2.lock().unwrap().push(c.clone())));
+        cache.stat(&SharePath::from_smb("f").unwrap()).unwrap();
+        assert_eq!(cache.cache_stats().unwrap().entries, 1);
+        // The same core with a watcher, as on a file system with events.
+        let core = &cache.core;
+        let w = Watcher::new(&dir, 16).unwrap();
+        let ev = Event { wd: -1, mask: ReadFlags::QUEUE_OVERFLOW, cookie: 0, name: None };
+        let with_watcher = Core::new(core.inner.clone(), core.ttl, 1000, 1 << 20, super::super::pool::Pool::new(4, core.ttl), Some(w));
+        *with_watcher.sink.write().unwrap() = core.sink.read().unwrap().clone();
+        with_watcher.table.insert(
+            super::super::state::name_key("f"),
+            "f",
+            super::super::state::Data::Missing(super::super::state::Missing::Name),
+            with_watcher.table.ticket(&super::super::state::name_key("f")),
+            0,
+            true,
+        );
+        assert_eq!(with_watcher.stats().entries, 1);
+        assert!(handle(&with_watcher, ev, None).is_none());
+        assert_eq!(with_watcher.stats().entries, 0);
+        let seen = seen.lock().unwrap();
+        assert!(seen.iter().any(|c| c.path.is_root() && c.what & what::LOST != 0), "{seen:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
