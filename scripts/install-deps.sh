@@ -17,6 +17,7 @@ fi
 missing=()
 need() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
 need smbclient smbclient
+need bindfs bindfs     # tests/test_metadata_cache.py (a FUSE share)
 need smbd samba
 need pdbedit samba
 need smbtorture samba-testsuite

@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use smb_server::{EncryptionMode, InterfaceConfig, ServerConfig, ShareConfig, ShareStorage, UserConfig};
+use smb_server::{EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig};
 use toml::Spanned;
 
 use crate::names;
@@ -141,6 +141,12 @@ struct RawShare {
     encrypt: bool,
     #[serde(default)]
     comment: String,
+    metadata_cache: Option<Spanned<bool>>,
+    // A duration such as "1s" or "500ms".
+    metadata_ttl: Option<Spanned<toml::Value>>,
+    metadata_cache_entries: Option<Spanned<i64>>,
+    // Integer bytes or a string like "64MiB".
+    metadata_cache_bytes: Option<Spanned<toml::Value>>,
 }
 
 // ---- validation --------------------------------------------------------------------------
@@ -233,6 +239,7 @@ impl Ctx<'_> {
                 return Err(self.err(s.name.span(), format!("{what}: duplicate share name")));
             }
             let storage = self.share_storage(&s, span, base_dir, &what)?;
+            let metadata_cache = self.share_metadata_cache(&s, &what)?;
             let mut users = Vec::new();
             for u in s.users.unwrap_or_default() {
                 if !user_names.contains(&u.get_ref().to_lowercase()) {
@@ -248,6 +255,7 @@ impl Ctx<'_> {
                 guest_ok: s.guest_ok,
                 encrypt: s.encrypt,
                 comment: s.comment,
+                metadata_cache,
             });
         }
         Ok(Loaded { server, log })
@@ -346,6 +354,38 @@ impl Ctx<'_> {
             Some(c) => share_capacity(c.get_ref()).map_err(|m| self.err(c.span(), format!("{what}: capacity: {m}")))?,
         };
         Ok(ShareStorage::Memory { capacity })
+    }
+
+    /// `metadata_cache`, `metadata_ttl`, `metadata_cache_entries`, `metadata_cache_bytes`.
+    fn share_metadata_cache(&self, s: &RawShare, what: &str) -> Result<MetadataCache, ConfigError> {
+        let mut m = MetadataCache::default();
+        let memory = s.backend.as_ref().is_some_and(|b| b.get_ref() == "memory");
+        let spans = [
+            s.metadata_cache.as_ref().map(|v| v.span()),
+            s.metadata_ttl.as_ref().map(|v| v.span()),
+            s.metadata_cache_entries.as_ref().map(|v| v.span()),
+            s.metadata_cache_bytes.as_ref().map(|v| v.span()),
+        ];
+        if let (true, Some(span)) = (memory, spans.into_iter().flatten().min_by_key(|r| r.start)) {
+            return Err(self.err(span, format!("{what}: the metadata cache applies only to directory shares (a memory share needs none)")));
+        }
+        if let Some(on) = &s.metadata_cache {
+            m.enabled = *on.get_ref();
+        }
+        if let Some(t) = &s.metadata_ttl {
+            m.ttl = metadata_ttl(t.get_ref()).map_err(|e| self.err(t.span(), format!("{what}: metadata_ttl: {e}")))?;
+        }
+        if let Some(n) = &s.metadata_cache_entries {
+            let value = *n.get_ref();
+            if !(64..=100_000_000).contains(&value) {
+                return Err(self.err(n.span(), format!("{what}: metadata_cache_entries: {value} is out of range (64..100000000)")));
+            }
+            m.max_entries = value as usize;
+        }
+        if let Some(b) = &s.metadata_cache_bytes {
+            m.max_bytes = cache_bytes(b.get_ref()).map_err(|e| self.err(b.span(), format!("{what}: metadata_cache_bytes: {e}")))?;
+        }
+        Ok(m)
     }
 
     /// `server.listen`: at least one IP:PORT address, none twice.
@@ -515,6 +555,49 @@ fn share_capacity(v: &toml::Value) -> Result<u64, String> {
     };
     if bytes < 1 << 20 {
         return Err(format!("{v} is too small (at least 1M)"));
+    }
+    Ok(bytes)
+}
+
+/// Checks a `metadata_ttl`: "1s", "500ms", "2m" or a number of seconds; 0 to 1 hour.
+fn metadata_ttl(v: &toml::Value) -> Result<std::time::Duration, String> {
+    use std::time::Duration;
+    let d = match v {
+        toml::Value::Integer(n) => Duration::from_secs(u64::try_from(*n).map_err(|_| format!("{n} is negative"))?),
+        toml::Value::String(s) => parse_duration(s).ok_or_else(|| format!("{s:?} is not a duration (e.g. \"1s\", \"500ms\")"))?,
+        other => return Err(format!("expected a duration such as \"1s\", found a {}", other.type_str())),
+    };
+    if d > Duration::from_secs(3600) {
+        return Err(format!("{v} is too long (at most 1h)"));
+    }
+    Ok(d)
+}
+
+/// Parses "250ms", "1s", "1.5s", "2m", "1h".
+fn parse_duration(s: &str) -> Option<std::time::Duration> {
+    let s = s.trim();
+    let end = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let (num, unit) = s.split_at(end);
+    let n: f64 = num.parse().ok()?;
+    let secs = match unit.trim() {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    };
+    (0.0..=1e7).contains(&secs).then(|| std::time::Duration::from_secs_f64(secs))
+}
+
+/// Checks a `metadata_cache_bytes` value: bytes or "64MiB", "1G", ...; 1 MiB to 64 GiB.
+fn cache_bytes(v: &toml::Value) -> Result<u64, String> {
+    let bytes = match v {
+        toml::Value::Integer(n) => u64::try_from(*n).map_err(|_| format!("{n} is negative"))?,
+        toml::Value::String(s) => parse_size(s).ok_or_else(|| format!("{s:?} is not a size (use bytes, or e.g. \"64MiB\")"))?,
+        other => return Err(format!("expected a size such as \"64MiB\", found a {}", other.type_str())),
+    };
+    if !(1 << 20..=64 << 30).contains(&bytes) {
+        return Err(format!("{v} is out of range (1M..64G)"));
     }
     Ok(bytes)
 }

@@ -127,6 +127,7 @@ mod tests {
                 guest_ok: false,
                 encrypt: false,
                 comment: String::new(),
+                metadata_cache: Default::default(),
             }],
             ..ServerConfig::default()
         }

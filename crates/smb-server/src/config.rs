@@ -93,6 +93,37 @@ pub struct ShareConfig {
     /// Requests to this share must be encrypted (MS-SMB2 Share.EncryptData).
     pub encrypt: bool,
     pub comment: String,
+    /// The metadata cache in front of a directory share (`braid_vfs::CachedBackend`).
+    pub metadata_cache: MetadataCache,
+}
+
+/// A share's `metadata_cache*` settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetadataCache {
+    /// Whether a directory share's metadata is cached (memory shares never need it).
+    pub enabled: bool,
+    /// How long cached metadata may be served where outside changes cannot be learnt.
+    pub ttl: std::time::Duration,
+    /// Most names and listings held.
+    pub max_entries: usize,
+    /// Most bytes held.
+    pub max_bytes: u64,
+}
+
+impl Default for MetadataCache {
+    fn default() -> Self {
+        // On by default: the decision and its measurements are in docs/decisions.md.
+        MetadataCache { enabled: true, ttl: std::time::Duration::from_secs(1), max_entries: 100_000, max_bytes: 64 << 20 }
+    }
+}
+
+impl std::fmt::Display for MetadataCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.enabled {
+            return write!(f, "metadata cache off");
+        }
+        write!(f, "metadata cache {} entries, {} MiB, ttl {} ms", self.max_entries, self.max_bytes >> 20, self.ttl.as_millis())
+    }
 }
 
 /// Where a share's files live.

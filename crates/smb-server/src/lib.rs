@@ -47,5 +47,5 @@ mod transform;
 mod tree;
 mod write_queue;
 
-pub use config::{EncryptionMode, InterfaceConfig, ServerConfig, ShareConfig, ShareStorage, UserConfig};
+pub use config::{EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig};
 pub use listener::run;

@@ -51,6 +51,20 @@ pub struct ServerState {
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
 }
 
+/// `local` behind the metadata cache when the share asks for it.
+fn cached(local: Arc<dyn Backend>, path: &std::path::Path, m: &crate::config::MetadataCache) -> Arc<dyn Backend> {
+    if !m.enabled {
+        return local;
+    }
+    let cfg = braid_vfs::CacheConfig {
+        ttl: m.ttl,
+        max_entries: m.max_entries,
+        max_bytes: usize::try_from(m.max_bytes).unwrap_or(usize::MAX),
+        ..Default::default()
+    };
+    Arc::new(braid_vfs::CachedBackend::new(local, Some(path), cfg))
+}
+
 impl ServerState {
     /// The outbox of connection `id`, if it is still up (break notifications use it).
     pub fn outbox(&self, id: u64) -> Option<Arc<dyn crate::outbox::Outbox>> {
@@ -62,10 +76,13 @@ impl ServerState {
         let mut shares = Vec::new();
         for (index, s) in config.shares.iter().enumerate() {
             let backend: Arc<dyn Backend> = match &s.storage {
-                crate::config::ShareStorage::Directory(path) => Arc::new(
-                    LocalBackend::new(path, s.read_only)
-                        .map_err(|e| std::io::Error::other(format!("share {}: cannot open {}: {e}", s.name, path.display())))?,
-                ),
+                crate::config::ShareStorage::Directory(path) => {
+                    let local: Arc<dyn Backend> = Arc::new(
+                        LocalBackend::new(path, s.read_only)
+                            .map_err(|e| std::io::Error::other(format!("share {}: cannot open {}: {e}", s.name, path.display())))?,
+                    );
+                    cached(local, path, &s.metadata_cache)
+                }
                 crate::config::ShareStorage::Memory { capacity } => Arc::new(MemoryBackend::new(*capacity, s.read_only)),
             };
             shares.push(Arc::new(Share { config: s.clone(), backend, index }));

@@ -46,6 +46,10 @@ pub mod what {
     pub const SECURITY: u32 = 1 << 7;
     /// Named streams (names, sizes or data).
     pub const STREAMS: u32 = 1 << 8;
+    /// Changes were lost (the backend's event queue overflowed): anything at or beneath
+    /// the change's path may have changed; watchers must rescan (SMB answers
+    /// STATUS_NOTIFY_ENUM_DIR).
+    pub const LOST: u32 = 1 << 31;
 }
 
 /// One change seen by a backend.

@@ -10,6 +10,7 @@
 
 #![warn(missing_docs)]
 
+mod cache;
 mod error;
 mod events;
 mod fault_guard;
@@ -17,6 +18,7 @@ mod local;
 mod mapped;
 mod memory;
 mod path;
+pub use cache::{CacheConfig, CachedBackend, CachedHandle};
 pub use error::VfsError;
 pub use events::{what, CacheStats, Change, ChangeKind, ChangeSink, Delivery};
 pub use local::{LocalBackend, LocalHandle, BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR};
@@ -292,5 +294,17 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// The metadata cache's counters, if the backend caches metadata.
     fn cache_stats(&self) -> Option<CacheStats> {
         None
+    }
+    /// Like [`Backend::open`] for a `path` already spelled as on disk, whose missing final
+    /// name has no other spelling either: backends with case-insensitive lookups skip the
+    /// directory scan. A cache that knows both calls this.
+    fn open_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+        self.open(path, opts)
+    }
+    /// Asks for the directory `path` to be watched for outside changes even when nothing of
+    /// it is cached (a client watches it: SMB CHANGE_NOTIFY), so that [`Backend::subscribe`]'s
+    /// sink hears of them. Backends that learn of no changes ignore it.
+    fn watch_dir(&self, path: &SharePath) {
+        let _ = path;
     }
 }

@@ -282,6 +282,31 @@ impl LocalBackend {
         }
     }
 
+    /// Like [`LocalBackend::open_local`] for a path spelled as on disk whose missing final
+    /// name has no other spelling (see [`Backend::open_exact`]): no case-insensitive scan.
+    pub fn open_local_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(LocalHandle, OpenOutcome)> {
+        if opts.directory && opts.non_directory {
+            return Err(VfsError::InvalidName);
+        }
+        let ro = self.root.read_only;
+        if ro && (opts.write || opts.truncate || opts.create == CreateMode::CreateNew) {
+            return Err(VfsError::ReadOnly);
+        }
+        match opts.create {
+            CreateMode::OpenExisting => Ok((self.open_existing(path, opts)?, OpenOutcome::Opened)),
+            CreateMode::CreateNew => Ok((self.create(path, opts)?, OpenOutcome::Created)),
+            CreateMode::OpenOrCreate => match self.open_existing(path, opts) {
+                Err(VfsError::NotFound) if ro => Err(VfsError::ReadOnly),
+                Err(VfsError::NotFound) => match self.create(path, opts) {
+                    Ok(h) => Ok((h, OpenOutcome::Created)),
+                    Err(VfsError::Exists) => self.open_existing(path, opts).map(|h| (h, OpenOutcome::Opened)),
+                    Err(e) => Err(e),
+                },
+                r => r.map(|h| (h, OpenOutcome::Opened)),
+            },
+        }
+    }
+
     /// `path` spelled as on disk where a component exists only in another case; `None`
     /// when nothing differs (see [`case::resolve`]).
     fn resolve_case(&self, path: &SharePath) -> Option<SharePath> {
@@ -495,6 +520,11 @@ impl LocalBackend {
 impl Backend for LocalBackend {
     fn open(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
         let (h, outcome) = self.open_local(path, opts)?;
+        Ok((Box::new(h), outcome))
+    }
+
+    fn open_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+        let (h, outcome) = self.open_local_exact(path, opts)?;
         Ok((Box::new(h), outcome))
     }
 

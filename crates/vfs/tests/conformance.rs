@@ -1,11 +1,15 @@
 //! The VFS conformance suite: behaviour every [`Backend`] shares, run against
-//! `LocalBackend` (on a scratch directory, tmpfs when available) and `MemoryBackend`.
+//! `LocalBackend` (on a scratch directory, tmpfs when available), the same behind the
+//! metadata cache (`CachedBackend`), and `MemoryBackend`.
 //! Everything here goes through the `Backend` and `FileHandle` traits only; what only the
 //! local backend can show (symlinks, modes, xattrs on disk, mappings) is in `local.rs`.
 
-use braid_vfs::{dos, Backend, CreateMode, FileHandle, LocalBackend, MemoryBackend, OpenOptions, OpenOutcome, SetTimes, VfsError};
+use braid_vfs::{
+    dos, Backend, CacheConfig, CachedBackend, CreateMode, FileHandle, LocalBackend, MemoryBackend, OpenOptions, OpenOutcome, SetTimes, VfsError,
+};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 mod common;
@@ -47,6 +51,31 @@ impl Fixture for Local {
     }
     fn read_only(&self) -> Box<dyn Backend> {
         Box::new(LocalBackend::new(&self.dir, true).unwrap())
+    }
+}
+
+/// The local backend behind the metadata cache (watching the directory, as on tmpfs).
+struct Cached {
+    local: Local,
+    backend: CachedBackend,
+}
+
+impl Cached {
+    fn new() -> Cached {
+        let local = Local::new();
+        let inner: Arc<dyn Backend> = Arc::new(local.backend.clone());
+        let backend = CachedBackend::new(inner, Some(&local.dir), CacheConfig::default());
+        Cached { local, backend }
+    }
+}
+
+impl Fixture for Cached {
+    fn backend(&self) -> &dyn Backend {
+        &self.backend
+    }
+    fn read_only(&self) -> Box<dyn Backend> {
+        let inner: Arc<dyn Backend> = Arc::new(LocalBackend::new(&self.local.dir, true).unwrap());
+        Box::new(CachedBackend::new(inner, Some(&self.local.dir), CacheConfig::default()))
     }
 }
 
@@ -559,3 +588,4 @@ macro_rules! conformance {
 
 conformance!(local, Local::new());
 conformance!(memory, Memory::new());
+conformance!(cached, Cached::new());

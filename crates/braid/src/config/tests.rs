@@ -269,3 +269,32 @@ fn memory_shares() {
         error(&text, 4, &["share \"ram\"", "capacity"]);
     }
 }
+
+#[test]
+fn metadata_cache_keys() {
+    let d = dir();
+    let c = parse("[[share]]\nname = \"disk\"\npath = \"data\"\n", "braid.toml", d.path()).unwrap().server;
+    assert_eq!(c.shares[0].metadata_cache, smb_server::MetadataCache::default());
+    assert!(c.shares[0].metadata_cache.enabled);
+    let text = "[[share]]\nname = \"disk\"\npath = \"data\"\nmetadata_cache = false\nmetadata_ttl = \"250ms\"\n\
+                metadata_cache_entries = 5000\nmetadata_cache_bytes = \"8MiB\"\n";
+    let m = parse(text, "braid.toml", d.path()).unwrap().server.shares[0].metadata_cache;
+    assert!(!m.enabled);
+    assert_eq!(m.ttl, std::time::Duration::from_millis(250));
+    assert_eq!((m.max_entries, m.max_bytes), (5000, 8 << 20));
+    let m = parse("[[share]]\nname = \"disk\"\npath = \"data\"\nmetadata_ttl = 2\n", "braid.toml", d.path()).unwrap().server.shares[0].metadata_cache;
+    assert_eq!(m.ttl, std::time::Duration::from_secs(2));
+    for (key, bad, needle) in [
+        ("metadata_ttl", "\"soon\"", "not a duration"),
+        ("metadata_ttl", "\"2h\"", "too long"),
+        ("metadata_ttl", "-1", "negative"),
+        ("metadata_cache_entries", "10", "out of range"),
+        ("metadata_cache_bytes", "\"1K\"", "out of range"),
+        ("metadata_cache_bytes", "\"lots\"", "not a size"),
+    ] {
+        let text = format!("[[share]]\nname = \"disk\"\npath = \"data\"\n\n{key} = {bad}\n");
+        error(&text, 5, &["share \"disk\"", key, needle]);
+    }
+    error("[[share]]\nname = \"disk\"\npath = \"data\"\nmetadata_cache = \"yes\"\n", 4, &["metadata_cache"]);
+    error("[[share]]\nname = \"ram\"\nbackend = \"memory\"\n\nmetadata_ttl = \"1s\"\n", 5, &["share \"ram\"", "directory shares"]);
+}

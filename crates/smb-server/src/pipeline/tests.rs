@@ -46,6 +46,7 @@ fn server() -> Arc<ServerState> {
             guest_ok: false,
             encrypt: false,
             comment: String::new(),
+            metadata_cache: Default::default(),
         }],
         ..ServerConfig::default()
     };

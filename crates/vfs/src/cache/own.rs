@@ -1,0 +1,147 @@
+//! What tells Braid's own changes from outside ones: the files open for writing through
+//! the cache (their data and attributes change without notice, so they are not cached
+//! while open, and the events their writes cause are Braid's), and expectations: before
+//! a change through Braid, the event it will cause is recorded with a short expiry, and
+//! the watcher consumes it instead of reporting the change.
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Kinds of expected events (bits).
+pub(crate) mod bits {
+    pub(crate) const CREATE: u8 = 1;
+    pub(crate) const DELETE: u8 = 2;
+    pub(crate) const MOVED_FROM: u8 = 4;
+    pub(crate) const MOVED_TO: u8 = 8;
+    /// Attribute or data changes (IN_ATTRIB, IN_MODIFY): not consumed by the first event,
+    /// since one change may cause several; they last until the expiry.
+    pub(crate) const ATTRS: u8 = 16;
+}
+
+/// How long an expectation waits for its event. Events arrive within milliseconds; an
+/// outside change of the same kind to the same name inside this window is taken for ours.
+const EXPECT_FOR: Duration = Duration::from_secs(2);
+
+const SHARDS: usize = 16;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn shard_of(k: &str) -> usize {
+    (std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(k) as usize) % SHARDS
+}
+
+/// A sharded multiset of folded paths (open writers per file, per directory).
+pub(crate) struct Counts {
+    shards: Vec<Mutex<HashMap<Box<str>, u32>>>,
+}
+
+impl Counts {
+    pub(crate) fn new() -> Self {
+        Counts { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect() }
+    }
+
+    pub(crate) fn add(&self, k: &str) {
+        *lock(&self.shards[shard_of(k)]).entry(k.into()).or_insert(0) += 1;
+    }
+
+    pub(crate) fn sub(&self, k: &str) {
+        let mut m = lock(&self.shards[shard_of(k)]);
+        if let Some(n) = m.get_mut(k) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(k);
+            }
+        }
+    }
+
+    pub(crate) fn contains(&self, k: &str) -> bool {
+        lock(&self.shards[shard_of(k)]).contains_key(k)
+    }
+}
+
+/// Expected event kinds (bits) at folded paths, each with its expiry.
+type Expected = HashMap<Box<str>, (u8, Instant)>;
+
+/// Expected events by folded path.
+pub(crate) struct Expectations {
+    shards: Vec<Mutex<Expected>>,
+}
+
+impl Expectations {
+    pub(crate) fn new() -> Self {
+        Expectations { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect() }
+    }
+
+    /// Records that Braid is about to cause `bits` events at `k`.
+    pub(crate) fn expect(&self, k: &str, b: u8) {
+        let now = Instant::now();
+        let mut m = lock(&self.shards[shard_of(k)]);
+        if m.len() >= 4096 {
+            m.retain(|_, (_, until)| *until > now);
+        }
+        let e = m.entry(k.into()).or_insert((0, now));
+        e.0 |= b;
+        e.1 = now + EXPECT_FOR;
+    }
+
+    /// Withdraws name bits that did not happen (an open that found the file existing).
+    pub(crate) fn withdraw(&self, k: &str, b: u8) {
+        let mut m = lock(&self.shards[shard_of(k)]);
+        if let Some(e) = m.get_mut(k) {
+            e.0 &= !b;
+            if e.0 == 0 {
+                m.remove(k);
+            }
+        }
+    }
+
+    /// Whether an event of kind `b` at `k` is Braid's own; consumes a name expectation.
+    pub(crate) fn consume(&self, k: &str, b: u8) -> bool {
+        let now = Instant::now();
+        let mut m = lock(&self.shards[shard_of(k)]);
+        let Some(e) = m.get_mut(k) else { return false };
+        if e.1 <= now {
+            m.remove(k);
+            return false;
+        }
+        if e.0 & b == 0 {
+            return false;
+        }
+        if b != bits::ATTRS {
+            e.0 &= !b;
+            if e.0 == 0 {
+                m.remove(k);
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_expectations_are_consumed_once_attributes_last() {
+        let x = Expectations::new();
+        x.expect("a/b", bits::CREATE | bits::ATTRS);
+        assert!(x.consume("a/b", bits::CREATE));
+        assert!(!x.consume("a/b", bits::CREATE));
+        assert!(x.consume("a/b", bits::ATTRS));
+        assert!(x.consume("a/b", bits::ATTRS));
+        assert!(!x.consume("a/b", bits::DELETE));
+        x.withdraw("a/b", bits::ATTRS);
+        assert!(!x.consume("a/b", bits::ATTRS));
+        let c = Counts::new();
+        c.add("f");
+        c.add("f");
+        c.sub("f");
+        assert!(c.contains("f"));
+        c.sub("f");
+        assert!(!c.contains("f"));
+    }
+}
