@@ -7,6 +7,11 @@
 //! Breaks that need an acknowledgment (from a state with W or H, or an exclusive/batch
 //! oplock) leave the holder breaking until it acknowledges, closes, or its deadline passes;
 //! the protocol server sends the [`Notice`]s and waits (or not) as the [`BreakPlan`] says.
+//!
+//! A directory is a file too: it may hold read and handle caching (never write caching,
+//! which has nothing to hold back), and a change to any of its entries breaks what its
+//! holders cache ([`GrantEvent::ChildChanged`], MS-FSA 2.1.4.13), except for the holder
+//! that made the change through an open naming it as the parent.
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,6 +92,8 @@ pub struct LeaseRequest<T: GrantTypes> {
     pub info: T::LeaseInfo,
     /// The epoch a new lease starts from (SMB2 v2 contexts carry one).
     pub epoch: u16,
+    /// The file is a directory: write caching is never granted.
+    pub directory: bool,
 }
 
 /// Who causes a break: an open, possibly under a lease, or nobody's open at all (an NFS
@@ -117,6 +124,11 @@ pub enum GrantEvent {
     /// sharing violation, batch oplocks and handle caching go and are waited for, so the
     /// holder closes the handles it keeps open.
     Namespace,
+    /// An entry of this directory was added, removed or renamed, or its attributes, size
+    /// or times changed (MS-FSA 2.1.4.13, the break of the parent's oplock): read and
+    /// handle caching go (the holder's listing and cached opens are stale), to none. The
+    /// change has happened already: nobody waits.
+    ChildChanged,
 }
 
 /// A break notification the protocol server must send.
@@ -183,7 +195,7 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 fn oplock_target(event: GrantEvent, level: Caching) -> Option<Caching> {
     match (event, level) {
         (GrantEvent::Write, Caching::READ) => Some(Caching::NONE),
-        (GrantEvent::Write, _) => None,
+        (GrantEvent::Write | GrantEvent::ChildChanged, _) => None,
         (GrantEvent::Open { truncate: true, .. }, l) if l != Caching::NONE => Some(Caching::NONE),
         (GrantEvent::Open { share_conflict: false, .. }, Caching::RW) => Some(Caching::READ),
         (GrantEvent::Open { .. } | GrantEvent::SharingViolation | GrantEvent::Namespace, Caching::ALL) => Some(Caching::READ),
@@ -201,11 +213,12 @@ fn lease_rule(event: GrantEvent, state: Caching) -> (Caching, bool) {
         GrantEvent::Open { truncate: true, .. } => Caching::NONE,
         GrantEvent::SharingViolation | GrantEvent::Namespace => Caching::ALL.without(Caching::HANDLE),
         GrantEvent::Write => Caching::ALL.without(Caching::READ),
+        GrantEvent::ChildChanged => Caching::NONE,
     };
     // Truncation waits only for holders of write caching (their data must be flushed
     // first); other holders are told, and the open goes ahead.
     let waits = match event {
-        GrantEvent::Write => false,
+        GrantEvent::Write | GrantEvent::ChildChanged => false,
         GrantEvent::Open { truncate: true, .. } => state.has(Caching::WRITE),
         _ => keep != Caching::ALL,
     };
@@ -244,8 +257,9 @@ impl<T: GrantTypes> State<T> {
         }
     }
 
-    fn break_leases(&mut self, who: &Requester<T::LeaseKey>, event: GrantEvent, now: Instant, timeout: Duration, out: &mut BreakPlan<T>) {
-        for l in self.leases.iter_mut().filter(|l| who.lease.as_ref() != Some(&l.key)) {
+    /// Breaks the leases not `exempt` (the requester's own).
+    fn break_leases(&mut self, exempt: &dyn Fn(&T::LeaseKey) -> bool, event: GrantEvent, now: Instant, timeout: Duration, out: &mut BreakPlan<T>) {
+        for l in self.leases.iter_mut().filter(|l| !exempt(&l.key)) {
             let (keep, waits) = lease_rule(event, l.state);
             let mut target = Caching(l.state.0 & keep.0);
             // Every cache state includes R; what is left without it is none.
@@ -338,7 +352,20 @@ impl<T: GrantTypes> Grants<T> {
         let mut out = BreakPlan { notices: Vec::new(), wait_until: None, changed: false };
         out.changed = st.expire(now);
         st.break_oplocks(who, event, now, timeout, &mut out);
-        st.break_leases(who, event, now, timeout, &mut out);
+        st.break_leases(&|k| who.lease.as_ref() == Some(k), event, now, timeout, &mut out);
+        self.refresh(&st);
+        out
+    }
+
+    /// Breaks the leases of a directory one of whose entries changed
+    /// ([`GrantEvent::ChildChanged`]), sparing those `exempt` says made the change (the
+    /// protocol compares the lease with the parent lease key of the open that made it).
+    /// Never waits: the plan's notices are to be sent, nothing more.
+    pub fn start_parent_breaks(&self, exempt: &dyn Fn(&T::LeaseKey) -> bool, now: Instant, timeout: Duration) -> BreakPlan<T> {
+        let mut st = lock(&self.state);
+        let mut out = BreakPlan { notices: Vec::new(), wait_until: None, changed: false };
+        out.changed = st.expire(now);
+        st.break_leases(exempt, GrantEvent::ChildChanged, now, timeout, &mut out);
         self.refresh(&st);
         out
     }
@@ -379,10 +406,14 @@ impl<T: GrantTypes> Grants<T> {
     /// and no break is in progress. `others` counts opens not under this lease. Returns
     /// the lease as it stands.
     pub fn grant_lease(&self, open: OpenId, holder: T::Holder, req: LeaseRequest<T>, others: usize) -> Lease<T> {
-        let LeaseRequest { key, state: requested, info, epoch } = req;
+        let LeaseRequest { key, state: requested, info, epoch, directory } = req;
         let mut st = lock(&self.state);
         // R is the base of every cache state (R, RH, RW, RWH); anything else is refused.
-        let requested = if requested.has(Caching::READ) { Caching(requested.0 & Caching::ALL.0) } else { Caching::NONE };
+        let mut requested = if requested.has(Caching::READ) { Caching(requested.0 & Caching::ALL.0) } else { Caching::NONE };
+        if directory {
+            // A directory caches its listing and handles, never writes.
+            requested = requested.without(Caching::WRITE);
+        }
         let mut allowed = Caching::ALL;
         if others > 0 {
             allowed = allowed.without(Caching::WRITE);
@@ -470,6 +501,11 @@ impl<T: GrantTypes> Grants<T> {
         lock(&self.state).leases.iter().find(|l| l.opens.iter().any(|(o, _)| *o == open)).map(|l| l.key.clone())
     }
 
+    /// What the protocol keeps with lease `key`, if it is on this file.
+    pub fn lease_info(&self, key: &T::LeaseKey) -> Option<T::LeaseInfo> {
+        lock(&self.state).leases.iter().find(|l| l.key == *key).map(|l| l.info.clone())
+    }
+
     /// The opens under lease `key` (they do not count against its caching).
     pub fn lease_opens(&self, key: &T::LeaseKey) -> Vec<OpenId> {
         lock(&self.state).leases.iter().filter(|l| l.key == *key).flat_map(|l| l.opens.iter().map(|(o, _)| *o)).collect()
@@ -503,7 +539,11 @@ mod tests {
     const CONFLICTING: GrantEvent = GrantEvent::Open { truncate: false, spare_leases: false, share_conflict: true };
 
     fn lr(key: u8, state: Caching, epoch: u16) -> LeaseRequest<Test> {
-        LeaseRequest { key, state, info: (), epoch }
+        LeaseRequest { key, state, info: (), epoch, directory: false }
+    }
+
+    fn dir_lr(key: u8, state: Caching, epoch: u16) -> LeaseRequest<Test> {
+        LeaseRequest { directory: true, ..lr(key, state, epoch) }
     }
 
     fn by(open: OpenId) -> Requester<u8> {
@@ -715,6 +755,46 @@ mod tests {
         g.grant_oplock(1, 10, RW, 0);
         assert_eq!(g.grant_lease(2, 20, lr(7, RWH, 0), 1).state, Caching::NONE, "nothing beside an exclusive holder");
         assert_eq!(g.grant_oplock(3, 30, R, 2), Caching::NONE);
+    }
+
+    #[test]
+    fn directories_get_read_and_handle_caching_never_write() {
+        let g = Grants::<Test>::default();
+        let l = g.grant_lease(1, 10, dir_lr(7, RWH, 0), 0);
+        assert_eq!((l.state, l.epoch), (RH, 1), "no W on a directory, even for a sole opener");
+        assert_eq!(g.grant_lease(2, 20, dir_lr(8, R, 0), 1).state, R);
+        // Another open of the directory breaks nothing (there is no W to take).
+        assert!(g.start_breaks(&by(3), OPEN, Instant::now(), T).notices.is_empty());
+    }
+
+    #[test]
+    fn a_changed_entry_breaks_the_directory_to_none_without_waiting_except_the_exempt() {
+        let now = Instant::now();
+        let g = Grants::<Test>::default();
+        g.grant_lease(1, 10, dir_lr(7, RH, 0), 0);
+        g.grant_lease(2, 20, dir_lr(8, R, 0), 1);
+        g.grant_lease(3, 30, dir_lr(9, RH, 0), 2);
+        // The change came from an open naming lease 9 as its parent.
+        let p = g.start_parent_breaks(&|k| *k == 9, now, T);
+        assert_eq!(summary(&p), [(RH, Caching::NONE, true), (R, Caching::NONE, false)]);
+        assert!(p.wait_until.is_none(), "the change is done: nobody waits");
+        let Notice::Lease { epoch, .. } = &p.notices[0] else { panic!("a lease notice") };
+        assert_eq!(*epoch, 2);
+        // While the first break is unacknowledged, further changes send nothing new.
+        let again = g.start_parent_breaks(&|k| *k == 9, now, T);
+        assert!(again.notices.is_empty() && again.wait_until.is_none());
+        assert_eq!(g.ack_lease(&7, Caching::NONE), Ok(Caching::NONE));
+        // Opened again, the directory's lease comes back (an upgrade from none).
+        let l = g.grant_lease(4, 10, dir_lr(7, RWH, 0), 3);
+        assert_eq!((l.state, l.epoch), (RH, 3));
+    }
+
+    #[test]
+    fn a_changed_entry_takes_no_oplock() {
+        // Directories hold no oplocks; the event must not touch a file's.
+        let g = Grants::<Test>::default();
+        g.grant_oplock(1, 10, RWH, 0);
+        assert!(g.start_breaks(&by(2), GrantEvent::ChildChanged, Instant::now(), T).notices.is_empty());
     }
 
     #[test]

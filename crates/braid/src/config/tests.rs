@@ -269,3 +269,13 @@ fn memory_shares() {
         error(&text, 4, &["share \"ram\"", "capacity"]);
     }
 }
+
+#[test]
+fn directory_leases_default_on_and_can_be_switched_off() {
+    let d = dir();
+    let text = "[[share]]\nname = \"a\"\npath = \"data\"\n\n[[share]]\nname = \"b\"\npath = \"pub\"\ndirectory_leases = false\n";
+    let c = parse(text, "braid.toml", d.path()).unwrap().server;
+    assert!(c.shares[0].directory_leases);
+    assert!(!c.shares[1].directory_leases);
+    error("[[share]]\nname = \"a\"\npath = \"data\"\ndirectory_leases = \"yes\"\n", 4, &["directory_leases"]);
+}

@@ -138,7 +138,9 @@ fn settle_contexts(config: &ServerConfig, req: &NegotiateRequest) -> Result<Sett
 
 /// The response's Capabilities (MS-SMB2 3.3.5.4). Those that depend on the client
 /// (MULTI_CHANNEL, and ENCRYPTION for 3.0/3.0.2, via `cipher`) are returned only when its
-/// request offered them; directory leases and persistent handles are never granted.
+/// request offered them. DIRECTORY_LEASING (3.x) is server-wide: it is offered when any
+/// share allows directory leases, and each share's switch then decides whether its
+/// directory opens get one. Persistent handles are never granted.
 fn capabilities(config: &ServerConfig, chosen: u16, offered: u32, cipher: Option<Cipher>) -> u32 {
     let mut capabilities = 0;
     if chosen >= dialect::SMB210 {
@@ -150,6 +152,9 @@ fn capabilities(config: &ServerConfig, chosen: u16, offered: u32, cipher: Option
     }
     if dialect::is_smb3(chosen) && config.multichannel && offered & cap::MULTI_CHANNEL != 0 {
         capabilities |= cap::MULTI_CHANNEL;
+    }
+    if dialect::is_smb3(chosen) && config.shares.iter().any(|s| s.directory_leases) {
+        capabilities |= cap::DIRECTORY_LEASING;
     }
     capabilities
 }
