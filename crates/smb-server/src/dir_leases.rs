@@ -86,6 +86,7 @@ fn breaks_parent(change: &Change) -> bool {
 /// directories of a rename: each half of it is announced), except the lease `origin`
 /// names as its parent (MS-SMB2 3.3.4.7: the client that made the change through that
 /// directory's lease knows of it). The breaks go out in their own task; nothing waits.
+/// The caller holds no open's `path` lock (the leased directory opens' paths are read).
 pub fn break_parent(server: &ServerState, share: usize, change: &Change, origin: Origin) {
     let leases = &server.dir_leases;
     if leases.count.load(Ordering::Acquire) == 0 || !breaks_parent(change) {

@@ -116,7 +116,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     if created {
         let origin = crate::open::open_origin(&open);
-        crate::changes::name(&cx.conn.server, share.index, &lock(&open.path), braid_vfs::ChangeKind::Added, open.is_dir(), origin);
+        // A copy: announcing looks at the paths of leased directory opens, this one's too.
+        let path = lock(&open.path).clone();
+        crate::changes::name(&cx.conn.server, share.index, &path, braid_vfs::ChangeKind::Added, open.is_dir(), origin);
     }
     let answer = Answer { oplock_level, create_action, lease_ctx };
     encode_response(out, &req, &tree, share.index, &attrs, &open, answer);

@@ -281,6 +281,14 @@ async fn rename(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, replace: bool,
     if from == to {
         return Ok(());
     }
+    // Other holders of handle caching let go of their cached handles first (MS-FSA
+    // 2.1.5.14.11: the rename breaks H and waits). Before the checks that look at the
+    // backend, so the break is on its way before a request sent after this one is answered
+    // (smbtorture's smb2.lease.rename_wait counts on it).
+    if let OpenKind::File { node, .. } = &open.kind {
+        let who = crate::oplocks::Requester { open: open.id.volatile, lease: open.lease };
+        super::create::wait_breaks(cx, out, node, who, crate::oplocks::Event::Namespace).await?;
+    }
     let backend = share.backend.clone();
     let server = &cx.conn.server;
     // A directory with open files beneath it cannot move (MS-FSA 2.1.5.14.11).
@@ -317,13 +325,6 @@ async fn rename(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, replace: bool,
             }
         }
     }
-    // Other holders of handle caching let go of their cached handles first (MS-FSA
-    // 2.1.5.14.11: the rename breaks H and waits; smbtorture's smb2.lease.rename_wait).
-    if let OpenKind::File { node, .. } = &open.kind {
-        let who = crate::oplocks::Requester { open: open.id.volatile, lease: open.lease };
-        super::create::wait_breaks(cx, out, node, who, crate::oplocks::Event::Namespace).await?;
-    }
-    let server = &cx.conn.server;
     let (f, t) = (from.clone(), to.clone());
     blocking(move || backend.rename(&f, &t, replace)).await?;
     let origin = crate::open::open_origin(open);
