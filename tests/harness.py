@@ -173,7 +173,7 @@ def _toml_str(s: str) -> str:
 
 def braid_config(port: int, users: dict[str, str], shares: list[dict], server_extra=()) -> str:
     """users: name -> password; shares: dicts with name, path, read_only, users, guest_ok,
-    encrypt, or instead of path backend="memory" and an optional capacity (e.g. "8M");
+    encrypt, directory_leases (False switches them off), or instead of path backend="memory" and an optional capacity (e.g. "8M");
     server_extra: more TOML lines for the [server] section."""
     out = ["[server]", f"listen = [{_toml_str(f'{LOCALHOST}:{port}')}]", *server_extra, ""]
     for name, pw in users.items():
@@ -189,6 +189,7 @@ def braid_config(port: int, users: dict[str, str], shares: list[dict], server_ex
             "users = [" + ", ".join(_toml_str(u) for u in sh.get("users", [])) + "]",
             f"guest_ok = {'true' if sh.get('guest_ok') else 'false'}",
             *(["encrypt = true"] if sh.get("encrypt") else []),
+            *(["directory_leases = false"] if sh.get("directory_leases") is False else []),
             "",
         ]
     return "\n".join(out)
