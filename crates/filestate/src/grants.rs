@@ -82,6 +82,9 @@ pub struct Lease<T: GrantTypes> {
     pub info: T::LeaseInfo,
     /// The opens using this lease, with where to reach them.
     opens: Vec<(OpenId, T::Holder)>,
+    /// An entry of the directory changed while a break to more than none was in progress:
+    /// once that break completes, the rest goes too ([`Grants::start_stale_breaks`]).
+    stale: bool,
 }
 
 /// A lease asked for by an open.
@@ -269,11 +272,16 @@ impl<T: GrantTypes> State<T> {
             if l.breaking_to.is_some() {
                 // A conflicting open waits for the break in progress, whoever caused it;
                 // its own break is sent once that one is acknowledged, from the state the
-                // client then holds (as Windows does).
+                // client then holds (as Windows does). A changed entry cannot wait: it is
+                // remembered, for a break once this one completes.
                 if waits {
                     out.wait_until = earliest(out.wait_until, l.deadline);
                 }
+                l.stale |= event == GrantEvent::ChildChanged && l.breaking_to != Some(Caching::NONE);
                 continue;
+            }
+            if event == GrantEvent::ChildChanged {
+                l.stale = false;
             }
             if target == l.state {
                 continue;
@@ -370,6 +378,20 @@ impl<T: GrantTypes> Grants<T> {
         out
     }
 
+    /// The breaks of directory leases whose entries changed while an earlier break was in
+    /// progress, now that it has completed (acknowledged or timed out): to none, no wait.
+    pub fn start_stale_breaks(&self, now: Instant, timeout: Duration) -> BreakPlan<T> {
+        let mut st = lock(&self.state);
+        let mut out = BreakPlan { notices: Vec::new(), wait_until: None, changed: false };
+        out.changed = st.expire(now);
+        let stale: Vec<T::LeaseKey> = st.leases.iter().filter(|l| l.stale && l.breaking_to.is_none()).map(|l| l.key.clone()).collect();
+        if !stale.is_empty() {
+            st.break_leases(&|k| !stale.contains(k), GrantEvent::ChildChanged, now, timeout, &mut out);
+            self.refresh(&st);
+        }
+        out
+    }
+
     /// Runs the break timers; returns whether a holder's state dropped.
     pub fn expire(&self, now: Instant) -> bool {
         let mut st = lock(&self.state);
@@ -437,7 +459,7 @@ impl<T: GrantTypes> Grants<T> {
             None => {
                 let state = Caching(requested.0 & allowed.0);
                 let epoch = if state != Caching::NONE { epoch.wrapping_add(1) } else { epoch };
-                let l = Lease { key, state, breaking_to: None, deadline: None, epoch, info, opens: vec![(open, holder)] };
+                let l = Lease { key, state, breaking_to: None, deadline: None, epoch, info, opens: vec![(open, holder)], stale: false };
                 st.leases.push(l.clone());
                 l
             }
@@ -787,6 +809,20 @@ mod tests {
         // Opened again, the directory's lease comes back (an upgrade from none).
         let l = g.grant_lease(4, 10, dir_lr(7, RWH, 0), 3);
         assert_eq!((l.state, l.epoch), (RH, 3));
+    }
+
+    #[test]
+    fn a_change_during_another_break_breaks_to_none_once_that_completes() {
+        let now = Instant::now();
+        let g = Grants::<Test>::default();
+        g.grant_lease(1, 10, dir_lr(7, RH, 0), 0);
+        // The directory itself is renamed: H goes first, awaited.
+        assert_eq!(summary(&g.start_breaks(&by(2), GrantEvent::Namespace, now, T)), [(RH, R, true)]);
+        assert!(g.start_parent_breaks(&|_| false, now, T).notices.is_empty(), "one break at a time");
+        assert!(g.start_stale_breaks(now, T).notices.is_empty(), "not before the first completes");
+        assert_eq!(g.ack_lease(&7, R), Ok(R));
+        assert_eq!(summary(&g.start_stale_breaks(now, T)), [(R, Caching::NONE, false)]);
+        assert!(g.start_stale_breaks(now, T).notices.is_empty(), "once");
     }
 
     #[test]

@@ -107,7 +107,8 @@ pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
     if open.written.load(std::sync::atomic::Ordering::Acquire) {
         if let Some(share) = open.tree.share() {
             let what = braid_vfs::what::SIZE | braid_vfs::what::LAST_WRITE;
-            let change = braid_vfs::Change { path: crate::sync::lock(&open.path).clone(), kind: braid_vfs::ChangeKind::Modified, is_dir: false, what };
+            let change =
+                braid_vfs::Change { path: crate::sync::lock(&open.path).clone(), kind: braid_vfs::ChangeKind::Modified, is_dir: false, what };
             crate::changes::changed(server, share.index, &change, origin);
         }
     }

@@ -227,11 +227,13 @@ impl NodeOplocks {
     }
 
     /// Lease break acknowledgment (MS-SMB2 3.3.5.22.2) for a lease known to be on this
-    /// file.
-    pub fn ack_lease(&self, client: [u8; 16], key: [u8; 16], state: u32) -> Result<u32, NtStatus> {
+    /// file: the state now held, and the breaks to send next (a directory whose entries
+    /// changed while the acknowledged break was in progress breaks on to none).
+    pub fn ack_lease(&self, client: [u8; 16], key: [u8; 16], state: u32) -> Result<(u32, Vec<Notice>), NtStatus> {
         let c = self.grants.ack_lease(&(client, key), Caching(state)).map_err(lease_ack_status)?;
+        let next = self.grants.start_stale_breaks(Instant::now().into_std(), BREAK_TIMEOUT);
         self.changed.notify_waiters();
-        Ok(c.0)
+        Ok((c.0, next.notices.into_iter().map(smb_notice).collect()))
     }
 
     /// The lease `open` is under, if any.
@@ -334,10 +336,10 @@ mod tests {
         let Notice::Lease { body, .. } = &b.notices[0] else { panic!("lease notice expected") };
         assert_eq!((body.current_state, body.new_state, body.new_epoch), (ls::ALL, ls::READ | ls::HANDLE, 2));
         assert_eq!(body.flags, LEASE_BREAK_ACK_REQUIRED);
-        assert_eq!(n.ack_lease(c, k1, ls::ALL), Err(NtStatus::REQUEST_NOT_ACCEPTED));
-        assert_eq!(n.ack_lease(c, k2, ls::READ), Err(smb_wire::NtStatus::OBJECT_NAME_NOT_FOUND));
-        assert_eq!(n.ack_lease(c, k1, ls::READ | ls::HANDLE), Ok(ls::READ | ls::HANDLE));
-        assert_eq!(n.ack_lease(c, k1, ls::READ), Err(smb_wire::NtStatus::UNSUCCESSFUL));
+        assert_eq!(n.ack_lease(c, k1, ls::ALL).map(|a| a.0), Err(NtStatus::REQUEST_NOT_ACCEPTED));
+        assert_eq!(n.ack_lease(c, k2, ls::READ).map(|a| a.0), Err(smb_wire::NtStatus::OBJECT_NAME_NOT_FOUND));
+        assert_eq!(n.ack_lease(c, k1, ls::READ | ls::HANDLE).map(|a| a.0), Ok(ls::READ | ls::HANDLE));
+        assert_eq!(n.ack_lease(c, k1, ls::READ).map(|a| a.0), Err(smb_wire::NtStatus::UNSUCCESSFUL));
         let l2 = n.grant_lease(2, REACH, (c, k2), &ask(ls::ALL, None), 1, false);
         assert_eq!(l2.state.0, ls::READ | ls::HANDLE, "W only for a sole opener");
         // A write takes R from the other lease; R-only breaks need no acknowledgment.
@@ -346,5 +348,23 @@ mod tests {
         let Notice::Lease { body, .. } = &b.notices[0] else { panic!("lease notice expected") };
         assert_eq!((body.new_state, body.flags), (ls::NONE, LEASE_BREAK_ACK_REQUIRED), "H needs an acknowledgment");
         assert!(b.wait_until.is_none(), "a write never waits for it");
+    }
+
+    #[test]
+    fn directory_leases_lose_w_and_spare_the_parent_key_of_any_client() {
+        let n = NodeOplocks::default();
+        let (c1, c2, k1, k2) = ([1; 16], [2; 16], [3; 16], [4; 16]);
+        let l = n.grant_lease(1, REACH, (c1, k1), &ask(ls::ALL, Some(([0; 16], 0))), 0, true);
+        assert_eq!(l.state.0, ls::READ | ls::HANDLE);
+        n.grant_lease(2, REACH, (c2, k2), &ask(ls::READ, None), 1, true);
+        // A change made under parent key k1 (by any client) spares k1's lease only.
+        let notices = n.break_parent(Some(k1), Instant::now());
+        assert_eq!(notices.len(), 1);
+        let Notice::Lease { body, .. } = &notices[0] else { panic!("lease notice expected") };
+        assert_eq!((body.lease_key, body.current_state, body.new_state, body.flags), (k2, ls::READ, ls::NONE, 0));
+        let notices = n.break_parent(None, Instant::now());
+        let Notice::Lease { body, .. } = &notices[0] else { panic!("lease notice expected") };
+        assert_eq!((body.lease_key, body.new_state, body.new_epoch), (k1, ls::NONE, 2));
+        assert_eq!(body.flags, LEASE_BREAK_ACK_REQUIRED, "H was held");
     }
 }
