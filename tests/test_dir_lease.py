@@ -129,3 +129,40 @@ def test_smb2_clients_get_no_directory_lease(server):
         d, state = open_dir(a, dirname(), uuid.uuid4().bytes)
         assert state is None
         d.close()
+
+
+def test_a_renamed_directory_keeps_its_lease_reachable(server):
+    """B renames the directory A holds an RH lease on: A's H is broken first (B waits for the
+    acknowledgment); afterwards a create by B under the new name breaks A's remaining R."""
+    import threading
+
+    from smbprotocol.file_info import FileRenameInformation
+
+    name, key = dirname(), uuid.uuid4().bytes
+    with Smb(server, dialect=Dialects.SMB_3_1_1) as a, Smb(server, dialect=Dialects.SMB_3_1_1) as b:
+        catcher = BreakCatcher(a.conn)
+        d, state = open_dir(a, name, key)
+        assert state == R | H
+        mover = b.open(name, access=A.DELETE | A.FILE_READ_ATTRIBUTES, disposition=CreateDisposition.FILE_OPEN,
+                       directory=True)
+        info = FileRenameInformation()
+        info["file_name"] = name + "_moved"
+        done = []
+        t = threading.Thread(target=lambda: done.append(b.set_info(mover, info)))
+        t.start()
+        body = catcher.wait()
+        assert body is not None and body[8:24] == key
+        assert struct.unpack_from("<II", body, 24) == (R | H, R), "the rename takes H"
+        assert not done, "the rename waits for the acknowledgment"
+        status, _ = ack(a, struct.pack("<HHI", 36, 0, 0) + key + struct.pack("<IQ", R, 0))
+        assert status == 0
+        t.join(10)
+        assert done, "the rename completed after the acknowledgment"
+        mover.close()
+        f = create_file(b, rf"{name}_moved\new.txt")
+        body = catcher.wait()
+        assert body is not None and body[8:24] == key
+        assert struct.unpack_from("<II", body, 24) == (R, 0)
+        assert struct.unpack_from("<I", body, 4)[0] & 1 == 0, "R alone needs no acknowledgment"
+        f.close()
+        d.close()

@@ -330,8 +330,23 @@ async fn rename(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, replace: bool,
     let origin = crate::open::open_origin(open);
     crate::changes::name(server, share.index, &from, braid_vfs::ChangeKind::RenamedFrom, open.is_dir(), origin);
     crate::changes::name(server, share.index, &to, braid_vfs::ChangeKind::RenamedTo, open.is_dir(), origin);
+    if open.is_dir() {
+        follow_rename(server, open, &to);
+    }
     *lock(&open.path) = to;
     Ok(())
+}
+
+/// The other opens of a renamed directory follow it to its new name: a directory's lease
+/// is found through its opens' paths when an entry changes (`dir_leases.rs`). Directory
+/// renames already look at every open (nothing may be open beneath them).
+fn follow_rename(server: &crate::server::ServerState, open: &Open, to: &SharePath) {
+    let Some(node) = open.node() else { return };
+    for o in server.sessions.values().iter().flat_map(|s| s.opens()) {
+        if o.id != open.id && o.node().is_some_and(|n| std::sync::Arc::ptr_eq(n, node)) {
+            *lock(&o.path) = to.clone();
+        }
+    }
 }
 
 #[cfg(test)]
