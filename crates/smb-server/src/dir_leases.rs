@@ -40,15 +40,24 @@ impl DirLeases {
     pub fn register(&self, server: &Arc<ServerState>, share: usize, open: &Arc<Open>) {
         self.sender.get_or_init(|| (Arc::downgrade(server), tokio::runtime::Handle::current()));
         let mut held = lock(&self.held);
-        // Closed opens go here, so the list stays as long as the leased opens are many.
-        held.retain(|(_, o)| o.strong_count() > 0);
+        Self::prune(&mut held);
         held.push((share, Arc::downgrade(open)));
         self.count.store(held.len(), Ordering::Release);
     }
 
+    /// Drops the opens that are gone, so the list is as long as the leased opens are many.
+    fn prune(held: &mut Vec<(usize, Weak<Open>)>) {
+        held.retain(|(_, o)| o.strong_count() > 0);
+    }
+
     /// The distinct nodes of the leased directory opens of `share` at path `dir`.
     fn nodes_at(&self, share: usize, dir: &SharePath) -> Vec<Arc<crate::locks::FileNode>> {
-        let opens: Vec<Arc<Open>> = lock(&self.held).iter().filter(|(s, _)| *s == share).filter_map(|(_, o)| o.upgrade()).collect();
+        let opens: Vec<Arc<Open>> = {
+            let mut held = lock(&self.held);
+            Self::prune(&mut held);
+            self.count.store(held.len(), Ordering::Release);
+            held.iter().filter(|(s, _)| *s == share).filter_map(|(_, o)| o.upgrade()).collect()
+        };
         let mut nodes: Vec<Arc<crate::locks::FileNode>> = Vec::new();
         for open in opens {
             let Some(node) = open.node() else { continue };
