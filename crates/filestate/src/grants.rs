@@ -10,8 +10,9 @@
 //!
 //! A directory is a file too: it may hold read and handle caching (never write caching,
 //! which has nothing to hold back), and a change to any of its entries breaks what its
-//! holders cache ([`GrantEvent::ChildChanged`], MS-FSA 2.1.4.13), except for the holder
-//! that made the change through an open naming it as the parent.
+//! holders cache ([`GrantEvent::ChildChanged`]: MS-FSA 2.1.4.12 with PARENT_OBJECT), except
+//! for the holder that made the change through an open naming it as the parent (MS-FSA
+//! 2.1.4.12.2: the open's ParentOplockKey against the holder's key).
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -128,9 +129,9 @@ pub enum GrantEvent {
     /// holder closes the handles it keeps open.
     Namespace,
     /// An entry of this directory was added, removed or renamed, or its attributes, size
-    /// or times changed (MS-FSA 2.1.4.13, the break of the parent's oplock): read and
-    /// handle caching go (the holder's listing and cached opens are stale), to none. The
-    /// change has happened already: nobody waits.
+    /// or times changed (MS-FSA 2.1.4.12 with PARENT_OBJECT, the break of the parent's
+    /// oplock): read caching goes, and with it everything (the holder's listing and cached
+    /// opens are stale). The change has happened already: nobody waits.
     ChildChanged,
 }
 

@@ -1,7 +1,7 @@
 //! Directory leases (SMB 3.x, MS-SMB2 3.3.1.4): which directory opens hold a lease, and the
-//! break of a directory's lease when one of its entries changes (MS-FSA 2.1.4.13,
-//! MS-SMB2 3.3.4.7), whoever made the change: an SMB open, another protocol, or a program
-//! outside Braid. The lease itself lives on the directory's node like a file's
+//! break of a directory's lease when one of its entries changes (MS-FSA 2.1.4.12 with
+//! PARENT_OBJECT, MS-SMB2 3.3.4.7), whoever made the change: an SMB open, another protocol,
+//! or a program outside Braid. The lease itself lives on the directory's node like a file's
 //! (`oplocks.rs`, `braid_filestate::Grants`); this module finds the node from the name of
 //! the entry that changed.
 //!

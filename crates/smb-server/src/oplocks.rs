@@ -186,10 +186,10 @@ impl NodeOplocks {
         self.grants.grant_lease(open, reach, LeaseRequest { key: id, state: Caching(requested), info, epoch, directory }, others)
     }
 
-    /// Breaks this directory's leases because one of its entries changed (MS-FSA
-    /// 2.1.4.13), except a lease whose key is `parent_key`: the ParentLeaseKey of the open
-    /// that made the change (MS-SMB2 3.3.4.7). The key alone decides, whatever the client,
-    /// as Windows does. Nothing waits for these breaks.
+    /// Breaks this directory's leases because one of its entries changed (MS-FSA 2.1.4.12
+    /// with PARENT_OBJECT), except a lease whose key is `parent_key`: the ParentLeaseKey of
+    /// the open that made the change (MS-SMB2 3.3.4.7). The key alone decides, whatever the
+    /// client (MS-FSA 2.1.4.12.2 compares oplock keys). Nothing waits for these breaks.
     pub fn break_parent(&self, parent_key: Option<[u8; 16]>, now: Instant) -> Vec<Notice> {
         let plan = self.grants.start_parent_breaks(&|id: &LeaseId| Some(id.1) == parent_key, now.into_std(), BREAK_TIMEOUT);
         if plan.changed {
