@@ -46,8 +46,9 @@ pub struct Open {
     pub channel_seq: Mutex<ChannelSeq>,
     /// The lease (ClientGuid, LeaseKey) this open was granted under, if any.
     pub lease: Option<crate::oplocks::LeaseId>,
-    /// Data was written through this open: its close announces the file modified (what
-    /// breaks the parent directory's lease, MS-FSA 2.1.5.4; not each WRITE).
+    /// Data was written through this open: its close announces the file modified, which
+    /// breaks the parent directory's lease then, not at each WRITE (as Windows does:
+    /// smbtorture's smb2.lease.v2_request).
     pub written: AtomicBool,
 }
 
