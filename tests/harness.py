@@ -400,13 +400,15 @@ class Smb:
 
     def __init__(self, srv: Server, share: str = "data", dialect: int | None = None,
                  user: str | None = None, password: str | None = None, require_signing: bool = True,
-                 require_encryption: bool = False):
+                 require_encryption: bool = False, capabilities: int = 0):
         from smbprotocol.connection import Connection
         from smbprotocol.session import Session
         from smbprotocol.tree import TreeConnect
 
         self.srv = srv
         self.conn = Connection(uuid.uuid4(), srv.host, srv.port, require_signing=require_signing)
+        # capabilities: more NEGOTIATE capabilities to offer (e.g. DIRECTORY_LEASING).
+        self.conn.client_capabilities |= capabilities
         self.conn.connect(dialect=dialect, timeout=10)
         self.session = self.tree = None
         try:

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.skipif(os.environ.get("BRAID_TEST_TARGET", "braid").str
                                 reason="a braid server with a share that has directory leases switched off")
 
 PARENT_LEASE_KEY_SET = 0x4
+CAP_DIRECTORY_LEASING = 0x20
 SHARE = ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE | ShareAccess.FILE_SHARE_DELETE
 
 
@@ -39,6 +40,11 @@ def server():
         problem = harness.stop_braid(srv)
         shutil.rmtree(root, ignore_errors=True)
         assert not problem, problem
+
+
+def smb3(server, share="data", capabilities=CAP_DIRECTORY_LEASING):
+    """An SMB 3.1.1 client offering DIRECTORY_LEASING (as Windows clients do)."""
+    return Smb(server, share=share, dialect=Dialects.SMB_3_1_1, capabilities=capabilities)
 
 
 def lease_v2(key: bytes, state: int, parent: bytes | None = None) -> SMB2CreateContextRequest:
@@ -77,7 +83,7 @@ def dirname():
 
 def test_another_clients_create_breaks_the_directory_lease_to_none(server):
     name, key = dirname(), uuid.uuid4().bytes
-    with Smb(server, dialect=Dialects.SMB_3_1_1) as a, Smb(server, dialect=Dialects.SMB_3_1_1) as b:
+    with smb3(server) as a, smb3(server) as b:
         catcher = BreakCatcher(a.conn)
         d, state = open_dir(a, name, key)
         assert state == R | H, "a directory gets R and H, never W"
@@ -96,7 +102,7 @@ def test_another_clients_create_breaks_the_directory_lease_to_none(server):
 
 def test_a_change_under_the_directory_lease_does_not_break_it(server):
     name, key = dirname(), uuid.uuid4().bytes
-    with Smb(server, dialect=Dialects.SMB_3_1_1) as a, Smb(server, dialect=Dialects.SMB_3_1_1) as b:
+    with smb3(server) as a, smb3(server) as b:
         catcher = BreakCatcher(a.conn)
         d, state = open_dir(a, name, key)
         assert state == R | H
@@ -113,22 +119,33 @@ def test_a_change_under_the_directory_lease_does_not_break_it(server):
 
 
 def test_no_directory_lease_where_the_share_switches_them_off(server):
-    with Smb(server, share="nodl", dialect=Dialects.SMB_3_1_1) as a:
+    with smb3(server, share="nodl") as a:
         d, state = open_dir(a, dirname(), uuid.uuid4().bytes)
         assert state is None and d.oplock_level == NONE
         d.close()
     # Files on that share still get leases.
-    with Smb(server, share="nodl", dialect=Dialects.SMB_3_1_1) as a:
+    with smb3(server, share="nodl") as a:
         f = create_file(a, "f_" + secrets.token_hex(4), [lease_v2(uuid.uuid4().bytes, R | W | H)])
         assert f.oplock_level == LEASE
         f.close()
 
 
 def test_smb2_clients_get_no_directory_lease(server):
-    with Smb(server, dialect=Dialects.SMB_2_1_0) as a:
+    with Smb(server, dialect=Dialects.SMB_2_1_0, capabilities=CAP_DIRECTORY_LEASING) as a:
+        assert not a.conn.server_capabilities.get_value() & CAP_DIRECTORY_LEASING
         d, state = open_dir(a, dirname(), uuid.uuid4().bytes)
         assert state is None
         d.close()
+
+
+def test_clients_that_do_not_offer_directory_leasing_get_no_directory_lease(server):
+    with smb3(server, capabilities=0) as a:
+        assert not a.conn.server_capabilities.get_value() & CAP_DIRECTORY_LEASING
+        d, state = open_dir(a, dirname(), uuid.uuid4().bytes)
+        assert state is None
+        d.close()
+    with smb3(server) as a:
+        assert a.conn.server_capabilities.get_value() & CAP_DIRECTORY_LEASING
 
 
 def test_a_renamed_directory_keeps_its_lease_reachable(server):
@@ -139,7 +156,7 @@ def test_a_renamed_directory_keeps_its_lease_reachable(server):
     from smbprotocol.file_info import FileRenameInformation
 
     name, key = dirname(), uuid.uuid4().bytes
-    with Smb(server, dialect=Dialects.SMB_3_1_1) as a, Smb(server, dialect=Dialects.SMB_3_1_1) as b:
+    with smb3(server) as a, smb3(server) as b:
         catcher = BreakCatcher(a.conn)
         d, state = open_dir(a, name, key)
         assert state == R | H

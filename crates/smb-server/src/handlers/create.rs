@@ -72,8 +72,10 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             return Err(NtStatus::INVALID_PARAMETER);
         }
     }
-    // Directories get no oplock, and a lease only in 3.x on a share that allows it.
-    let dir_lease = dialect::is_smb3(cx.conn.dialect()) && share.config.directory_leases;
+    // Directories get no oplock, and a lease only where the connection negotiated directory
+    // leasing (3.x, offered by the client) and the share allows it.
+    let negotiated = cx.conn.negotiated.get().map_or(0, |n| n.server_capabilities);
+    let dir_lease = negotiated & smb_wire::msg::negotiate::cap::DIRECTORY_LEASING != 0 && share.config.directory_leases;
     let lease_id = lease_req.filter(|_| !opened.is_dir() || dir_lease).map(|l| (session.client_guid, l.key));
     let who = Requester { open: volatile, lease: lease_id };
     let node = claim_after_breaks(cx, out, key, who, granted, req.share_access, (plan.truncate, plan.delete_on_close)).await;

@@ -138,9 +138,9 @@ fn settle_contexts(config: &ServerConfig, req: &NegotiateRequest) -> Result<Sett
 
 /// The response's Capabilities (MS-SMB2 3.3.5.4). Those that depend on the client
 /// (MULTI_CHANNEL, and ENCRYPTION for 3.0/3.0.2, via `cipher`) are returned only when its
-/// request offered them. DIRECTORY_LEASING (3.x) is server-wide: it is offered when any
-/// share allows directory leases, and each share's switch then decides whether its
-/// directory opens get one. Persistent handles are never granted.
+/// request offered them, and so is DIRECTORY_LEASING (3.x), when any share allows directory
+/// leases: each share's switch then decides whether its directory opens get one.
+/// Persistent handles are never granted.
 fn capabilities(config: &ServerConfig, chosen: u16, offered: u32, cipher: Option<Cipher>) -> u32 {
     let mut capabilities = 0;
     if chosen >= dialect::SMB210 {
@@ -153,7 +153,7 @@ fn capabilities(config: &ServerConfig, chosen: u16, offered: u32, cipher: Option
     if dialect::is_smb3(chosen) && config.multichannel && offered & cap::MULTI_CHANNEL != 0 {
         capabilities |= cap::MULTI_CHANNEL;
     }
-    if dialect::is_smb3(chosen) && config.shares.iter().any(|s| s.directory_leases) {
+    if dialect::is_smb3(chosen) && offered & cap::DIRECTORY_LEASING != 0 && config.shares.iter().any(|s| s.directory_leases) {
         capabilities |= cap::DIRECTORY_LEASING;
     }
     capabilities
