@@ -240,6 +240,28 @@ mod tests {
     }
 
     #[test]
+    fn directory_leasing_for_3x_clients_that_offer_it_while_a_share_allows_it() {
+        let share = |on: bool| crate::config::ShareConfig {
+            name: "s".into(),
+            storage: crate::config::ShareStorage::Memory { capacity: 1 << 20 },
+            read_only: false,
+            users: Vec::new(),
+            guest_ok: false,
+            encrypt: false,
+            directory_leases: on,
+            comment: String::new(),
+        };
+        let dl = cap::DIRECTORY_LEASING;
+        let config = ServerConfig { shares: vec![share(false), share(true)], ..ServerConfig::default() };
+        assert_ne!(capabilities(&config, dialect::SMB311, dl, None) & dl, 0);
+        assert_ne!(capabilities(&config, dialect::SMB300, dl, None) & dl, 0);
+        assert_eq!(capabilities(&config, dialect::SMB210, dl, None) & dl, 0, "3.x only");
+        assert_eq!(capabilities(&config, dialect::SMB311, 0, None) & dl, 0, "not offered");
+        let off = ServerConfig { shares: vec![share(false)], ..ServerConfig::default() };
+        assert_eq!(capabilities(&off, dialect::SMB311, dl, None) & dl, 0, "no share allows them");
+    }
+
+    #[test]
     fn the_highest_common_dialect_wins() {
         assert_eq!(choose_dialect(&[dialect::SMB202, dialect::SMB300, 0x0222]), Some(dialect::SMB300));
         assert_eq!(choose_dialect(&[dialect::SMB311, dialect::SMB202]), Some(dialect::SMB311));
