@@ -173,7 +173,8 @@ def _toml_str(s: str) -> str:
 
 def braid_config(port: int, users: dict[str, str], shares: list[dict], server_extra=()) -> str:
     """users: name -> password; shares: dicts with name, path, read_only, users, guest_ok,
-    encrypt, lines (more TOML lines for the share), or instead of path backend="memory" and an
+    encrypt, lines (more TOML lines for the share), directory_leases (False switches them
+    off), or instead of path backend="memory" and an
     optional capacity (e.g. "8M");
     server_extra: more TOML lines for the [server] section."""
     out = ["[server]", f"listen = [{_toml_str(f'{LOCALHOST}:{port}')}]", *server_extra, ""]
@@ -191,6 +192,7 @@ def braid_config(port: int, users: dict[str, str], shares: list[dict], server_ex
             f"guest_ok = {'true' if sh.get('guest_ok') else 'false'}",
             *(["encrypt = true"] if sh.get("encrypt") else []),
             *sh.get("lines", []),
+            *(["directory_leases = false"] if sh.get("directory_leases") is False else []),
             "",
         ]
     return "\n".join(out)
@@ -401,13 +403,15 @@ class Smb:
 
     def __init__(self, srv: Server, share: str = "data", dialect: int | None = None,
                  user: str | None = None, password: str | None = None, require_signing: bool = True,
-                 require_encryption: bool = False):
+                 require_encryption: bool = False, capabilities: int = 0):
         from smbprotocol.connection import Connection
         from smbprotocol.session import Session
         from smbprotocol.tree import TreeConnect
 
         self.srv = srv
         self.conn = Connection(uuid.uuid4(), srv.host, srv.port, require_signing=require_signing)
+        # capabilities: more NEGOTIATE capabilities to offer (e.g. DIRECTORY_LEASING).
+        self.conn.client_capabilities |= capabilities
         self.conn.connect(dialect=dialect, timeout=10)
         self.session = self.tree = None
         try:

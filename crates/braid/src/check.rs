@@ -31,7 +31,7 @@ fn summary(path: &Path, loaded: &config::Loaded) -> String {
         let who = if sh.users.is_empty() { "all users".to_string() } else { sh.users.join(", ") };
         let _ = writeln!(
             s,
-            "  share {:?}: {} ({}; {}{}{})",
+            "  share {:?}: {} ({}; {}{}{}{})",
             sh.name,
             sh.storage,
             if sh.read_only { "read-only" } else { "read-write" },
@@ -40,7 +40,8 @@ fn summary(path: &Path, loaded: &config::Loaded) -> String {
             match sh.storage {
                 smb_server::ShareStorage::Directory(_) => format!("; {}", sh.metadata_cache),
                 smb_server::ShareStorage::Memory { .. } => String::new(),
-            }
+            },
+            if sh.directory_leases { "" } else { "; no directory leases" }
         );
     }
     s

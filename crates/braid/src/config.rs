@@ -139,6 +139,7 @@ struct RawShare {
     guest_ok: bool,
     #[serde(default)]
     encrypt: bool,
+    directory_leases: Option<bool>,
     #[serde(default)]
     comment: String,
     metadata_cache: Option<Spanned<bool>>,
@@ -254,6 +255,7 @@ impl Ctx<'_> {
                 users,
                 guest_ok: s.guest_ok,
                 encrypt: s.encrypt,
+                directory_leases: s.directory_leases.unwrap_or(true),
                 comment: s.comment,
                 metadata_cache,
             });

@@ -126,6 +126,7 @@ mod tests {
                 users: vec![],
                 guest_ok: false,
                 encrypt: false,
+                directory_leases: true,
                 comment: String::new(),
                 metadata_cache: Default::default(),
             }],

@@ -7,6 +7,12 @@
 //! Breaks that need an acknowledgment (from a state with W or H, or an exclusive/batch
 //! oplock) leave the holder breaking until it acknowledges, closes, or its deadline passes;
 //! the protocol server sends the [`Notice`]s and waits (or not) as the [`BreakPlan`] says.
+//!
+//! A directory is a file too: it may hold read and handle caching (never write caching,
+//! which has nothing to hold back), and a change to any of its entries breaks what its
+//! holders cache ([`GrantEvent::ChildChanged`]: MS-FSA 2.1.4.12 with PARENT_OBJECT), except
+//! for the holder that made the change through an open naming it as the parent (MS-FSA
+//! 2.1.4.12.2: the open's ParentOplockKey against the holder's key).
 
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,6 +83,9 @@ pub struct Lease<T: GrantTypes> {
     pub info: T::LeaseInfo,
     /// The opens using this lease, with where to reach them.
     opens: Vec<(OpenId, T::Holder)>,
+    /// An entry of the directory changed while a break to more than none was in progress:
+    /// once that break completes, the rest goes too ([`Grants::start_stale_breaks`]).
+    stale: bool,
 }
 
 /// A lease asked for by an open.
@@ -87,6 +96,8 @@ pub struct LeaseRequest<T: GrantTypes> {
     pub info: T::LeaseInfo,
     /// The epoch a new lease starts from (SMB2 v2 contexts carry one).
     pub epoch: u16,
+    /// The file is a directory: write caching is never granted.
+    pub directory: bool,
 }
 
 /// Who causes a break: an open, possibly under a lease, or nobody's open at all (an NFS
@@ -117,6 +128,11 @@ pub enum GrantEvent {
     /// sharing violation, batch oplocks and handle caching go and are waited for, so the
     /// holder closes the handles it keeps open.
     Namespace,
+    /// An entry of this directory was added, removed or renamed, or its attributes, size
+    /// or times changed (MS-FSA 2.1.4.12 with PARENT_OBJECT, the break of the parent's
+    /// oplock): read caching goes, and with it everything (the holder's listing and cached
+    /// opens are stale). The change has happened already: nobody waits.
+    ChildChanged,
 }
 
 /// A break notification the protocol server must send.
@@ -183,7 +199,7 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 fn oplock_target(event: GrantEvent, level: Caching) -> Option<Caching> {
     match (event, level) {
         (GrantEvent::Write, Caching::READ) => Some(Caching::NONE),
-        (GrantEvent::Write, _) => None,
+        (GrantEvent::Write | GrantEvent::ChildChanged, _) => None,
         (GrantEvent::Open { truncate: true, .. }, l) if l != Caching::NONE => Some(Caching::NONE),
         (GrantEvent::Open { share_conflict: false, .. }, Caching::RW) => Some(Caching::READ),
         (GrantEvent::Open { .. } | GrantEvent::SharingViolation | GrantEvent::Namespace, Caching::ALL) => Some(Caching::READ),
@@ -201,11 +217,12 @@ fn lease_rule(event: GrantEvent, state: Caching) -> (Caching, bool) {
         GrantEvent::Open { truncate: true, .. } => Caching::NONE,
         GrantEvent::SharingViolation | GrantEvent::Namespace => Caching::ALL.without(Caching::HANDLE),
         GrantEvent::Write => Caching::ALL.without(Caching::READ),
+        GrantEvent::ChildChanged => Caching::NONE,
     };
     // Truncation waits only for holders of write caching (their data must be flushed
     // first); other holders are told, and the open goes ahead.
     let waits = match event {
-        GrantEvent::Write => false,
+        GrantEvent::Write | GrantEvent::ChildChanged => false,
         GrantEvent::Open { truncate: true, .. } => state.has(Caching::WRITE),
         _ => keep != Caching::ALL,
     };
@@ -244,8 +261,9 @@ impl<T: GrantTypes> State<T> {
         }
     }
 
-    fn break_leases(&mut self, who: &Requester<T::LeaseKey>, event: GrantEvent, now: Instant, timeout: Duration, out: &mut BreakPlan<T>) {
-        for l in self.leases.iter_mut().filter(|l| who.lease.as_ref() != Some(&l.key)) {
+    /// Breaks the leases not `exempt` (the requester's own).
+    fn break_leases(&mut self, exempt: &dyn Fn(&T::LeaseKey) -> bool, event: GrantEvent, now: Instant, timeout: Duration, out: &mut BreakPlan<T>) {
+        for l in self.leases.iter_mut().filter(|l| !exempt(&l.key)) {
             let (keep, waits) = lease_rule(event, l.state);
             let mut target = Caching(l.state.0 & keep.0);
             // Every cache state includes R; what is left without it is none.
@@ -255,11 +273,16 @@ impl<T: GrantTypes> State<T> {
             if l.breaking_to.is_some() {
                 // A conflicting open waits for the break in progress, whoever caused it;
                 // its own break is sent once that one is acknowledged, from the state the
-                // client then holds (as Windows does).
+                // client then holds (as Windows does). A changed entry cannot wait: it is
+                // remembered, for a break once this one completes.
                 if waits {
                     out.wait_until = earliest(out.wait_until, l.deadline);
                 }
+                l.stale |= event == GrantEvent::ChildChanged && l.breaking_to != Some(Caching::NONE);
                 continue;
+            }
+            if event == GrantEvent::ChildChanged {
+                l.stale = false;
             }
             if target == l.state {
                 continue;
@@ -338,8 +361,35 @@ impl<T: GrantTypes> Grants<T> {
         let mut out = BreakPlan { notices: Vec::new(), wait_until: None, changed: false };
         out.changed = st.expire(now);
         st.break_oplocks(who, event, now, timeout, &mut out);
-        st.break_leases(who, event, now, timeout, &mut out);
+        st.break_leases(&|k| who.lease.as_ref() == Some(k), event, now, timeout, &mut out);
         self.refresh(&st);
+        out
+    }
+
+    /// Breaks the leases of a directory one of whose entries changed
+    /// ([`GrantEvent::ChildChanged`]), sparing those `exempt` says made the change (the
+    /// protocol compares the lease with the parent lease key of the open that made it).
+    /// Never waits: the plan's notices are to be sent, nothing more.
+    pub fn start_parent_breaks(&self, exempt: &dyn Fn(&T::LeaseKey) -> bool, now: Instant, timeout: Duration) -> BreakPlan<T> {
+        let mut st = lock(&self.state);
+        let mut out = BreakPlan { notices: Vec::new(), wait_until: None, changed: false };
+        out.changed = st.expire(now);
+        st.break_leases(exempt, GrantEvent::ChildChanged, now, timeout, &mut out);
+        self.refresh(&st);
+        out
+    }
+
+    /// The breaks of directory leases whose entries changed while an earlier break was in
+    /// progress, now that it has completed (acknowledged or timed out): to none, no wait.
+    pub fn start_stale_breaks(&self, now: Instant, timeout: Duration) -> BreakPlan<T> {
+        let mut st = lock(&self.state);
+        let mut out = BreakPlan { notices: Vec::new(), wait_until: None, changed: false };
+        out.changed = st.expire(now);
+        let stale: Vec<T::LeaseKey> = st.leases.iter().filter(|l| l.stale && l.breaking_to.is_none()).map(|l| l.key.clone()).collect();
+        if !stale.is_empty() {
+            st.break_leases(&|k| !stale.contains(k), GrantEvent::ChildChanged, now, timeout, &mut out);
+            self.refresh(&st);
+        }
         out
     }
 
@@ -379,10 +429,14 @@ impl<T: GrantTypes> Grants<T> {
     /// and no break is in progress. `others` counts opens not under this lease. Returns
     /// the lease as it stands.
     pub fn grant_lease(&self, open: OpenId, holder: T::Holder, req: LeaseRequest<T>, others: usize) -> Lease<T> {
-        let LeaseRequest { key, state: requested, info, epoch } = req;
+        let LeaseRequest { key, state: requested, info, epoch, directory } = req;
         let mut st = lock(&self.state);
         // R is the base of every cache state (R, RH, RW, RWH); anything else is refused.
-        let requested = if requested.has(Caching::READ) { Caching(requested.0 & Caching::ALL.0) } else { Caching::NONE };
+        let mut requested = if requested.has(Caching::READ) { Caching(requested.0 & Caching::ALL.0) } else { Caching::NONE };
+        if directory {
+            // A directory caches its listing and handles, never writes.
+            requested = requested.without(Caching::WRITE);
+        }
         let mut allowed = Caching::ALL;
         if others > 0 {
             allowed = allowed.without(Caching::WRITE);
@@ -406,7 +460,7 @@ impl<T: GrantTypes> Grants<T> {
             None => {
                 let state = Caching(requested.0 & allowed.0);
                 let epoch = if state != Caching::NONE { epoch.wrapping_add(1) } else { epoch };
-                let l = Lease { key, state, breaking_to: None, deadline: None, epoch, info, opens: vec![(open, holder)] };
+                let l = Lease { key, state, breaking_to: None, deadline: None, epoch, info, opens: vec![(open, holder)], stale: false };
                 st.leases.push(l.clone());
                 l
             }
@@ -470,6 +524,11 @@ impl<T: GrantTypes> Grants<T> {
         lock(&self.state).leases.iter().find(|l| l.opens.iter().any(|(o, _)| *o == open)).map(|l| l.key.clone())
     }
 
+    /// What the protocol keeps with lease `key`, if it is on this file.
+    pub fn lease_info(&self, key: &T::LeaseKey) -> Option<T::LeaseInfo> {
+        lock(&self.state).leases.iter().find(|l| l.key == *key).map(|l| l.info.clone())
+    }
+
     /// The opens under lease `key` (they do not count against its caching).
     pub fn lease_opens(&self, key: &T::LeaseKey) -> Vec<OpenId> {
         lock(&self.state).leases.iter().filter(|l| l.key == *key).flat_map(|l| l.opens.iter().map(|(o, _)| *o)).collect()
@@ -503,7 +562,11 @@ mod tests {
     const CONFLICTING: GrantEvent = GrantEvent::Open { truncate: false, spare_leases: false, share_conflict: true };
 
     fn lr(key: u8, state: Caching, epoch: u16) -> LeaseRequest<Test> {
-        LeaseRequest { key, state, info: (), epoch }
+        LeaseRequest { key, state, info: (), epoch, directory: false }
+    }
+
+    fn dir_lr(key: u8, state: Caching, epoch: u16) -> LeaseRequest<Test> {
+        LeaseRequest { directory: true, ..lr(key, state, epoch) }
     }
 
     fn by(open: OpenId) -> Requester<u8> {
@@ -715,6 +778,60 @@ mod tests {
         g.grant_oplock(1, 10, RW, 0);
         assert_eq!(g.grant_lease(2, 20, lr(7, RWH, 0), 1).state, Caching::NONE, "nothing beside an exclusive holder");
         assert_eq!(g.grant_oplock(3, 30, R, 2), Caching::NONE);
+    }
+
+    #[test]
+    fn directories_get_read_and_handle_caching_never_write() {
+        let g = Grants::<Test>::default();
+        let l = g.grant_lease(1, 10, dir_lr(7, RWH, 0), 0);
+        assert_eq!((l.state, l.epoch), (RH, 1), "no W on a directory, even for a sole opener");
+        assert_eq!(g.grant_lease(2, 20, dir_lr(8, R, 0), 1).state, R);
+        // Another open of the directory breaks nothing (there is no W to take).
+        assert!(g.start_breaks(&by(3), OPEN, Instant::now(), T).notices.is_empty());
+    }
+
+    #[test]
+    fn a_changed_entry_breaks_the_directory_to_none_without_waiting_except_the_exempt() {
+        let now = Instant::now();
+        let g = Grants::<Test>::default();
+        g.grant_lease(1, 10, dir_lr(7, RH, 0), 0);
+        g.grant_lease(2, 20, dir_lr(8, R, 0), 1);
+        g.grant_lease(3, 30, dir_lr(9, RH, 0), 2);
+        // The change came from an open naming lease 9 as its parent.
+        let p = g.start_parent_breaks(&|k| *k == 9, now, T);
+        assert_eq!(summary(&p), [(RH, Caching::NONE, true), (R, Caching::NONE, false)]);
+        assert!(p.wait_until.is_none(), "the change is done: nobody waits");
+        let Notice::Lease { epoch, .. } = &p.notices[0] else { panic!("a lease notice") };
+        assert_eq!(*epoch, 2);
+        // While the first break is unacknowledged, further changes send nothing new.
+        let again = g.start_parent_breaks(&|k| *k == 9, now, T);
+        assert!(again.notices.is_empty() && again.wait_until.is_none());
+        assert_eq!(g.ack_lease(&7, Caching::NONE), Ok(Caching::NONE));
+        // Opened again, the directory's lease comes back (an upgrade from none).
+        let l = g.grant_lease(4, 10, dir_lr(7, RWH, 0), 3);
+        assert_eq!((l.state, l.epoch), (RH, 3));
+    }
+
+    #[test]
+    fn a_change_during_another_break_breaks_to_none_once_that_completes() {
+        let now = Instant::now();
+        let g = Grants::<Test>::default();
+        g.grant_lease(1, 10, dir_lr(7, RH, 0), 0);
+        // The directory itself is renamed: H goes first, awaited.
+        assert_eq!(summary(&g.start_breaks(&by(2), GrantEvent::Namespace, now, T)), [(RH, R, true)]);
+        assert!(g.start_parent_breaks(&|_| false, now, T).notices.is_empty(), "one break at a time");
+        assert!(g.start_stale_breaks(now, T).notices.is_empty(), "not before the first completes");
+        assert_eq!(g.ack_lease(&7, R), Ok(R));
+        assert_eq!(summary(&g.start_stale_breaks(now, T)), [(R, Caching::NONE, false)]);
+        assert!(g.start_stale_breaks(now, T).notices.is_empty(), "once");
+    }
+
+    #[test]
+    fn a_changed_entry_takes_no_oplock() {
+        // Directories hold no oplocks; the event must not touch a file's.
+        let g = Grants::<Test>::default();
+        g.grant_oplock(1, 10, RWH, 0);
+        assert!(g.start_breaks(&by(2), GrantEvent::ChildChanged, Instant::now(), T).notices.is_empty());
     }
 
     #[test]

@@ -29,7 +29,7 @@ impl Origin {
 
 /// Announces `change` on share `share` (its index).
 pub fn changed(server: &ServerState, share: usize, change: &Change, origin: Origin) {
-    let _ = origin;
+    crate::dir_leases::break_parent(server, share, change, origin);
     if change.what & what::NAME != 0 {
         use smb_wire::msg::notify::action;
         let code = match change.kind {

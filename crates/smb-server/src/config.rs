@@ -92,6 +92,8 @@ pub struct ShareConfig {
     pub guest_ok: bool,
     /// Requests to this share must be encrypted (MS-SMB2 Share.EncryptData).
     pub encrypt: bool,
+    /// Directory opens on this share may get a lease (SMB 3.x directory leasing).
+    pub directory_leases: bool,
     pub comment: String,
     /// The metadata cache in front of a directory share (`braid_vfs::CachedBackend`).
     pub metadata_cache: MetadataCache,

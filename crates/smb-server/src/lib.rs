@@ -3,7 +3,7 @@
 //! Layers, each depending only on those before it:
 //! - utilities: [`sync`] (locks), [`op_metrics`], [`storage`], [`status_map`], [`buffers`], [`tcp_ack`];
 //! - state: [`server`], [`connection`], [`session`], [`channel`], [`tree`], [`open`],
-//!   [`locks`], [`oplocks`], [`notify`], [`write_queue`], plus [`transform`] and the
+//!   [`locks`], [`oplocks`], [`dir_leases`], [`notify`], [`write_queue`], plus [`transform`] and the
 //!   [`outbox`] trait finished frames go through;
 //! - [`request`]: what a handler sees of its request and the services handlers share;
 //!   [`breaks`]: sending break notifications through an outbox;
@@ -24,6 +24,7 @@ mod commands;
 pub mod config;
 mod connection;
 mod credits;
+mod dir_leases;
 mod handlers;
 mod interfaces;
 mod listener;

@@ -46,6 +46,10 @@ pub struct Open {
     pub channel_seq: Mutex<ChannelSeq>,
     /// The lease (ClientGuid, LeaseKey) this open was granted under, if any.
     pub lease: Option<crate::oplocks::LeaseId>,
+    /// Data was written through this open: its close announces the file modified, which
+    /// breaks the parent directory's lease then, not at each WRITE (as Windows does:
+    /// smbtorture's smb2.lease.v2_request).
+    pub written: AtomicBool,
 }
 
 /// Open.ChannelSequence, Open.OutstandingRequestCount and Open.OutstandingPreRequestCount:
@@ -84,9 +88,11 @@ impl Open {
     }
 }
 
-/// The lease keys of `open`, as the origin of a change it makes.
+/// The lease keys of `open`, as the origin of a change it makes: its lease's key and the
+/// ParentLeaseKey that lease was granted with (lease v2).
 pub fn open_origin(open: &Open) -> crate::changes::Origin {
-    crate::changes::Origin { lease_key: open.lease.map(|l| l.1), parent_lease_key: None }
+    let parent_lease_key = open.lease.zip(open.node()).and_then(|(id, node)| node.oplocks.lease_parent(id));
+    crate::changes::Origin { lease_key: open.lease.map(|l| l.1), parent_lease_key }
 }
 
 /// Releases an open already removed from its session: drops its share-mode claim and byte
@@ -97,13 +103,23 @@ pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
     if open.delete_on_close.load(std::sync::atomic::Ordering::Acquire) {
         node.set_delete_pending(true);
     }
+    // Taken before the release, which ends the open's lease.
+    let origin = open_origin(open);
+    if open.written.load(std::sync::atomic::Ordering::Acquire) {
+        if let Some(share) = open.tree.share() {
+            let what = braid_vfs::what::SIZE | braid_vfs::what::LAST_WRITE;
+            let change =
+                braid_vfs::Change { path: crate::sync::lock(&open.path).clone(), kind: braid_vfs::ChangeKind::Modified, is_dir: false, what };
+            crate::changes::changed(server, share.index, &change, origin);
+        }
+    }
     let (last, pending) = server.files.release(*key, open.id.volatile);
     if let (true, true, Some(share)) = (last, pending, open.tree.share()) {
         let path = crate::sync::lock(&open.path).clone();
         let backend = share.backend.clone();
         let gone = path.clone();
         match crate::storage::blocking(move || backend.remove(&path)).await {
-            Ok(()) => crate::changes::name(server, share.index, &gone, braid_vfs::ChangeKind::Removed, *is_dir, open_origin(open)),
+            Ok(()) => crate::changes::name(server, share.index, &gone, braid_vfs::ChangeKind::Removed, *is_dir, origin),
             Err(st) => tracing::info!(status = ?st, "delete on close failed"),
         }
     }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use braid_filestate::{Caching, GrantTypes, Grants, LeaseRequest};
 use smb_wire::msg::create::oplock;
-use smb_wire::msg::oplock::{LeaseBreak, OplockBreak, LEASE_BREAK_ACK_REQUIRED};
+use smb_wire::msg::oplock::{LeaseBreak, LeaseContext, OplockBreak, LEASE_BREAK_ACK_REQUIRED};
 use smb_wire::{FileId, NtStatus, SessionId};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -172,16 +172,35 @@ impl NodeOplocks {
         level_of(self.grants.grant_oplock(open, reach, caching_of(requested), others))
     }
 
-    /// Grants or joins lease `id` for `open` (MS-SMB2 3.3.5.9.11); `v2` is the parent key
-    /// and epoch of a v2 context. Returns the lease as it stands. `others` counts opens of
-    /// the file that are not under this lease.
-    pub fn grant_lease(&self, open: u64, reach: Reach, id: LeaseId, requested: u32, v2: Option<([u8; 16], u16)>, others: usize) -> Lease {
+    /// Grants or joins lease `id` for `open` (MS-SMB2 3.3.5.9.11) as `asked` (its state,
+    /// and the parent key and epoch of a v2 context). Returns the lease as it stands.
+    /// `others` counts opens of the file that are not under this lease; a directory gets R
+    /// and H at most.
+    pub fn grant_lease(&self, open: u64, reach: Reach, id: LeaseId, asked: &LeaseContext, others: usize, directory: bool) -> Lease {
+        let (requested, v2) = (asked.state, asked.v2);
         let (parent, epoch) = match v2 {
             Some((p, e)) => (Some(p).filter(|p| *p != [0; 16]), e),
             None => (None, 0),
         };
         let info = LeaseInfo { v2: v2.is_some(), parent };
-        self.grants.grant_lease(open, reach, LeaseRequest { key: id, state: Caching(requested), info, epoch }, others)
+        self.grants.grant_lease(open, reach, LeaseRequest { key: id, state: Caching(requested), info, epoch, directory }, others)
+    }
+
+    /// Breaks this directory's leases because one of its entries changed (MS-FSA 2.1.4.12
+    /// with PARENT_OBJECT), except a lease whose key is `parent_key`: the ParentLeaseKey of
+    /// the open that made the change (MS-SMB2 3.3.4.7). The key alone decides, whatever the
+    /// client (MS-FSA 2.1.4.12.2 compares oplock keys). Nothing waits for these breaks.
+    pub fn break_parent(&self, parent_key: Option<[u8; 16]>, now: Instant) -> Vec<Notice> {
+        let plan = self.grants.start_parent_breaks(&|id: &LeaseId| Some(id.1) == parent_key, now.into_std(), BREAK_TIMEOUT);
+        if plan.changed {
+            self.changed.notify_waiters();
+        }
+        plan.notices.into_iter().map(smb_notice).collect()
+    }
+
+    /// The ParentLeaseKey lease `id` was granted with, if any.
+    pub fn lease_parent(&self, id: LeaseId) -> Option<[u8; 16]> {
+        self.grants.lease_info(&id).and_then(|i| i.parent)
     }
 
     /// An open is gone: its oplock ends, and its lease when it was the lease's last open.
@@ -208,11 +227,13 @@ impl NodeOplocks {
     }
 
     /// Lease break acknowledgment (MS-SMB2 3.3.5.22.2) for a lease known to be on this
-    /// file.
-    pub fn ack_lease(&self, client: [u8; 16], key: [u8; 16], state: u32) -> Result<u32, NtStatus> {
+    /// file: the state now held, and the breaks to send next (a directory whose entries
+    /// changed while the acknowledged break was in progress breaks on to none).
+    pub fn ack_lease(&self, client: [u8; 16], key: [u8; 16], state: u32) -> Result<(u32, Vec<Notice>), NtStatus> {
         let c = self.grants.ack_lease(&(client, key), Caching(state)).map_err(lease_ack_status)?;
+        let next = self.grants.start_stale_breaks(Instant::now().into_std(), BREAK_TIMEOUT);
         self.changed.notify_waiters();
-        Ok(c.0)
+        Ok((c.0, next.notices.into_iter().map(smb_notice).collect()))
     }
 
     /// The lease `open` is under, if any.
@@ -252,6 +273,10 @@ mod tests {
     const OWNER: Owner = Owner { session: SessionId(1), conn: 1, encrypt: false };
     const FID: FileId = FileId { persistent: 1, volatile: 1 };
     const REACH: Reach = Reach { owner: OWNER, file_id: FID };
+
+    fn ask(state: u32, v2: Option<([u8; 16], u16)>) -> LeaseContext {
+        LeaseContext { key: [0; 16], state, flags: 0, v2 }
+    }
 
     #[test]
     fn sole_opener_gets_batch_and_second_open_breaks_it() {
@@ -297,10 +322,10 @@ mod tests {
     fn lease_break_and_ack() {
         let n = NodeOplocks::default();
         let (c, k1, k2) = ([1; 16], [2; 16], [3; 16]);
-        let l = n.grant_lease(1, REACH, (c, k1), ls::ALL, Some(([0; 16], 0)), 0);
+        let l = n.grant_lease(1, REACH, (c, k1), &ask(ls::ALL, Some(([0; 16], 0))), 0, false);
         assert_eq!((l.state.0, l.epoch), (ls::ALL, 1));
         // Invalid states (no R) are granted nothing.
-        assert_eq!(n.grant_lease(9, REACH, (c, [9; 16]), ls::HANDLE, None, 1).state.0, ls::NONE);
+        assert_eq!(n.grant_lease(9, REACH, (c, [9; 16]), &ask(ls::HANDLE, None), 1, false).state.0, ls::NONE);
         n.release(9);
         let now = Instant::now();
         let b = n.start_breaks(
@@ -311,11 +336,11 @@ mod tests {
         let Notice::Lease { body, .. } = &b.notices[0] else { panic!("lease notice expected") };
         assert_eq!((body.current_state, body.new_state, body.new_epoch), (ls::ALL, ls::READ | ls::HANDLE, 2));
         assert_eq!(body.flags, LEASE_BREAK_ACK_REQUIRED);
-        assert_eq!(n.ack_lease(c, k1, ls::ALL), Err(NtStatus::REQUEST_NOT_ACCEPTED));
-        assert_eq!(n.ack_lease(c, k2, ls::READ), Err(smb_wire::NtStatus::OBJECT_NAME_NOT_FOUND));
-        assert_eq!(n.ack_lease(c, k1, ls::READ | ls::HANDLE), Ok(ls::READ | ls::HANDLE));
-        assert_eq!(n.ack_lease(c, k1, ls::READ), Err(smb_wire::NtStatus::UNSUCCESSFUL));
-        let l2 = n.grant_lease(2, REACH, (c, k2), ls::ALL, None, 1);
+        assert_eq!(n.ack_lease(c, k1, ls::ALL).map(|a| a.0), Err(NtStatus::REQUEST_NOT_ACCEPTED));
+        assert_eq!(n.ack_lease(c, k2, ls::READ).map(|a| a.0), Err(smb_wire::NtStatus::OBJECT_NAME_NOT_FOUND));
+        assert_eq!(n.ack_lease(c, k1, ls::READ | ls::HANDLE).map(|a| a.0), Ok(ls::READ | ls::HANDLE));
+        assert_eq!(n.ack_lease(c, k1, ls::READ).map(|a| a.0), Err(smb_wire::NtStatus::UNSUCCESSFUL));
+        let l2 = n.grant_lease(2, REACH, (c, k2), &ask(ls::ALL, None), 1, false);
         assert_eq!(l2.state.0, ls::READ | ls::HANDLE, "W only for a sole opener");
         // A write takes R from the other lease; R-only breaks need no acknowledgment.
         let b = n.start_breaks(Requester { open: 2, lease: Some((c, k2)) }, Event::Write, now);
@@ -323,5 +348,23 @@ mod tests {
         let Notice::Lease { body, .. } = &b.notices[0] else { panic!("lease notice expected") };
         assert_eq!((body.new_state, body.flags), (ls::NONE, LEASE_BREAK_ACK_REQUIRED), "H needs an acknowledgment");
         assert!(b.wait_until.is_none(), "a write never waits for it");
+    }
+
+    #[test]
+    fn directory_leases_lose_w_and_spare_the_parent_key_of_any_client() {
+        let n = NodeOplocks::default();
+        let (c1, c2, k1, k2) = ([1; 16], [2; 16], [3; 16], [4; 16]);
+        let l = n.grant_lease(1, REACH, (c1, k1), &ask(ls::ALL, Some(([0; 16], 0))), 0, true);
+        assert_eq!(l.state.0, ls::READ | ls::HANDLE);
+        n.grant_lease(2, REACH, (c2, k2), &ask(ls::READ, None), 1, true);
+        // A change made under parent key k1 (by any client) spares k1's lease only.
+        let notices = n.break_parent(Some(k1), Instant::now());
+        assert_eq!(notices.len(), 1);
+        let Notice::Lease { body, .. } = &notices[0] else { panic!("lease notice expected") };
+        assert_eq!((body.lease_key, body.current_state, body.new_state, body.flags), (k2, ls::READ, ls::NONE, 0));
+        let notices = n.break_parent(None, Instant::now());
+        let Notice::Lease { body, .. } = &notices[0] else { panic!("lease notice expected") };
+        assert_eq!((body.lease_key, body.new_state, body.new_epoch), (k1, ls::NONE, 2));
+        assert_eq!(body.flags, LEASE_BREAK_ACK_REQUIRED, "H was held");
     }
 }

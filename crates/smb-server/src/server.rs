@@ -44,6 +44,8 @@ pub struct ServerState {
     pub buffers: crate::buffers::BufferPool,
     /// CHANGE_NOTIFY watches of open directories.
     pub notify: crate::notify::Watches,
+    /// Directory opens holding a lease (their breaks when an entry changes).
+    pub dir_leases: crate::dir_leases::DirLeases,
     /// Pipes for zero-copy WRITE receive (see `splice.rs`).
     pub pipes: Arc<crate::splice::PipePool>,
     /// Counts and latencies per SMB command, for the admin endpoint.
@@ -112,6 +114,7 @@ impl ServerState {
             connections: Sharded::new(16),
             buffers: crate::buffers::BufferPool::default(),
             notify: Default::default(),
+            dir_leases: Default::default(),
             pipes,
             ops: smb_ops(),
             failures: Mutex::new(HashMap::new()),

@@ -298,3 +298,13 @@ fn metadata_cache_keys() {
     error("[[share]]\nname = \"disk\"\npath = \"data\"\nmetadata_cache = \"yes\"\n", 4, &["metadata_cache"]);
     error("[[share]]\nname = \"ram\"\nbackend = \"memory\"\n\nmetadata_ttl = \"1s\"\n", 5, &["share \"ram\"", "directory shares"]);
 }
+
+#[test]
+fn directory_leases_default_on_and_can_be_switched_off() {
+    let d = dir();
+    let text = "[[share]]\nname = \"a\"\npath = \"data\"\n\n[[share]]\nname = \"b\"\npath = \"pub\"\ndirectory_leases = false\n";
+    let c = parse(text, "braid.toml", d.path()).unwrap().server;
+    assert!(c.shares[0].directory_leases);
+    assert!(!c.shares[1].directory_leases);
+    error("[[share]]\nname = \"a\"\npath = \"data\"\ndirectory_leases = \"yes\"\n", 4, &["directory_leases"]);
+}

@@ -72,10 +72,13 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             return Err(NtStatus::INVALID_PARAMETER);
         }
     }
-    // Directories get neither oplocks nor leases (directory leasing is not offered).
-    let lease_id = lease_req.filter(|_| !opened.is_dir()).map(|l| (session.client_guid, l.key));
+    // Directories get no oplock, and a lease only where the connection negotiated directory
+    // leasing (3.x, offered by the client) and the share allows it.
+    let negotiated = cx.conn.negotiated.get().map_or(0, |n| n.server_capabilities);
+    let dir_lease = negotiated & smb_wire::msg::negotiate::cap::DIRECTORY_LEASING != 0 && share.config.directory_leases;
+    let lease_id = lease_req.filter(|_| !opened.is_dir() || dir_lease).map(|l| (session.client_guid, l.key));
     let who = Requester { open: volatile, lease: lease_id };
-    let node = claim_after_breaks(cx, out, key, who, granted, req.share_access, plan.truncate).await;
+    let node = claim_after_breaks(cx, out, key, who, granted, req.share_access, (plan.truncate, plan.delete_on_close)).await;
     let node = match node.and_then(|n| if n.is_delete_pending() { Err(NtStatus::DELETE_PENDING) } else { Ok(n) }) {
         Ok(n) => n,
         Err(st) => {
@@ -107,11 +110,17 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         mode: AtomicU64::new(u64::from(req.create_options & 0x3E)),
         channel_seq: Default::default(),
         lease: lease_id.filter(|_| oplock_level == oplock::LEASE),
+        written: AtomicBool::new(false),
     });
     session.add_open(open.clone());
+    if open.is_dir() && open.lease.is_some() {
+        server.dir_leases.register(&server, share.index, &open);
+    }
     if created {
         let origin = crate::open::open_origin(&open);
-        crate::changes::name(&cx.conn.server, share.index, &lock(&open.path), braid_vfs::ChangeKind::Added, open.is_dir(), origin);
+        // A copy: announcing looks at the paths of leased directory opens, this one's too.
+        let path = lock(&open.path).clone();
+        crate::changes::name(&cx.conn.server, share.index, &path, braid_vfs::ChangeKind::Added, open.is_dir(), origin);
     }
     let answer = Answer { oplock_level, create_action, lease_ctx };
     encode_response(out, &req, &tree, share.index, &attrs, &open, answer);
@@ -370,7 +379,7 @@ fn grant_caching(
     let others = node.other_opens(|o, acc| {
         o == volatile || mine.contains(&o) || (is_stat_open(acc.0 & !access::READ_CONTROL) && node.oplocks.lease_of(o).is_none())
     });
-    let g = node.oplocks.grant_lease(volatile, reach, lid, l.state, l.v2, others);
+    let g = node.oplocks.grant_lease(volatile, reach, lid, &l, others, is_dir);
     if files.bind_lease(lid, key).is_err() {
         tracing::debug!("lease key raced onto another file");
     }
@@ -459,6 +468,7 @@ fn open_pipe(cx: &mut Ctx<'_>, req: &CreateRequest<'_>, granted: u32, out: &mut 
         mode: AtomicU64::new(0),
         channel_seq: Default::default(),
         lease: None,
+        written: AtomicBool::new(false),
     });
     session.add_open(open);
     let info = FileInfo { attributes: smb_fscc::FILE_ATTRIBUTE_NORMAL, allocation_size: 4096, ..FileInfo::default() };
@@ -483,8 +493,10 @@ fn open_pipe(cx: &mut Ctx<'_>, req: &CreateRequest<'_>, granted: u32, out: &mut 
 /// Breaks what the new open conflicts with, waits for the acknowledgments, then checks
 /// share modes and records the open on the file's node. An open that would meet a sharing
 /// violation breaks only batch oplocks and handle caching (their holders may close cached
-/// handles) and is checked once more; exclusive oplocks stay. A stat open (attributes and
-/// SYNCHRONIZE only, not truncating) breaks nothing. Returns the node the open is on.
+/// handles) and is checked once more; exclusive oplocks stay. So does an open that deletes
+/// on close: the name is going, and holders of cached handles must let go of them (what
+/// Windows does; smbtorture's smb2.lease.unlink). A stat open (attributes and SYNCHRONIZE
+/// only, not truncating) breaks nothing. Returns the node the open is on.
 async fn claim_after_breaks(
     cx: &mut Ctx<'_>,
     out: &mut Vec<u8>,
@@ -492,7 +504,7 @@ async fn claim_after_breaks(
     who: Requester,
     granted: u32,
     share_access: u32,
-    truncate: bool,
+    (truncate, delete_on_close): (bool, bool),
 ) -> Result<Arc<FileNode>, NtStatus> {
     let server = cx.conn.server.clone();
     let files = &server.files;
@@ -509,6 +521,7 @@ async fn claim_after_breaks(
             let event = match step {
                 0 => Event::Open { truncate, spare_leases, share_conflict: conflict },
                 _ if conflict => Event::SharingViolation,
+                _ if delete_on_close => Event::Namespace,
                 _ => {
                     step = 2;
                     continue;
@@ -533,7 +546,7 @@ const DELIVERY_CHECK: std::time::Duration = std::time::Duration::from_millis(100
 /// closed or timed out), going async (STATUS_PENDING) when it has to wait. CANCEL or the
 /// loss of the connection ends the wait with STATUS_CANCELLED. Returns whether anything
 /// was broken or waited for.
-async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<FileNode>, who: Requester, event: Event) -> Result<bool, NtStatus> {
+pub(super) async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<FileNode>, who: Requester, event: Event) -> Result<bool, NtStatus> {
     use crate::breaks::DeliveryState;
     let server = cx.conn.server.clone();
     let mut registered: Option<u64> = None;

@@ -138,7 +138,9 @@ fn settle_contexts(config: &ServerConfig, req: &NegotiateRequest) -> Result<Sett
 
 /// The response's Capabilities (MS-SMB2 3.3.5.4). Those that depend on the client
 /// (MULTI_CHANNEL, and ENCRYPTION for 3.0/3.0.2, via `cipher`) are returned only when its
-/// request offered them; directory leases and persistent handles are never granted.
+/// request offered them, and so is DIRECTORY_LEASING (3.x), when any share allows directory
+/// leases: each share's switch then decides whether its directory opens get one.
+/// Persistent handles are never granted.
 fn capabilities(config: &ServerConfig, chosen: u16, offered: u32, cipher: Option<Cipher>) -> u32 {
     let mut capabilities = 0;
     if chosen >= dialect::SMB210 {
@@ -150,6 +152,9 @@ fn capabilities(config: &ServerConfig, chosen: u16, offered: u32, cipher: Option
     }
     if dialect::is_smb3(chosen) && config.multichannel && offered & cap::MULTI_CHANNEL != 0 {
         capabilities |= cap::MULTI_CHANNEL;
+    }
+    if dialect::is_smb3(chosen) && offered & cap::DIRECTORY_LEASING != 0 && config.shares.iter().any(|s| s.directory_leases) {
+        capabilities |= cap::DIRECTORY_LEASING;
     }
     capabilities
 }
@@ -232,6 +237,28 @@ mod tests {
 
     fn preauth() -> NegotiateContext {
         NegotiateContext::PreauthIntegrity { hash_algorithms: vec![HASH_SHA512], salt: vec![0; 32] }
+    }
+
+    #[test]
+    fn directory_leasing_for_3x_clients_that_offer_it_while_a_share_allows_it() {
+        let share = |on: bool| crate::config::ShareConfig {
+            name: "s".into(),
+            storage: crate::config::ShareStorage::Memory { capacity: 1 << 20 },
+            read_only: false,
+            users: Vec::new(),
+            guest_ok: false,
+            encrypt: false,
+            directory_leases: on,
+            comment: String::new(),
+        };
+        let dl = cap::DIRECTORY_LEASING;
+        let config = ServerConfig { shares: vec![share(false), share(true)], ..ServerConfig::default() };
+        assert_ne!(capabilities(&config, dialect::SMB311, dl, None) & dl, 0);
+        assert_ne!(capabilities(&config, dialect::SMB300, dl, None) & dl, 0);
+        assert_eq!(capabilities(&config, dialect::SMB210, dl, None) & dl, 0, "3.x only");
+        assert_eq!(capabilities(&config, dialect::SMB311, 0, None) & dl, 0, "not offered");
+        let off = ServerConfig { shares: vec![share(false)], ..ServerConfig::default() };
+        assert_eq!(capabilities(&off, dialect::SMB311, dl, None) & dl, 0, "no share allows them");
     }
 
     #[test]

@@ -35,7 +35,8 @@ fn lease_ack(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let id = (session.client_guid, req.lease_key);
     let files = &cx.conn.server.files;
     let node = files.lease_file(id).and_then(|k| files.existing(k)).ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
-    let state = node.oplocks.ack_lease(id.0, id.1, req.lease_state)?;
+    let (state, next) = node.oplocks.ack_lease(id.0, id.1, req.lease_state)?;
+    crate::breaks::deliver_later(&cx.conn.server, next);
     LeaseAck { flags: 0, lease_key: req.lease_key, lease_state: state, lease_duration: 0 }.encode(out);
     Ok(Reply::success())
 }

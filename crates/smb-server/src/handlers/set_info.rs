@@ -63,7 +63,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         }
     }
     check_for_kind(&info, *is_dir)?;
-    set_file_info(cx, &open, info).await?;
+    set_file_info(cx, out, &open, info).await?;
     encode_set_info_response(out);
     Ok(Reply::success())
 }
@@ -100,7 +100,7 @@ fn check_for_kind(info: &SetInfo, is_dir: bool) -> Result<(), NtStatus> {
 }
 
 /// Applies a file information class whose access and kind checks passed.
-async fn set_file_info(cx: &mut Ctx<'_>, open: &Open, info: SetInfo) -> Result<(), NtStatus> {
+async fn set_file_info(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, info: SetInfo) -> Result<(), NtStatus> {
     let OpenKind::File { handle, is_dir, node, .. } = &open.kind else { return Err(NtStatus::INVALID_PARAMETER) };
     let h = handle.clone();
     match info {
@@ -144,7 +144,7 @@ async fn set_file_info(cx: &mut Ctx<'_>, open: &Open, info: SetInfo) -> Result<(
         SetInfo::Disposition { delete_pending } => set_delete(open, h, *is_dir, node, delete_pending).await?,
         SetInfo::DispositionEx { flags } => set_delete(open, h, *is_dir, node, flags & 0x1 != 0).await?,
         SetInfo::Rename { replace_if_exists, root_directory, file_name } => {
-            rename(cx, open, replace_if_exists, root_directory, &file_name).await?;
+            rename(cx, out, open, replace_if_exists, root_directory, &file_name).await?;
         }
         SetInfo::Position { current_byte_offset } => open.position.store(current_byte_offset, Ordering::Relaxed),
         SetInfo::Mode { mode } => open.mode.store(u64::from(mode), Ordering::Relaxed),
@@ -264,7 +264,7 @@ async fn set_delete(
     Ok(())
 }
 
-async fn rename(cx: &Ctx<'_>, open: &Open, replace: bool, root_directory: u64, name: &str) -> Result<(), NtStatus> {
+async fn rename(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, replace: bool, root_directory: u64, name: &str) -> Result<(), NtStatus> {
     if root_directory != 0 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
@@ -280,6 +280,14 @@ async fn rename(cx: &Ctx<'_>, open: &Open, replace: bool, root_directory: u64, n
     }
     if from == to {
         return Ok(());
+    }
+    // Other holders of handle caching let go of their cached handles first (MS-FSA
+    // 2.1.5.14.11: the rename breaks H and waits). Before the checks that look at the
+    // backend, so the break is on its way before a request sent after this one is answered
+    // (smbtorture's smb2.lease.rename_wait counts on it).
+    if let OpenKind::File { node, .. } = &open.kind {
+        let who = crate::oplocks::Requester { open: open.id.volatile, lease: open.lease };
+        super::create::wait_breaks(cx, out, node, who, crate::oplocks::Event::Namespace).await?;
     }
     let backend = share.backend.clone();
     let server = &cx.conn.server;
@@ -322,8 +330,23 @@ async fn rename(cx: &Ctx<'_>, open: &Open, replace: bool, root_directory: u64, n
     let origin = crate::open::open_origin(open);
     crate::changes::name(server, share.index, &from, braid_vfs::ChangeKind::RenamedFrom, open.is_dir(), origin);
     crate::changes::name(server, share.index, &to, braid_vfs::ChangeKind::RenamedTo, open.is_dir(), origin);
+    if open.is_dir() {
+        follow_rename(server, open, &to);
+    }
     *lock(&open.path) = to;
     Ok(())
+}
+
+/// The other opens of a renamed directory follow it to its new name: a directory's lease
+/// is found through its opens' paths when an entry changes (`dir_leases.rs`). Directory
+/// renames already look at every open (nothing may be open beneath them).
+fn follow_rename(server: &crate::server::ServerState, open: &Open, to: &SharePath) {
+    let Some(node) = open.node() else { return };
+    for o in server.sessions.values().iter().flat_map(|s| s.opens()) {
+        if o.id != open.id && o.node().is_some_and(|n| std::sync::Arc::ptr_eq(n, node)) {
+            *lock(&o.path) = to.clone();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -95,6 +95,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         return Err(NtStatus::MEDIA_WRITE_PROTECTED);
     }
     crate::breaks::break_level2(&cx.conn.server, &open);
+    // A relaxed flag store: the close that reads it comes after this request.
+    open.written.store(true, std::sync::atomic::Ordering::Relaxed);
     // Offset 0xFFFFFFFF_FFFFFFFF means "append" only with FILE_APPEND_DATA; otherwise the end
     // of the write must stay within the largest file offset.
     let append = offset == u64::MAX;

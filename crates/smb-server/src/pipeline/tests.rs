@@ -45,6 +45,7 @@ fn server() -> Arc<ServerState> {
             users: Vec::new(),
             guest_ok: false,
             encrypt: false,
+            directory_leases: true,
             comment: String::new(),
             metadata_cache: Default::default(),
         }],
