@@ -31,12 +31,17 @@ fn summary(path: &Path, loaded: &config::Loaded) -> String {
         let who = if sh.users.is_empty() { "all users".to_string() } else { sh.users.join(", ") };
         let _ = writeln!(
             s,
-            "  share {:?}: {} ({}; {}{})",
+            "  share {:?}: {} ({}; {}{}{})",
             sh.name,
             sh.storage,
             if sh.read_only { "read-only" } else { "read-write" },
             who,
-            if sh.guest_ok { "; guests allowed" } else { "" }
+            if sh.guest_ok { "; guests allowed" } else { "" },
+            match sh.max_watches {
+                smb_server::DEFAULT_MAX_WATCHES => String::new(),
+                0 => "; change watches unlimited".to_string(),
+                n => format!("; at most {n} change watches"),
+            }
         );
     }
     s

@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use smb_server::{EncryptionMode, InterfaceConfig, ServerConfig, ShareConfig, ShareStorage, UserConfig};
+use smb_server::{EncryptionMode, InterfaceConfig, ServerConfig, ShareConfig, ShareStorage, UserConfig, DEFAULT_MAX_WATCHES};
 use toml::Spanned;
 
 use crate::names;
@@ -141,6 +141,7 @@ struct RawShare {
     encrypt: bool,
     #[serde(default)]
     comment: String,
+    max_watches: Option<Spanned<i64>>,
 }
 
 // ---- validation --------------------------------------------------------------------------
@@ -233,6 +234,7 @@ impl Ctx<'_> {
                 return Err(self.err(s.name.span(), format!("{what}: duplicate share name")));
             }
             let storage = self.share_storage(&s, span, base_dir, &what)?;
+            let max_watches = self.max_watches(&s, &what)?;
             let mut users = Vec::new();
             for u in s.users.unwrap_or_default() {
                 if !user_names.contains(&u.get_ref().to_lowercase()) {
@@ -248,9 +250,21 @@ impl Ctx<'_> {
                 guest_ok: s.guest_ok,
                 encrypt: s.encrypt,
                 comment: s.comment,
+                max_watches,
             });
         }
         Ok(Loaded { server, log })
+    }
+
+    /// A share's `max_watches`: how many directory handles may watch for changes at once,
+    /// 0 for no limit; [`DEFAULT_MAX_WATCHES`] when absent.
+    fn max_watches(&self, s: &RawShare, what: &str) -> Result<usize, ConfigError> {
+        let Some(n) = &s.max_watches else { return Ok(DEFAULT_MAX_WATCHES) };
+        let value = *n.get_ref();
+        if !(0..=1_000_000).contains(&value) {
+            return Err(self.err(n.span(), format!("{what}: max_watches: {value} is out of range (0..1000000; 0 means no limit)")));
+        }
+        Ok(value as usize)
     }
 
     fn apply_server(&self, s: RawServer, server: &mut ServerConfig, log: &mut Option<String>) -> Result<(), ConfigError> {

@@ -93,7 +93,13 @@ pub struct ShareConfig {
     /// Requests to this share must be encrypted (MS-SMB2 Share.EncryptData).
     pub encrypt: bool,
     pub comment: String,
+    /// Most directory handles of this share that watch for changes (CHANGE_NOTIFY) at
+    /// once; 0: no limit. Each watch queues up to `braid_filestate::MAX_QUEUED` changes.
+    pub max_watches: usize,
 }
+
+/// The default of [`ShareConfig::max_watches`].
+pub const DEFAULT_MAX_WATCHES: usize = 1024;
 
 /// Where a share's files live.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,16 +1,24 @@
 //! CHANGE_NOTIFY (MS-SMB2 3.3.5.19): waits, answered STATUS_PENDING, until a change to the
-//! watched directory is reported (see `notify.rs`), the request is cancelled, or the
-//! directory's handle closes.
+//! watched directory is reported (see `notify.rs`), the request is cancelled, the
+//! directory's handle closes, or the directory is to be deleted.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use smb_wire::msg::create::access;
 use smb_wire::msg::notify::{encode_response, NotifyRequest, WATCH_TREE};
 use smb_wire::NtStatus;
 
 use super::find_open;
+use crate::connection::PendingOp;
+use crate::notify::Watch;
 use crate::request::{Ctx, HResult, Reply};
 use crate::sync::lock;
+
+/// How long a request that finds changes queued waits before taking them, so that an
+/// earlier CHANGE_NOTIFY on the same handle, sent just before it and still on its way
+/// (requests run concurrently), is answered first.
+const SETTLE: Duration = Duration::from_millis(2);
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = NotifyRequest::decode(cx.msg()).map_err(super::bad("CHANGE_NOTIFY"))?;
@@ -28,41 +36,26 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
     let Some(share) = open.tree.share() else { return Err(NtStatus::INVALID_PARAMETER) };
     let dir = lock(&open.path).clone();
-    let watch = server.notify.watch(open.id.volatile, share.index, &dir, req.completion_filter, req.flags & WATCH_TREE != 0);
+    let recursive = req.flags & WATCH_TREE != 0;
+    let limit = share.config.max_watches;
+    let watch = server.notify.watch(open.id.volatile, (share.index, &share.config.name), &dir, req.completion_filter, recursive, limit)?;
     // A CLOSE that ran between the lookup and the line above found no watch to end; it is
     // ended here instead of being left behind.
     if cx.session.as_ref().and_then(|s| s.open(open.id.volatile)).is_none() {
         server.notify.closed(open.id.volatile);
         return Err(NtStatus::FILE_CLOSED);
     }
-    let max = req.output_buffer_length as usize;
     let cancel = Arc::new(tokio::sync::Notify::new());
     // Registered before the first look: a CANCEL that arrives before the request has gone
     // async names it by MessageId, and must find it (the interim response replaces the entry
-    // with one carrying the AsyncId).
+    // with one carrying the AsyncId). One that overtook the request cancels it now.
     let mid = cx.hdr.message_id.0;
-    lock(&cx.conn.pending).insert(mid, crate::connection::PendingOp { async_id: 0, cancel: cancel.clone() });
-    let mut pending = false;
-    let result = loop {
-        // Subscribe before looking, so a change between the two is not missed.
-        let changed = watch.changed.notified();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        if let Some(r) = crate::notify::take(&watch, max) {
-            break r;
-        }
-        if !pending {
-            super::go_pending(cx, out, &cancel).await;
-            pending = true;
-            if cx.conn.is_closed() {
-                break Err(NtStatus::CANCELLED);
-            }
-        }
-        tokio::select! {
-            _ = &mut changed => {}
-            _ = cancel.notified() => break Err(NtStatus::CANCELLED),
-        }
-    };
+    if !cx.conn.register_pending(mid, PendingOp { async_id: 0, cancel: cancel.clone() }) {
+        return Err(NtStatus::CANCELLED);
+    }
+    watch.enqueue(mid);
+    let result = wait(cx, out, &watch, req.output_buffer_length as usize, &cancel).await;
+    watch.leave(mid);
     lock(&cx.conn.pending).remove(&mid);
     match result {
         Ok(info) => {
@@ -75,5 +68,40 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             Ok(Reply::new(st))
         }
         Err(st) => Err(st),
+    }
+}
+
+/// Waits until the watch has something for this request (the oldest waiting on it), going
+/// async the first time it has nothing; or until the request is cancelled.
+async fn wait(cx: &mut Ctx<'_>, out: &mut Vec<u8>, watch: &Watch, max: usize, cancel: &Arc<tokio::sync::Notify>) -> Result<Vec<u8>, NtStatus> {
+    let mid = cx.hdr.message_id.0;
+    let mut pending = false;
+    let mut settled = false;
+    loop {
+        // Subscribe before looking, so a change between the two is not missed.
+        let changed = watch.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if watch.is_first(mid) && watch.ready() {
+            if !settled {
+                settled = true;
+                tokio::time::sleep(SETTLE).await;
+                continue;
+            }
+            if let Some(r) = crate::notify::take(watch, max) {
+                return r;
+            }
+        }
+        if !pending {
+            super::go_pending(cx, out, cancel).await;
+            pending = true;
+            if cx.conn.is_closed() {
+                return Err(NtStatus::CANCELLED);
+            }
+        }
+        tokio::select! {
+            _ = &mut changed => {}
+            _ = cancel.notified() => return Err(NtStatus::CANCELLED),
+        }
     }
 }

@@ -107,15 +107,26 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         mode: AtomicU64::new(u64::from(req.create_options & 0x3E)),
         channel_seq: Default::default(),
         lease: lease_id.filter(|_| oplock_level == oplock::LEASE),
+        written: AtomicBool::new(false),
     });
     session.add_open(open.clone());
-    if created {
-        let origin = crate::open::open_origin(&open);
-        crate::changes::name(&cx.conn.server, share.index, &lock(&open.path), braid_vfs::ChangeKind::Added, open.is_dir(), origin);
-    }
+    announce_create(&cx.conn.server, share.index, &open, created, create_action);
     let answer = Answer { oplock_level, create_action, lease_ctx };
     encode_response(out, &req, &tree, share.index, &attrs, &open, answer);
     Ok(Reply { file_id: Some(id), ..Reply::success() })
+}
+
+/// Announces what a CREATE changed: a new name, or the data and attributes an overwrite or
+/// supersede replaced (MS-FSA 2.1.5.1.2.1: modified, size, last write and attributes).
+fn announce_create(server: &crate::server::ServerState, share: usize, open: &Open, created: bool, create_action: u32) {
+    let origin = crate::open::open_origin(open);
+    let path = lock(&open.path).clone();
+    if created {
+        crate::changes::name(server, share, &path, braid_vfs::ChangeKind::Added, open.is_dir(), origin);
+    } else if create_action == action::OVERWRITTEN || create_action == action::SUPERSEDED {
+        use braid_vfs::what;
+        crate::changes::modified(server, share, &path, false, what::SIZE | what::LAST_WRITE | what::ATTRIBUTES, origin);
+    }
 }
 
 /// The checks of a CREATE that come before its name is looked at (MS-SMB2 3.3.5.9):
@@ -459,6 +470,7 @@ fn open_pipe(cx: &mut Ctx<'_>, req: &CreateRequest<'_>, granted: u32, out: &mut 
         mode: AtomicU64::new(0),
         channel_seq: Default::default(),
         lease: None,
+        written: AtomicBool::new(false),
     });
     session.add_open(open);
     let info = FileInfo { attributes: smb_fscc::FILE_ATTRIBUTE_NORMAL, allocation_size: 4096, ..FileInfo::default() };

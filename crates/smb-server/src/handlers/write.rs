@@ -118,6 +118,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         Ok(r) => r.map_err(super::storage_status)?,
         Err(job) => super::write_or_pending(cx, out, queue, job).await?,
     };
+    if n > 0 {
+        open.written.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     // FilePositionInformation follows the last synchronous transfer on the open.
     open.position.store(off.saturating_add(n as u64), std::sync::atomic::Ordering::Relaxed);
     encode_response(out, u32::try_from(n).unwrap_or(0));

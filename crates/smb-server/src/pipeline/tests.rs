@@ -46,6 +46,7 @@ fn server() -> Arc<ServerState> {
             guest_ok: false,
             encrypt: false,
             comment: String::new(),
+            max_watches: 0,
         }],
         ..ServerConfig::default()
     };
