@@ -3,7 +3,6 @@
 //! directory's handle closes, or the directory is to be deleted.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use smb_wire::msg::create::access;
 use smb_wire::msg::notify::{encode_response, NotifyRequest, WATCH_TREE};
@@ -15,10 +14,11 @@ use crate::notify::Watch;
 use crate::request::{Ctx, HResult, Reply};
 use crate::sync::lock;
 
-/// How long a request that finds changes queued waits before taking them, so that an
+/// How often a request that finds changes queued yields before taking them, so that an
 /// earlier CHANGE_NOTIFY on the same handle, sent just before it and still on its way
-/// (requests run concurrently), is answered first.
-const SETTLE: Duration = Duration::from_millis(2);
+/// (requests run concurrently), registers and is answered first. Yielding, not sleeping:
+/// changes that come after the request must not be folded into its answer.
+const SETTLE_YIELDS: usize = 3;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = NotifyRequest::decode(cx.msg()).map_err(super::bad("CHANGE_NOTIFY"))?;
@@ -85,7 +85,9 @@ async fn wait(cx: &mut Ctx<'_>, out: &mut Vec<u8>, watch: &Watch, max: usize, ca
         if watch.is_first(mid) && watch.ready() {
             if !settled {
                 settled = true;
-                tokio::time::sleep(SETTLE).await;
+                for _ in 0..SETTLE_YIELDS {
+                    tokio::task::yield_now().await;
+                }
                 continue;
             }
             if let Some(r) = crate::notify::take(watch, max) {

@@ -212,7 +212,8 @@ fn plan_disk_open(req: &CreateRequest<'_>, granted: u32) -> Result<DiskPlan, NtS
     if req.name.starts_with('\\') {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    let name = req.name.strip_suffix("::$DATA").unwrap_or(&req.name);
+    let name = resolve_dot_dot(&req.name)?;
+    let name = name.strip_suffix("::$DATA").unwrap_or(&name);
     if name.contains(':') {
         // Alternate data streams are not stored by this backend.
         return Err(NtStatus::OBJECT_NAME_INVALID);
@@ -246,6 +247,24 @@ fn plan_disk_open(req: &CreateRequest<'_>, granted: u32) -> Result<DiskPlan, NtS
         non_directory: req.create_options & options::NON_DIRECTORY_FILE != 0,
     };
     Ok(DiskPlan { path, opts, truncate, delete_on_close, sec_desc, eas })
+}
+
+/// Resolves `..` components the way Windows' and Samba's servers do (`dir\..\x` names
+/// `x`), by the name alone; one that would climb above the share root is
+/// OBJECT_PATH_SYNTAX_BAD. What is left goes through `SharePath`'s checks as any name.
+fn resolve_dot_dot(name: &str) -> Result<std::borrow::Cow<'_, str>, NtStatus> {
+    if !name.split('\\').any(|c| c == "..") {
+        return Ok(std::borrow::Cow::Borrowed(name));
+    }
+    let mut kept: Vec<&str> = Vec::new();
+    for c in name.split('\\') {
+        if c == ".." {
+            kept.pop().ok_or(NtStatus::OBJECT_PATH_SYNTAX_BAD)?;
+        } else {
+            kept.push(c);
+        }
+    }
+    Ok(std::borrow::Cow::Owned(kept.join("\\")))
 }
 
 /// A file or directory the backend opened (or created) for a CREATE.
@@ -606,4 +625,21 @@ async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<FileNode>, 
         lock(&cx.conn.pending).remove(&mid);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_dot_resolves_within_the_share() {
+        let r = |n: &str| resolve_dot_dot(n).map(|c| c.into_owned());
+        assert_eq!(r("a\\b.txt"), Ok("a\\b.txt".into()));
+        assert_eq!(r("a\\..\\b"), Ok("b".into()));
+        assert_eq!(r("a\\b\\..\\..\\c"), Ok("c".into()));
+        assert_eq!(r("a\\.."), Ok("".into()), "the root");
+        assert_eq!(r(".."), Err(NtStatus::OBJECT_PATH_SYNTAX_BAD));
+        assert_eq!(r("a\\..\\..\\etc"), Err(NtStatus::OBJECT_PATH_SYNTAX_BAD));
+        assert_eq!(r("a..b"), Ok("a..b".into()), "only whole components");
+    }
 }
