@@ -127,6 +127,7 @@ mod tests {
                 guest_ok: false,
                 encrypt: false,
                 comment: String::new(),
+                max_watches: 0,
             }],
             ..ServerConfig::default()
         }

@@ -158,7 +158,15 @@ impl Watches {
     /// The watch of open `open`: created on its first CHANGE_NOTIFY with that request's
     /// filter and subtree flag, which stay until the open closes. A share with `limit`
     /// watches already (0: no limit) refuses a new one: INSUFFICIENT_RESOURCES.
-    pub fn watch(&self, open: u64, share: (usize, &str), dir: &SharePath, filter: u32, recursive: bool, limit: usize) -> Result<Arc<Watch>, NtStatus> {
+    pub fn watch(
+        &self,
+        open: u64,
+        share: (usize, &str),
+        dir: &SharePath,
+        filter: u32,
+        recursive: bool,
+        limit: usize,
+    ) -> Result<Arc<Watch>, NtStatus> {
         self.watchers.watch(open, share.0, dir.components(), ChangeFilter(filter), recursive, limit).map_err(|TooManyWatchers { limit }| {
             let mut last = lock(&self.limit_logged);
             if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
