@@ -391,12 +391,14 @@ pub fn channel_sequence(cx: &Ctx<'_>, open: &std::sync::Arc<crate::open::Open>) 
 const ASYNC_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Answers STATUS_PENDING (MS-SMB2 3.3.4.2) and registers the request so CANCEL and a lost
-/// connection can wake it through `cancel`; returns its MessageId, to remove from
-/// `Connection::pending` when it completes.
+/// connection can wake it through `cancel` (at once, if a CANCEL by MessageId overtook the
+/// request); returns its MessageId, to remove from `Connection::pending` when it completes.
 pub async fn go_pending(cx: &mut Ctx<'_>, out: &mut Vec<u8>, cancel: &std::sync::Arc<tokio::sync::Notify>) -> u64 {
     let async_id = go_async(cx, out).await;
     let mid = cx.hdr.message_id.0;
-    crate::sync::lock(&cx.conn.pending).insert(mid, crate::connection::PendingOp { async_id, cancel: cancel.clone() });
+    if !cx.conn.register_pending(mid, crate::connection::PendingOp { async_id, cancel: cancel.clone() }) {
+        cancel.notify_one();
+    }
     mid
 }
 
