@@ -151,7 +151,14 @@ impl<X> Watcher<X> {
         st.closed || st.delete_pending || st.overflow || !st.changes.is_empty()
     }
 
-    /// The volume and directory watched.
+    /// Whether the watcher is done for good (its open closed, or its directory is to be
+    /// deleted): every waiting request answers that, whatever its order.
+    pub fn ended(&self) -> bool {
+        let st = lock(&self.state);
+        st.closed || st.delete_pending
+    }
+
+    /// The volume watched.
     pub fn volume(&self) -> usize {
         self.volume
     }
@@ -410,7 +417,9 @@ mod tests {
         let w = watch(&ws, 1, "Gone", FILE, false);
         let parent = watch(&ws, 2, "", DIR, false);
         ws.report(&ev(0, &p("gone/x"), ChangeAction::Added, FILE));
+        assert!(!w.ended());
         assert_eq!(ws.delete_pending(0, &p("GONE")).len(), 1);
+        assert!(w.ended());
         assert_eq!(w.take(), Some(Taken::DeletePending));
         assert_eq!(w.take(), Some(Taken::DeletePending), "it stays");
         ws.report(&ev(0, &p("gone/y"), ChangeAction::Added, FILE));

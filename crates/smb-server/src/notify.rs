@@ -17,34 +17,38 @@ use tokio::sync::Notify;
 
 use crate::sync::lock;
 
+/// A waiting CHANGE_NOTIFY: its MessageId and its connection's id (a session's channels
+/// number their messages apart).
+pub type Waiter = (u64, u64);
+
 /// What SMB adds to a watcher: the CHANGE_NOTIFY requests waiting on the open.
 #[derive(Debug, Default)]
 pub struct Wake {
     /// Woken when a change is queued, the open closes, or the first waiting request leaves.
     pub changed: Notify,
-    /// MessageIds of the requests waiting, oldest first: changes go to the oldest, as a
-    /// client that sent two expects the first answered first.
-    waiting: Mutex<BTreeSet<u64>>,
+    /// The requests waiting, oldest first, as (MessageId, connection id): changes go to
+    /// the oldest, as a client that sent two expects the first answered first.
+    waiting: Mutex<BTreeSet<Waiter>>,
     /// Woken when the last waiting request has answered.
     drained: Notify,
 }
 
 impl Wake {
-    /// Request `mid` starts waiting.
-    pub fn enqueue(&self, mid: u64) {
-        lock(&self.waiting).insert(mid);
+    /// Request `who` starts waiting.
+    pub fn enqueue(&self, who: Waiter) {
+        lock(&self.waiting).insert(who);
     }
 
-    /// Whether request `mid` is the oldest waiting, the one that takes the changes.
-    pub fn is_first(&self, mid: u64) -> bool {
-        lock(&self.waiting).first() == Some(&mid)
+    /// Whether request `who` is the oldest waiting, the one that takes the changes.
+    pub fn is_first(&self, who: Waiter) -> bool {
+        lock(&self.waiting).first() == Some(&who)
     }
 
-    /// Request `mid` answered (or was cancelled): the next one may take.
-    pub fn leave(&self, mid: u64) {
+    /// Request `who` answered (or was cancelled): the next one may take.
+    pub fn leave(&self, who: Waiter) {
         let empty = {
             let mut w = lock(&self.waiting);
-            w.remove(&mid);
+            w.remove(&who);
             w.is_empty()
         };
         self.changed.notify_waiters();
@@ -328,10 +332,13 @@ mod tests {
     #[test]
     fn the_oldest_waiting_request_goes_first() {
         let wake = Wake::default();
-        wake.enqueue(7);
-        wake.enqueue(5);
-        assert!(wake.is_first(5) && !wake.is_first(7));
-        wake.leave(5);
-        assert!(wake.is_first(7));
+        wake.enqueue((7, 1));
+        wake.enqueue((5, 2));
+        wake.enqueue((5, 1));
+        assert!(wake.is_first((5, 1)) && !wake.is_first((5, 2)) && !wake.is_first((7, 1)));
+        wake.leave((5, 1));
+        assert!(wake.is_first((5, 2)), "the same MessageId on another channel is another request");
+        wake.leave((5, 2));
+        assert!(wake.is_first((7, 1)));
     }
 }

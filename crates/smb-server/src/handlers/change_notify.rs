@@ -53,9 +53,10 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if !cx.conn.register_pending(mid, PendingOp { async_id: 0, cancel: cancel.clone() }) {
         return Err(NtStatus::CANCELLED);
     }
-    watch.enqueue(mid);
+    let who = (mid, cx.conn.id);
+    watch.enqueue(who);
     let result = wait(cx, out, &watch, req.output_buffer_length as usize, &cancel).await;
-    watch.leave(mid);
+    watch.leave(who);
     lock(&cx.conn.pending).remove(&mid);
     match result {
         Ok(info) => {
@@ -71,10 +72,11 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     }
 }
 
-/// Waits until the watch has something for this request (the oldest waiting on it), going
-/// async the first time it has nothing; or until the request is cancelled.
+/// Waits until the watch has something for this request (changes go to the oldest request
+/// waiting; a close or a pending delete to every one), going async the first time it has
+/// nothing; or until the request is cancelled.
 async fn wait(cx: &mut Ctx<'_>, out: &mut Vec<u8>, watch: &Watch, max: usize, cancel: &Arc<tokio::sync::Notify>) -> Result<Vec<u8>, NtStatus> {
-    let mid = cx.hdr.message_id.0;
+    let who = (cx.hdr.message_id.0, cx.conn.id);
     let mut pending = false;
     let mut settled = false;
     loop {
@@ -82,7 +84,7 @@ async fn wait(cx: &mut Ctx<'_>, out: &mut Vec<u8>, watch: &Watch, max: usize, ca
         let changed = watch.changed.notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
-        if watch.is_first(mid) && watch.ready() {
+        if (watch.ended() || watch.is_first(who)) && watch.ready() {
             if !settled {
                 settled = true;
                 for _ in 0..SETTLE_YIELDS {
