@@ -189,8 +189,13 @@ impl Watches {
         Some(w)
     }
 
-    /// Reports `change` on share `share` to the watches that want it.
+    /// Reports `change` on share `share` to the watches that want it. A watched directory
+    /// that went away (outside Braid: through Braid it cannot while a handle on it is open)
+    /// ends its watches as a pending delete would.
     pub fn report(&self, share: usize, change: &Change) {
+        if change.is_dir && change.kind == ChangeKind::Removed {
+            self.delete_pending(share, &change.path);
+        }
         let Some((action, changed)) = event_of(change) else { return };
         let e = ChangeEvent { volume: share, path: change.path.components(), action, changed };
         for w in self.watchers.report(&e) {
@@ -327,6 +332,9 @@ mod tests {
         ws.delete_pending(0, &p("A"));
         let w = ws.watch(1, (0, "s"), &p("a"), filter::FILE_NAME, false, 1).unwrap();
         assert_eq!(take(&w, 100), Some(Err(NtStatus::DELETE_PENDING)));
+        let gone = watch(&ws, 3, "x\\y", filter::FILE_NAME, false);
+        ws.report(0, &name("X\\y", ChangeKind::Removed, true));
+        assert_eq!(take(&gone, 100), Some(Err(NtStatus::DELETE_PENDING)), "removed outside Braid");
     }
 
     #[test]
