@@ -51,6 +51,15 @@ users = []
 guest_ok = false
 CONF
 
+# One more share per suite (torture.sh SHARE_PER_SUITE): suites run two at a time, and a
+# change notification one suite waits for must not be answered by another suite's change.
+for suite in $SUITES; do
+  name="${suite//[.-]/_}"
+  mkdir -p "$D/$name"; chmod 0777 "$D/$name"
+  printf '\n[[share]]\nname = "%s"\npath = "%s"\nread_only = false\nusers = []\nguest_ok = false\n' "$name" "$D/$name" >>"$D/braid.toml"
+done
+export SHARE_PER_SUITE=1
+
 LOG="$LOGS/braid-torture.log"
 # own session: whatever the server does to its process group cannot hit this script
 RUST_BACKTRACE=1 setsid "$BIN" serve --config "$D/braid.toml" </dev/null >"$LOG" 2>&1 &
