@@ -107,6 +107,9 @@ pub struct Connection {
     /// (requests run concurrently: a CANCEL sent right behind its request can overtake it).
     /// The newest few are kept; a request that registers late finds itself here.
     cancelled_ahead: Mutex<std::collections::VecDeque<u64>>,
+    /// The latest handles closed here, with the MessageId of their CLOSE: a CHANGE_NOTIFY
+    /// sent before a CLOSE but overtaken by it answers NOTIFY_CLEANUP, not FILE_CLOSED.
+    recently_closed: Mutex<std::collections::VecDeque<(u64, u64)>>,
     pub(crate) closed: AtomicBool,
     /// Wakes the reader when the connection is closed, so a dropped connection does not
     /// wait for the client's next frame.
@@ -141,6 +144,7 @@ impl Connection {
             sessions: Mutex::new(Vec::new()),
             pending: Mutex::new(HashMap::new()),
             cancelled_ahead: Mutex::new(std::collections::VecDeque::new()),
+            recently_closed: Mutex::new(std::collections::VecDeque::new()),
             closed: AtomicBool::new(false),
             closing: Notify::new(),
             bytes_in: AtomicU64::new(0),
@@ -292,6 +296,22 @@ impl Connection {
         }
         pending.insert(mid, op);
         true
+    }
+
+    /// A CLOSE (MessageId `mid`) is closing the handle with volatile id `volatile`.
+    pub(crate) fn note_closed(&self, volatile: u64, mid: u64) {
+        /// Enough for the requests in flight on one connection.
+        const KEPT: usize = 64;
+        let mut closed = crate::sync::lock(&self.recently_closed);
+        if closed.len() >= KEPT {
+            closed.pop_front();
+        }
+        closed.push_back((volatile, mid));
+    }
+
+    /// Whether handle `volatile` was closed by a CLOSE sent after request `mid`.
+    pub(crate) fn closed_after(&self, volatile: u64, mid: u64) -> bool {
+        crate::sync::lock(&self.recently_closed).iter().any(|&(v, m)| v == volatile && m > mid)
     }
 
     pub fn is_closed(&self) -> bool {

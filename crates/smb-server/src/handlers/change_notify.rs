@@ -22,7 +22,15 @@ const SETTLE_YIELDS: usize = 3;
 
 pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = NotifyRequest::decode(cx.msg()).map_err(super::bad("CHANGE_NOTIFY"))?;
-    let open = find_open(cx, req.file_id)?;
+    let mid = cx.hdr.message_id.0;
+    // A CLOSE sent after this request may have overtaken it (requests run concurrently):
+    // the request then ends as the close would have ended it.
+    let overtaken =
+        |cx: &Ctx<'_>, st| if st == NtStatus::FILE_CLOSED && cx.conn.closed_after(req.file_id.volatile, mid) { NtStatus::NOTIFY_CLEANUP } else { st };
+    let open = match find_open(cx, req.file_id) {
+        Ok(o) => o,
+        Err(st) => return answer(out, Err(overtaken(cx, st))),
+    };
     if !open.is_dir() {
         return Err(NtStatus::INVALID_PARAMETER);
     }
@@ -43,13 +51,12 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     // ended here instead of being left behind.
     if cx.session.as_ref().and_then(|s| s.open(open.id.volatile)).is_none() {
         server.notify.closed(open.id.volatile);
-        return Err(NtStatus::FILE_CLOSED);
+        return answer(out, Err(overtaken(cx, NtStatus::FILE_CLOSED)));
     }
     let cancel = Arc::new(tokio::sync::Notify::new());
     // Registered before the first look: a CANCEL that arrives before the request has gone
     // async names it by MessageId, and must find it (the interim response replaces the entry
     // with one carrying the AsyncId). One that overtook the request cancels it now.
-    let mid = cx.hdr.message_id.0;
     if !cx.conn.register_pending(mid, PendingOp { async_id: 0, cancel: cancel.clone() }) {
         return Err(NtStatus::CANCELLED);
     }
@@ -58,6 +65,11 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let result = wait(cx, out, &watch, req.output_buffer_length as usize, &cancel).await;
     watch.leave(who);
     lock(&cx.conn.pending).remove(&mid);
+    answer(out, result)
+}
+
+/// The response to a CHANGE_NOTIFY that ends with `result`.
+fn answer(out: &mut Vec<u8>, result: Result<Vec<u8>, NtStatus>) -> HResult {
     match result {
         Ok(info) => {
             encode_response(out, &info);

@@ -354,3 +354,31 @@ async fn a_cancel_that_overtakes_its_change_notify_cancels_it() {
     assert_eq!(r.iter().map(|m| status(m)).collect::<Vec<_>>(), [NtStatus::CANCELLED], "no interim response either");
     assert!(!p.conn.is_closed());
 }
+
+#[tokio::test]
+async fn a_close_that_overtakes_a_change_notify_sent_before_it_ends_it_with_cleanup() {
+    use smb_wire::msg::notify::{filter, NotifyRequest};
+    let server = server();
+    let mut p = Peer::new(&server);
+    p.logon().await;
+    let mut dir = create("watched");
+    dir.create_options = 0x1; // FILE_DIRECTORY_FILE
+    dir.create_disposition = 3; // FILE_OPEN_IF
+    dir.desired_access = 0x0012_0089;
+    let r = p.call(Command::Create, |m| dir.encode(m)).await;
+    let fid = created_id(&r);
+    // The client sent CHANGE_NOTIFY (MessageId n), then CLOSE (n + 1); the CLOSE ran first.
+    let n = p.next_mid;
+    p.next_mid = n + 1;
+    let r = p.call(Command::Close, |m| CloseRequest { flags: 0, file_id: fid }.encode(m)).await;
+    assert_eq!(status(&r), NtStatus::SUCCESS);
+    let after = p.next_mid;
+    p.next_mid = n;
+    let notify = NotifyRequest { flags: 0, output_buffer_length: 1024, file_id: fid, completion_filter: filter::FILE_NAME };
+    let r = p.call(Command::ChangeNotify, |m| notify.encode(m)).await;
+    assert_eq!(status(&r), NtStatus::NOTIFY_CLEANUP);
+    // One sent after the CLOSE finds the handle closed.
+    p.next_mid = after;
+    let r = p.call(Command::ChangeNotify, |m| notify.encode(m)).await;
+    assert_eq!(status(&r), NtStatus::FILE_CLOSED);
+}
