@@ -6,7 +6,7 @@
 # env:   SUITES="smb2.connect ..."  override the suite list
 #        RESULTS=target/test-logs/torture-results.txt
 #        TEST_TIMEOUT=30 TOTAL_TIMEOUT=900 JOBS=2   passed on to torture.sh
-#        SLOW_TESTS="..."  subtests allowed SLOW_TIMEOUT (90 s): the break-timeout ones
+#        SLOW_TESTS="..."  subtests allowed SLOW_TIMEOUT (120 s here): the break-timeout ones, notify.mask
 #        PLAIN_TESTS="..." subtests run without TORTURE_OPTS (the multichannel break retries)
 #        TORTURE_OPTS="--option=..."  extra smbtorture options, passed on to torture.sh; as root
 #                     with /usr/sbin/iptables present it defaults to the iptables options
@@ -15,7 +15,7 @@
 set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${BRAID_BIN:-$REPO/target/release/braid}"
-SUITES="${SUITES:-smb2.connect smb2.read smb2.create smb2.dir smb2.getinfo smb2.setinfo smb2.lock smb2.rename smb2.compound smb2.credits smb2.session smb2.multichannel smb2.oplock smb2.lease}"
+SUITES="${SUITES:-smb2.connect smb2.read smb2.create smb2.dir smb2.getinfo smb2.setinfo smb2.lock smb2.rename smb2.compound smb2.credits smb2.session smb2.multichannel smb2.oplock smb2.lease smb2.notify}"
 # smb2.multichannel blocks channels with iptables (the oplocks.* and leases.* tests need it):
 # as root with iptables present, that is switched on unless TORTURE_OPTS says otherwise.
 if [[ -z "${TORTURE_OPTS:-}" && $(id -u) == 0 && -x /usr/sbin/iptables ]]; then
@@ -51,6 +51,15 @@ users = []
 guest_ok = false
 CONF
 
+# One more share per suite (torture.sh SHARE_PER_SUITE): suites run two at a time, and a
+# change notification one suite waits for must not be answered by another suite's change.
+for suite in $SUITES; do
+  name="${suite//[.-]/_}"
+  mkdir -p "$D/$name"; chmod 0777 "$D/$name"
+  printf '\n[[share]]\nname = "%s"\npath = "%s"\nread_only = false\nusers = []\nguest_ok = false\n' "$name" "$D/$name" >>"$D/braid.toml"
+done
+export SHARE_PER_SUITE=1
+
 LOG="$LOGS/braid-torture.log"
 # own session: whatever the server does to its process group cannot hit this script
 RUST_BACKTRACE=1 setsid "$BIN" serve --config "$D/braid.toml" </dev/null >"$LOG" 2>&1 &
@@ -69,9 +78,12 @@ if [[ $up != 1 ]]; then
   echo "0 passed, 1 failed"; exit 1
 fi
 
-# Subtests that wait out the 35 s oplock/lease break timeout on purpose.
-SLOW_TESTS="${SLOW_TESTS:-smb2.oplock.batch22a smb2.lease.oplock smb2.multichannel.oplocks.test3_specification smb2.multichannel.leases.test4}"
+# Subtests that wait out the 35 s oplock/lease break timeout on purpose, and
+# smb2.notify.mask, which sleeps 200 ms in each of its 384 steps (about 75 s).
+SLOW_TESTS="${SLOW_TESTS:-smb2.oplock.batch22a smb2.lease.oplock smb2.multichannel.oplocks.test3_specification smb2.multichannel.leases.test4 smb2.notify.mask}"
 export SLOW_TESTS
+# notify.mask needs about 80 s on an idle machine; suites run two at a time.
+export SLOW_TIMEOUT="${SLOW_TIMEOUT:-120}"
 # The multichannel break-retry subtests simulate a dead channel the way Samba's own test
 # runs do (FSCTL_SMBTORTURE_FORCE_UNACKED_TIMEOUT, `smbtorture_hooks` above): with iptables
 # the result depends on whether the client's delayed ACK of the last response left before

@@ -21,6 +21,8 @@
 #   MAXPROTO=                     smbtorture -m (e.g. SMB3_00); default: client max protocol = SMB3
 #   TORTURE_OPTS=                 extra smbtorture args (word-split), e.g. --option=torture:foo=bar
 #   PLAIN_TESTS=                  subtests run without TORTURE_OPTS (space-separated names)
+#   SHARE_PER_SUITE=              if set: each suite uses the share named after it (dots and dashes
+#                                 as "_", e.g. smb2_lock) instead of SHARE
 set -uo pipefail
 
 if [[ "${1:-}" == "__suite" ]]; then
@@ -32,6 +34,10 @@ if [[ "${1:-}" == "__suite" ]]; then
   if [[ ! -s "$OUTDIR/suite.$suite.list" ]]; then
     echo "$suite ERROR" >"$out"; exit 0
   fi
+  # SHARE_PER_SUITE: each suite on its own share, named after it (smb2.lock -> smb2_lock),
+  # so that suites running in parallel do not see one another's changes.
+  share="$T_SHARE"
+  if [[ -n "${SHARE_PER_SUITE:-}" ]]; then share="${suite//[.-]/_}"; fi
   read -r -a extra <<<"${TORTURE_OPTS:-}"
   [[ -n "${MAXPROTO:-}" ]] && extra+=(-m "$MAXPROTO")
   while IFS= read -r name; do
@@ -46,7 +52,7 @@ if [[ "${1:-}" == "__suite" ]]; then
     if [[ " ${PLAIN_TESTS:-} " == *" $name "* ]]; then
       opts=(); [[ -n "${MAXPROTO:-}" ]] && opts+=(-m "$MAXPROTO")
     fi
-    timeout -k 5 "$limit" smbtorture -s "$CLIENT_CONF" "//$T_HOST/$T_SHARE" -p "$T_PORT" \
+    timeout -k 5 "$limit" smbtorture -s "$CLIENT_CONF" "//$T_HOST/$share" -p "$T_PORT" \
       -U "$T_USER" --password="$T_PASS" --format=subunit --fullname --basedir="$OUTDIR/base" \
       "${opts[@]}" "$name" >"$raw" 2>&1 </dev/null
     rc=$?

@@ -118,6 +118,7 @@ class St:
     LOCK_NOT_GRANTED = 0xC0000055
     LOGON_FAILURE = 0xC000006D
     RANGE_NOT_LOCKED = 0xC000007E
+    INSUFFICIENT_RESOURCES = 0xC000009A
     MEDIA_WRITE_PROTECTED = 0xC00000A2
     FILE_IS_A_DIRECTORY = 0xC00000BA
     NOT_SUPPORTED = 0xC00000BB
@@ -174,8 +175,7 @@ def _toml_str(s: str) -> str:
 def braid_config(port: int, users: dict[str, str], shares: list[dict], server_extra=()) -> str:
     """users: name -> password; shares: dicts with name, path, read_only, users, guest_ok,
     encrypt, lines (more TOML lines for the share), directory_leases (False switches them
-    off), or instead of path backend="memory" and an
-    optional capacity (e.g. "8M");
+    off), max_watches, or instead of path backend="memory" and an optional capacity (e.g. "8M");
     server_extra: more TOML lines for the [server] section."""
     out = ["[server]", f"listen = [{_toml_str(f'{LOCALHOST}:{port}')}]", *server_extra, ""]
     for name, pw in users.items():
@@ -193,6 +193,7 @@ def braid_config(port: int, users: dict[str, str], shares: list[dict], server_ex
             *(["encrypt = true"] if sh.get("encrypt") else []),
             *sh.get("lines", []),
             *(["directory_leases = false"] if sh.get("directory_leases") is False else []),
+            *([f"max_watches = {int(sh['max_watches'])}"] if "max_watches" in sh else []),
             "",
         ]
     return "\n".join(out)

@@ -656,8 +656,8 @@ def test_change_notify(braid_server, scratch):
         d = watcher_side.open(rf"{name}", access=A.GENERIC_READ, directory=True,
                               disposition=CreateDisposition.FILE_OPEN)
 
-        def watch(flags=0):
-            w = FileSystemWatcher(d)
+        def watch(flags=0, handle=None):
+            w = FileSystemWatcher(handle or d)
             w.start(CompletionFilter.FILE_NOTIFY_CHANGE_FILE_NAME | CompletionFilter.FILE_NOTIFY_CHANGE_DIR_NAME,
                     flags=flags)
             return w
@@ -677,9 +677,14 @@ def test_change_notify(braid_server, scratch):
         assert changes(w) == [(FileAction.FILE_ACTION_RENAMED_OLD_NAME, "new.txt"),
                               (FileAction.FILE_ACTION_RENAMED_NEW_NAME, "renamed.txt")]
         f.close()
-        w = watch(ChangeNotifyFlags.SMB2_WATCH_TREE)
+        # A handle keeps the filter and WATCH_TREE of its first request: a tree watch needs
+        # a handle of its own.
+        tree = watcher_side.open(rf"{name}", access=A.GENERIC_READ, directory=True,
+                                 disposition=CreateDisposition.FILE_OPEN)
+        w = watch(ChangeNotifyFlags.SMB2_WATCH_TREE, tree)
         other.open(rf"{name}\sub\deep.txt", disposition=CreateDisposition.FILE_CREATE).close()
         assert changes(w) == [(FileAction.FILE_ACTION_ADDED, r"sub\deep.txt")]
+        tree.close()
         g = other.open(rf"{name}\renamed.txt", disposition=CreateDisposition.FILE_OPEN)
         info = FileDispositionInformation()
         info["delete_pending"] = True

@@ -31,7 +31,7 @@ fn summary(path: &Path, loaded: &config::Loaded) -> String {
         let who = if sh.users.is_empty() { "all users".to_string() } else { sh.users.join(", ") };
         let _ = writeln!(
             s,
-            "  share {:?}: {} ({}; {}{}{}{})",
+            "  share {:?}: {} ({}; {}{}{}{}{})",
             sh.name,
             sh.storage,
             if sh.read_only { "read-only" } else { "read-write" },
@@ -41,7 +41,12 @@ fn summary(path: &Path, loaded: &config::Loaded) -> String {
                 smb_server::ShareStorage::Directory(_) => format!("; {}", sh.metadata_cache),
                 smb_server::ShareStorage::Memory { .. } => String::new(),
             },
-            if sh.directory_leases { "" } else { "; no directory leases" }
+            if sh.directory_leases { "" } else { "; no directory leases" },
+            match sh.max_watches {
+                smb_server::DEFAULT_MAX_WATCHES => String::new(),
+                0 => "; change watches unlimited".to_string(),
+                n => format!("; at most {n} change watches"),
+            }
         );
     }
     s

@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use smb_server::{EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig};
+use smb_server::{EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig, DEFAULT_MAX_WATCHES};
 use toml::Spanned;
 
 use crate::names;
@@ -148,6 +148,7 @@ struct RawShare {
     metadata_cache_entries: Option<Spanned<i64>>,
     // Integer bytes or a string like "64MiB".
     metadata_cache_bytes: Option<Spanned<toml::Value>>,
+    max_watches: Option<Spanned<i64>>,
 }
 
 // ---- validation --------------------------------------------------------------------------
@@ -241,6 +242,7 @@ impl Ctx<'_> {
             }
             let storage = self.share_storage(&s, span, base_dir, &what)?;
             let metadata_cache = self.share_metadata_cache(&s, &what)?;
+            let max_watches = self.max_watches(&s, &what)?;
             let mut users = Vec::new();
             for u in s.users.unwrap_or_default() {
                 if !user_names.contains(&u.get_ref().to_lowercase()) {
@@ -258,9 +260,21 @@ impl Ctx<'_> {
                 directory_leases: s.directory_leases.unwrap_or(true),
                 comment: s.comment,
                 metadata_cache,
+                max_watches,
             });
         }
         Ok(Loaded { server, log })
+    }
+
+    /// A share's `max_watches`: how many directory handles may watch for changes at once,
+    /// 0 for no limit; [`DEFAULT_MAX_WATCHES`] when absent.
+    fn max_watches(&self, s: &RawShare, what: &str) -> Result<usize, ConfigError> {
+        let Some(n) = &s.max_watches else { return Ok(DEFAULT_MAX_WATCHES) };
+        let value = *n.get_ref();
+        if !(0..=1_000_000).contains(&value) {
+            return Err(self.err(n.span(), format!("{what}: max_watches: {value} is out of range (0..1000000; 0 means no limit)")));
+        }
+        Ok(value as usize)
     }
 
     fn apply_server(&self, s: RawServer, server: &mut ServerConfig, log: &mut Option<String>) -> Result<(), ConfigError> {

@@ -129,6 +129,7 @@ mod tests {
                 directory_leases: true,
                 comment: String::new(),
                 metadata_cache: Default::default(),
+                max_watches: 0,
             }],
             ..ServerConfig::default()
         }

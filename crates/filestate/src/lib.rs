@@ -20,7 +20,7 @@ mod table;
 
 pub use access::{is_stat_open, Access, ShareMode};
 pub use byte_locks::{ByteLock, ByteRangeLocks};
-pub use changes::{ChangeAction, ChangeEvent, ChangeFilter, Taken, Watcher, Watchers, MAX_QUEUED};
+pub use changes::{ChangeAction, ChangeEvent, ChangeFilter, Taken, TooManyWatchers, Watcher, Watchers, MAX_QUEUED};
 pub use error::StateError;
 pub use grants::{BreakPlan, Caching, GrantEvent, GrantTypes, Grants, Lease, LeaseRequest, Notice, Requester};
 pub use share::ShareClaims;

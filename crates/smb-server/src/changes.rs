@@ -30,23 +30,36 @@ impl Origin {
 /// Announces `change` on share `share` (its index).
 pub fn changed(server: &ServerState, share: usize, change: &Change, origin: Origin) {
     crate::dir_leases::break_parent(server, share, change, origin);
-    if change.what & what::NAME != 0 {
-        use smb_wire::msg::notify::action;
-        let code = match change.kind {
-            ChangeKind::Added => action::ADDED,
-            ChangeKind::Removed => action::REMOVED,
-            ChangeKind::Modified => action::MODIFIED,
-            ChangeKind::RenamedFrom => action::RENAMED_OLD_NAME,
-            ChangeKind::RenamedTo => action::RENAMED_NEW_NAME,
-        };
-        server.notify.report(share, &change.path, code, change.is_dir);
-    }
+    server.notify.report(share, change);
 }
 
 /// A name added, removed or renamed through Braid.
 pub fn name(server: &ServerState, share: usize, path: &SharePath, kind: ChangeKind, is_dir: bool, origin: Origin) {
     let change = Change { path: path.clone(), kind, is_dir, what: what::NAME };
     changed(server, share, &change, origin);
+}
+
+/// Properties of the file or directory at `path` changed through Braid (`what` bits).
+pub fn modified(server: &ServerState, share: usize, path: &SharePath, is_dir: bool, bits: u32, origin: Origin) {
+    if bits != 0 {
+        let change = Change { path: path.clone(), kind: ChangeKind::Modified, is_dir, what: bits };
+        changed(server, share, &change, origin);
+    }
+}
+
+/// `from` was renamed to `to` through Braid. Within one directory that is an old and a new
+/// name; across directories the name goes from one and comes to the other (removed, added),
+/// as Windows and Samba report it. A file also reports its attributes and creation time as
+/// modified under the new name (Windows Server 2003 does, and clients expect it).
+pub fn renamed(server: &ServerState, share: usize, from: &SharePath, to: &SharePath, is_dir: bool, origin: Origin) {
+    let (a, b) = (from.components(), to.components());
+    let same_dir = a.len() == b.len() && a.iter().zip(b).take(a.len().saturating_sub(1)).all(|(x, y)| x.to_lowercase() == y.to_lowercase());
+    let (gone, came) = if same_dir { (ChangeKind::RenamedFrom, ChangeKind::RenamedTo) } else { (ChangeKind::Removed, ChangeKind::Added) };
+    name(server, share, from, gone, is_dir, origin);
+    name(server, share, to, came, is_dir, origin);
+    if !is_dir {
+        modified(server, share, to, false, what::ATTRIBUTES | what::CREATION, origin);
+    }
 }
 
 /// Subscribes to every share's outside changes; returns how each share learns of them.

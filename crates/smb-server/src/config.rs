@@ -95,6 +95,9 @@ pub struct ShareConfig {
     /// Directory opens on this share may get a lease (SMB 3.x directory leasing).
     pub directory_leases: bool,
     pub comment: String,
+    /// Most directory handles of this share that watch for changes (CHANGE_NOTIFY) at
+    /// once; 0: no limit. Each watch queues up to `braid_filestate::MAX_QUEUED` changes.
+    pub max_watches: usize,
     /// The metadata cache in front of a directory share (`braid_vfs::CachedBackend`).
     pub metadata_cache: MetadataCache,
 }
@@ -127,6 +130,9 @@ impl std::fmt::Display for MetadataCache {
         write!(f, "metadata cache {} entries, {} MiB, ttl {} ms", self.max_entries, self.max_bytes >> 20, self.ttl.as_millis())
     }
 }
+
+/// The default of [`ShareConfig::max_watches`].
+pub const DEFAULT_MAX_WATCHES: usize = 1024;
 
 /// Where a share's files live.
 #[derive(Debug, Clone, PartialEq, Eq)]

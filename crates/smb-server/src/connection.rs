@@ -103,6 +103,13 @@ pub struct Connection {
     pub preauth: Mutex<PreauthHash>,
     pub sessions: Mutex<Vec<SessionId>>,
     pub pending: Mutex<HashMap<u64, PendingOp>>,
+    /// MessageIds that a CANCEL named before their request was registered in `pending`
+    /// (requests run concurrently: a CANCEL sent right behind its request can overtake it).
+    /// The newest few are kept; a request that registers late finds itself here.
+    cancelled_ahead: Mutex<std::collections::VecDeque<u64>>,
+    /// The latest handles closed here, with the MessageId of their CLOSE: a CHANGE_NOTIFY
+    /// sent before a CLOSE but overtaken by it answers NOTIFY_CLEANUP, not FILE_CLOSED.
+    recently_closed: Mutex<std::collections::VecDeque<(u64, u64)>>,
     pub(crate) closed: AtomicBool,
     /// Wakes the reader when the connection is closed, so a dropped connection does not
     /// wait for the client's next frame.
@@ -136,6 +143,8 @@ impl Connection {
             preauth: Mutex::new(PreauthHash::new()),
             sessions: Mutex::new(Vec::new()),
             pending: Mutex::new(HashMap::new()),
+            cancelled_ahead: Mutex::new(std::collections::VecDeque::new()),
+            recently_closed: Mutex::new(std::collections::VecDeque::new()),
             closed: AtomicBool::new(false),
             closing: Notify::new(),
             bytes_in: AtomicU64::new(0),
@@ -262,6 +271,47 @@ impl Connection {
         self.closed.store(true, Ordering::Release);
         // notify_one keeps a permit if the reader is not waiting yet.
         self.closing.notify_one();
+    }
+
+    /// A CANCEL by MessageId found no request `mid` in `pending`: remembered, in case that
+    /// request registers later. Call with `pending` locked (the same lock order as
+    /// [`Connection::register_pending`]).
+    pub(crate) fn cancel_ahead(&self, mid: u64) {
+        /// Requests in flight are few; a CANCEL of one that already finished costs a slot.
+        const KEPT: usize = 64;
+        let mut ahead = crate::sync::lock(&self.cancelled_ahead);
+        if ahead.len() >= KEPT {
+            ahead.pop_front();
+        }
+        ahead.push_back(mid);
+    }
+
+    /// Registers request `mid` for CANCEL; returns false if a CANCEL for it came already.
+    pub(crate) fn register_pending(&self, mid: u64, op: PendingOp) -> bool {
+        let mut pending = crate::sync::lock(&self.pending);
+        let mut ahead = crate::sync::lock(&self.cancelled_ahead);
+        if let Some(i) = ahead.iter().position(|&m| m == mid) {
+            ahead.remove(i);
+            return false;
+        }
+        pending.insert(mid, op);
+        true
+    }
+
+    /// A CLOSE (MessageId `mid`) is closing the handle with volatile id `volatile`.
+    pub(crate) fn note_closed(&self, volatile: u64, mid: u64) {
+        /// Enough for the requests in flight on one connection.
+        const KEPT: usize = 64;
+        let mut closed = crate::sync::lock(&self.recently_closed);
+        if closed.len() >= KEPT {
+            closed.pop_front();
+        }
+        closed.push_back((volatile, mid));
+    }
+
+    /// Whether handle `volatile` was closed by a CLOSE sent after request `mid`.
+    pub(crate) fn closed_after(&self, volatile: u64, mid: u64) -> bool {
+        crate::sync::lock(&self.recently_closed).iter().any(|&(v, m)| v == volatile && m > mid)
     }
 
     pub fn is_closed(&self) -> bool {

@@ -48,5 +48,5 @@ mod transform;
 mod tree;
 mod write_queue;
 
-pub use config::{EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig};
+pub use config::{EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig, DEFAULT_MAX_WATCHES};
 pub use listener::run;

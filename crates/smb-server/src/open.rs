@@ -1,9 +1,9 @@
 //! Open handles (MS-SMB2 3.3.1.10).
 
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use braid_vfs::{DirEntry, FileHandle, SharePath};
+use braid_vfs::{what, ChangeKind, DirEntry, FileHandle, SharePath};
 use smb_wire::FileId;
 
 use crate::locks::{FileKey, FileNode};
@@ -46,9 +46,9 @@ pub struct Open {
     pub channel_seq: Mutex<ChannelSeq>,
     /// The lease (ClientGuid, LeaseKey) this open was granted under, if any.
     pub lease: Option<crate::oplocks::LeaseId>,
-    /// Data was written through this open: its close announces the file modified, which
-    /// breaks the parent directory's lease then, not at each WRITE (as Windows does:
-    /// smbtorture's smb2.lease.v2_request).
+    /// Data was written through this open: its close announces the file modified (size and
+    /// last write time: change notifications), which breaks the parent directory's lease
+    /// then, not at each WRITE (as Windows does: smbtorture's smb2.lease.v2_request).
     pub written: AtomicBool,
 }
 
@@ -95,32 +95,39 @@ pub fn open_origin(open: &Open) -> crate::changes::Origin {
     crate::changes::Origin { lease_key: open.lease.map(|l| l.1), parent_lease_key }
 }
 
-/// Releases an open already removed from its session: drops its share-mode claim and byte
-/// locks, and deletes the file if this was the last open and delete was pending.
+/// Releases an open already removed from its session: ends its change notifications,
+/// drops its share-mode claim and byte locks, and deletes the file if this was the last
+/// open and delete was pending. Announces what the close changed.
 pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
-    server.notify.closed(open.id.volatile);
+    if let Some(w) = server.notify.closed(open.id.volatile) {
+        // The waiting CHANGE_NOTIFY requests answer NOTIFY_CLEANUP before the CLOSE does.
+        w.drain(std::time::Duration::from_millis(500)).await;
+    }
     let OpenKind::File { key, node, is_dir, .. } = &open.kind else { return };
-    if open.delete_on_close.load(std::sync::atomic::Ordering::Acquire) {
+    if open.delete_on_close.load(Ordering::Acquire) {
         node.set_delete_pending(true);
     }
     // Taken before the release, which ends the open's lease.
     let origin = open_origin(open);
-    if open.written.load(std::sync::atomic::Ordering::Acquire) {
+    if open.written.load(Ordering::Acquire) {
         if let Some(share) = open.tree.share() {
-            let what = braid_vfs::what::SIZE | braid_vfs::what::LAST_WRITE;
-            let change =
-                braid_vfs::Change { path: crate::sync::lock(&open.path).clone(), kind: braid_vfs::ChangeKind::Modified, is_dir: false, what };
-            crate::changes::changed(server, share.index, &change, origin);
+            let path = crate::sync::lock(&open.path).clone();
+            crate::changes::modified(server, share.index, &path, false, what::SIZE | what::LAST_WRITE, origin);
         }
     }
     let (last, pending) = server.files.release(*key, open.id.volatile);
-    if let (true, true, Some(share)) = (last, pending, open.tree.share()) {
-        let path = crate::sync::lock(&open.path).clone();
-        let backend = share.backend.clone();
-        let gone = path.clone();
-        match crate::storage::blocking(move || backend.remove(&path)).await {
-            Ok(()) => crate::changes::name(server, share.index, &gone, braid_vfs::ChangeKind::Removed, *is_dir, origin),
-            Err(st) => tracing::info!(status = ?st, "delete on close failed"),
+    let Some(share) = open.tree.share() else { return };
+    let path = crate::sync::lock(&open.path).clone();
+    if !(last && pending) {
+        if pending && *is_dir {
+            server.notify.delete_pending(share.index, &path);
         }
+        return;
+    }
+    let backend = share.backend.clone();
+    let gone = path.clone();
+    match crate::storage::blocking(move || backend.remove(&path)).await {
+        Ok(()) => crate::changes::name(server, share.index, &gone, ChangeKind::Removed, *is_dir, origin),
+        Err(st) => tracing::info!(status = ?st, "delete on close failed"),
     }
 }

@@ -302,6 +302,11 @@ pub async fn go_async(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> u64 {
         send_responses(cx.conn, &mut earlier, &mut cx.earlier, encrypted_by.as_deref(), None).await;
     }
     let aid = cx.conn.server.new_async_id();
+    // A request registered for CANCEL gets its AsyncId before the client learns it: a
+    // CANCEL by AsyncId may follow the interim response at once.
+    if let Some(p) = crate::sync::lock(&cx.conn.pending).get_mut(&cx.hdr.message_id.0) {
+        p.async_id = aid;
+    }
     let mut interim = response_buffer(encrypted_by.is_some());
     let at = interim.len();
     write_header(&mut interim, cx.hdr, NtStatus::PENDING, cx.session.as_ref().map_or(cx.hdr.session_id.0, |s| s.id.0));
@@ -391,12 +396,16 @@ pub fn channel_sequence(cx: &Ctx<'_>, open: &std::sync::Arc<crate::open::Open>) 
 const ASYNC_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Answers STATUS_PENDING (MS-SMB2 3.3.4.2) and registers the request so CANCEL and a lost
-/// connection can wake it through `cancel`; returns its MessageId, to remove from
-/// `Connection::pending` when it completes.
+/// connection can wake it through `cancel` (at once, if a CANCEL by MessageId overtook the
+/// request); returns its MessageId, to remove from `Connection::pending` when it completes.
 pub async fn go_pending(cx: &mut Ctx<'_>, out: &mut Vec<u8>, cancel: &std::sync::Arc<tokio::sync::Notify>) -> u64 {
-    let async_id = go_async(cx, out).await;
     let mid = cx.hdr.message_id.0;
-    crate::sync::lock(&cx.conn.pending).insert(mid, crate::connection::PendingOp { async_id, cancel: cancel.clone() });
+    // Registered before the interim response goes out (which sets the AsyncId).
+    let async_id = cx.async_id.unwrap_or(0);
+    if !cx.conn.register_pending(mid, crate::connection::PendingOp { async_id, cancel: cancel.clone() }) {
+        cancel.notify_one();
+    }
+    go_async(cx, out).await;
     mid
 }
 

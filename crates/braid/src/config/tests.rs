@@ -308,3 +308,18 @@ fn directory_leases_default_on_and_can_be_switched_off() {
     assert!(!c.shares[1].directory_leases);
     error("[[share]]\nname = \"a\"\npath = \"data\"\ndirectory_leases = \"yes\"\n", 4, &["directory_leases"]);
 }
+
+#[test]
+fn share_watch_limits() {
+    let d = dir();
+    let share = |extra: &str| format!("[[share]]\nname = \"ram\"\nbackend = \"memory\"\n{extra}");
+    let c = parse(&share(""), "braid.toml", d.path()).unwrap().server;
+    assert_eq!(c.shares[0].max_watches, smb_server::DEFAULT_MAX_WATCHES);
+    let c = parse(&share("max_watches = 500\n"), "braid.toml", d.path()).unwrap().server;
+    assert_eq!(c.shares[0].max_watches, 500);
+    let c = parse(&share("max_watches = 0\n"), "braid.toml", d.path()).unwrap().server;
+    assert_eq!(c.shares[0].max_watches, 0, "0: no limit");
+    error(&share("max_watches = -1\n"), 4, &["share \"ram\"", "max_watches", "out of range"]);
+    error(&share("max_watches = 2000000\n"), 4, &["share \"ram\"", "max_watches"]);
+    error(&share("max_watches = \"many\"\n"), 4, &["max_watches"]);
+}

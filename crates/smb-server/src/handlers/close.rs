@@ -11,6 +11,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = CloseRequest::decode(cx.msg()).map_err(super::bad("CLOSE"))?;
     let open = find_open(cx, req.file_id)?;
     let session = cx.session.clone().ok_or(NtStatus::USER_SESSION_DELETED)?;
+    cx.conn.note_closed(open.id.volatile, cx.hdr.message_id.0);
     if session.remove_open(open.id.volatile).is_none() {
         return Err(NtStatus::FILE_CLOSED);
     }

@@ -116,15 +116,23 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if open.is_dir() && open.lease.is_some() {
         server.dir_leases.register(&server, share.index, &open);
     }
-    if created {
-        let origin = crate::open::open_origin(&open);
-        // A copy: announcing looks at the paths of leased directory opens, this one's too.
-        let path = lock(&open.path).clone();
-        crate::changes::name(&cx.conn.server, share.index, &path, braid_vfs::ChangeKind::Added, open.is_dir(), origin);
-    }
+    announce_create(&cx.conn.server, share.index, &open, created, create_action);
     let answer = Answer { oplock_level, create_action, lease_ctx };
     encode_response(out, &req, &tree, share.index, &attrs, &open, answer);
     Ok(Reply { file_id: Some(id), ..Reply::success() })
+}
+
+/// Announces what a CREATE changed: a new name, or the data and attributes an overwrite or
+/// supersede replaced (MS-FSA 2.1.5.1.2.1: modified, size, last write and attributes).
+fn announce_create(server: &crate::server::ServerState, share: usize, open: &Open, created: bool, create_action: u32) {
+    let origin = crate::open::open_origin(open);
+    let path = lock(&open.path).clone();
+    if created {
+        crate::changes::name(server, share, &path, braid_vfs::ChangeKind::Added, open.is_dir(), origin);
+    } else if create_action == action::OVERWRITTEN || create_action == action::SUPERSEDED {
+        use braid_vfs::what;
+        crate::changes::modified(server, share, &path, false, what::SIZE | what::LAST_WRITE | what::ATTRIBUTES, origin);
+    }
 }
 
 /// The checks of a CREATE that come before its name is looked at (MS-SMB2 3.3.5.9):
@@ -210,7 +218,8 @@ fn plan_disk_open(req: &CreateRequest<'_>, granted: u32) -> Result<DiskPlan, NtS
     if req.name.starts_with('\\') {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    let name = req.name.strip_suffix("::$DATA").unwrap_or(&req.name);
+    let name = resolve_dot_dot(&req.name)?;
+    let name = name.strip_suffix("::$DATA").unwrap_or(&name);
     if name.contains(':') {
         // Alternate data streams are not stored by this backend.
         return Err(NtStatus::OBJECT_NAME_INVALID);
@@ -244,6 +253,24 @@ fn plan_disk_open(req: &CreateRequest<'_>, granted: u32) -> Result<DiskPlan, NtS
         non_directory: req.create_options & options::NON_DIRECTORY_FILE != 0,
     };
     Ok(DiskPlan { path, opts, truncate, delete_on_close, sec_desc, eas })
+}
+
+/// Resolves `..` components the way Windows' and Samba's servers do (`dir\..\x` names
+/// `x`), by the name alone; one that would climb above the share root is
+/// OBJECT_PATH_SYNTAX_BAD. What is left goes through `SharePath`'s checks as any name.
+fn resolve_dot_dot(name: &str) -> Result<std::borrow::Cow<'_, str>, NtStatus> {
+    if !name.split('\\').any(|c| c == "..") {
+        return Ok(std::borrow::Cow::Borrowed(name));
+    }
+    let mut kept: Vec<&str> = Vec::new();
+    for c in name.split('\\') {
+        if c == ".." {
+            kept.pop().ok_or(NtStatus::OBJECT_PATH_SYNTAX_BAD)?;
+        } else {
+            kept.push(c);
+        }
+    }
+    Ok(std::borrow::Cow::Owned(kept.join("\\")))
 }
 
 /// A file or directory the backend opened (or created) for a CREATE.
@@ -607,4 +634,21 @@ pub(super) async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<
         lock(&cx.conn.pending).remove(&mid);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_dot_resolves_within_the_share() {
+        let r = |n: &str| resolve_dot_dot(n).map(|c| c.into_owned());
+        assert_eq!(r("a\\b.txt"), Ok("a\\b.txt".into()));
+        assert_eq!(r("a\\..\\b"), Ok("b".into()));
+        assert_eq!(r("a\\b\\..\\..\\c"), Ok("c".into()));
+        assert_eq!(r("a\\.."), Ok("".into()), "the root");
+        assert_eq!(r(".."), Err(NtStatus::OBJECT_PATH_SYNTAX_BAD));
+        assert_eq!(r("a\\..\\..\\etc"), Err(NtStatus::OBJECT_PATH_SYNTAX_BAD));
+        assert_eq!(r("a..b"), Ok("a..b".into()), "only whole components");
+    }
 }

@@ -11,12 +11,16 @@ pub fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     Ok(Reply::success())
 }
 
-/// Wakes the pending request the CANCEL names, by async id or by message id.
+/// Wakes the pending request the CANCEL names, by async id or by message id. A request
+/// named by message id that is not registered yet (it may still be on its way to
+/// registering) finds the CANCEL when it registers.
 pub fn cancel(cx: &mut Ctx<'_>) -> HResult {
     let pending = lock(&cx.conn.pending);
     let target = if cx.hdr.is_async() { pending.values().find(|p| p.async_id == cx.hdr.async_id) } else { pending.get(&cx.hdr.message_id.0) };
-    if let Some(p) = target {
-        p.cancel.notify_one();
+    match target {
+        Some(p) => p.cancel.notify_one(),
+        None if !cx.hdr.is_async() => cx.conn.cancel_ahead(cx.hdr.message_id.0),
+        None => {}
     }
     Ok(Reply::success())
 }

@@ -250,6 +250,8 @@ mod tests {
             encrypt: false,
             directory_leases: on,
             comment: String::new(),
+            metadata_cache: Default::default(),
+            max_watches: 0,
         };
         let dl = cap::DIRECTORY_LEASING;
         let config = ServerConfig { shares: vec![share(false), share(true)], ..ServerConfig::default() };

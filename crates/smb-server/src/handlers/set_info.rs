@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use braid_filestate::{Access, ShareMode};
-use braid_vfs::{SetTimes, SharePath};
+use braid_vfs::{what, SetTimes, SharePath};
 use smb_fscc::{filetime_to_system_time, parse_set_info, FsccError, SetInfo};
 use smb_wire::msg::create::{access, share as share_mode};
 use smb_wire::msg::query_info::info_type;
@@ -45,7 +45,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     match req.info_type {
         info_type::FILE => {}
         info_type::SECURITY => {
-            set_security(&open, req.additional_information, req.buffer).await?;
+            if set_security(&open, req.additional_information, req.buffer).await? {
+                announce(cx, &open, what::SECURITY);
+            }
             encode_set_info_response(out);
             return Ok(Reply::success());
         }
@@ -111,6 +113,7 @@ async fn set_file_info(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, info: S
                 modified: time_field(last_write_time),
                 changed: time_field(change_time),
             };
+            let bits = basic_info_changes(attributes, &times);
             blocking(move || {
                 // Attributes first: storing them moves the kernel change time, which an
                 // explicit ChangeTime in the same request must win over.
@@ -123,10 +126,12 @@ async fn set_file_info(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, info: S
                 Ok(())
             })
             .await?;
+            announce(cx, open, bits);
         }
         SetInfo::EndOfFile { end_of_file } => {
             crate::breaks::break_level2(&cx.conn.server, open);
             blocking(move || h.set_len(end_of_file)).await?;
+            announce(cx, open, what::SIZE);
         }
         SetInfo::Allocation { allocation_size } => {
             crate::breaks::break_level2(&cx.conn.server, open);
@@ -140,6 +145,7 @@ async fn set_file_info(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, info: S
                 }
             })
             .await?;
+            announce(cx, open, what::SIZE);
         }
         SetInfo::Disposition { delete_pending } => set_delete(open, h, *is_dir, node, delete_pending).await?,
         SetInfo::DispositionEx { flags } => set_delete(open, h, *is_dir, node, flags & 0x1 != 0).await?,
@@ -152,9 +158,33 @@ async fn set_file_info(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, info: S
         SetInfo::FullEa { eas } => {
             let eas = check_eas(eas)?;
             blocking(move || apply_eas(h.as_ref(), &eas)).await.map_err(ea_status)?;
+            announce(cx, open, what::EA);
         }
     }
     Ok(())
+}
+
+/// The properties (`braid_vfs::what` bits) a FileBasicInformation sets: the attributes
+/// when given, and each time given. The change time has no notification kind of its own.
+fn basic_info_changes(attributes: u32, times: &SetTimes) -> u32 {
+    let mut bits = 0;
+    if attributes != 0 {
+        bits |= what::ATTRIBUTES;
+    }
+    for (set, bit) in [(times.created, what::CREATION), (times.accessed, what::LAST_ACCESS), (times.modified, what::LAST_WRITE)] {
+        if set.is_some() {
+            bits |= bit;
+        }
+    }
+    bits
+}
+
+/// Announces that properties (`what` bits) of the open's file changed.
+fn announce(cx: &Ctx<'_>, open: &Open, bits: u32) {
+    if let Some(share) = open.tree.share() {
+        let path = lock(&open.path).clone();
+        crate::changes::modified(&cx.conn.server, share.index, &path, open.is_dir(), bits, crate::open::open_origin(open));
+    }
 }
 
 /// Validates the names of EAs to set (STATUS_INVALID_EA_NAME) and upper-cases them: EA
@@ -185,8 +215,9 @@ pub(crate) fn ea_status(s: NtStatus) -> NtStatus {
 }
 
 /// SET_INFO SECURITY (MS-SMB2 3.3.5.21.3, MS-FSA 2.1.5.16): each section needs its own
-/// right, and only the selected sections of the stored descriptor change.
-async fn set_security(open: &Open, sections: u32, buffer: &[u8]) -> Result<(), NtStatus> {
+/// right, and only the selected sections of the stored descriptor change. Returns whether
+/// anything was stored.
+async fn set_security(open: &Open, sections: u32, buffer: &[u8]) -> Result<bool, NtStatus> {
     use smb_fscc::{
         DACL_SECURITY_INFORMATION as DACL, GROUP_SECURITY_INFORMATION as GROUP, OWNER_SECURITY_INFORMATION as OWNER,
         SACL_SECURITY_INFORMATION as SACL,
@@ -219,10 +250,11 @@ async fn set_security(open: &Open, sections: u32, buffer: &[u8]) -> Result<(), N
         sections &= !GROUP;
     }
     if sections == 0 {
-        return Ok(());
+        return Ok(false);
     }
     let h = handle.clone();
-    blocking(move || super::query_info::store_sd(h.as_ref(), &new, sections)).await
+    blocking(move || super::query_info::store_sd(h.as_ref(), &new, sections)).await?;
+    Ok(true)
 }
 
 async fn set_delete(
@@ -327,9 +359,7 @@ async fn rename(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, replace: bool,
     }
     let (f, t) = (from.clone(), to.clone());
     blocking(move || backend.rename(&f, &t, replace)).await?;
-    let origin = crate::open::open_origin(open);
-    crate::changes::name(server, share.index, &from, braid_vfs::ChangeKind::RenamedFrom, open.is_dir(), origin);
-    crate::changes::name(server, share.index, &to, braid_vfs::ChangeKind::RenamedTo, open.is_dir(), origin);
+    crate::changes::renamed(server, share.index, &from, &to, open.is_dir(), crate::open::open_origin(open));
     if open.is_dir() {
         follow_rename(server, open, &to);
     }

@@ -95,8 +95,6 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         return Err(NtStatus::MEDIA_WRITE_PROTECTED);
     }
     crate::breaks::break_level2(&cx.conn.server, &open);
-    // A relaxed flag store: the close that reads it comes after this request.
-    open.written.store(true, std::sync::atomic::Ordering::Relaxed);
     // Offset 0xFFFFFFFF_FFFFFFFF means "append" only with FILE_APPEND_DATA; otherwise the end
     // of the write must stay within the largest file offset.
     let append = offset == u64::MAX;
@@ -120,6 +118,10 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         Ok(r) => r.map_err(super::storage_status)?,
         Err(job) => super::write_or_pending(cx, out, queue, job).await?,
     };
+    // A relaxed flag store: the close that reads it comes after this request.
+    if n > 0 {
+        open.written.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     // FilePositionInformation follows the last synchronous transfer on the open.
     open.position.store(off.saturating_add(n as u64), std::sync::atomic::Ordering::Relaxed);
     encode_response(out, u32::try_from(n).unwrap_or(0));

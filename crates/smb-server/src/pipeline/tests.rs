@@ -48,6 +48,7 @@ fn server() -> Arc<ServerState> {
             directory_leases: true,
             comment: String::new(),
             metadata_cache: Default::default(),
+            max_watches: 0,
         }],
         ..ServerConfig::default()
     };
@@ -351,4 +352,59 @@ async fn an_encrypted_request_gets_an_encrypted_answer() {
     assert_eq!(u16::from_le_bytes([msg[offset::COMMAND], msg[offset::COMMAND + 1]]), Command::Echo as u16);
     assert!(!flag(msg, flags::SIGNED), "encryption replaces signing");
     assert!(!p.conn.is_closed());
+}
+
+#[tokio::test]
+async fn a_cancel_that_overtakes_its_change_notify_cancels_it() {
+    use smb_wire::msg::notify::{filter, NotifyRequest};
+    let server = server();
+    let mut p = Peer::new(&server);
+    p.logon().await;
+    let mut dir = create("watched");
+    dir.create_options = 0x1; // FILE_DIRECTORY_FILE
+    dir.create_disposition = 3; // FILE_OPEN_IF
+    dir.desired_access = 0x0012_0089; // FILE_LIST_DIRECTORY, READ_EA, READ_ATTRIBUTES, READ_CONTROL, SYNCHRONIZE
+    let r = p.call(Command::Create, |m| dir.encode(m)).await;
+    assert_eq!(status(&r), NtStatus::SUCCESS);
+    let fid = created_id(&r);
+    // The CANCEL names the MessageId the CHANGE_NOTIFY will carry, and arrives first (as
+    // when both are sent back to back and the CANCEL's task runs before the other's).
+    let cancel = p.message(Command::Cancel, |m| m.extend_from_slice(&[4, 0, 0, 0]));
+    p.next_mid -= 1;
+    let f = p.frame(vec![cancel]);
+    assert!(p.exchange(f).await.is_empty(), "CANCEL has no response");
+    let n = NotifyRequest { flags: 0, output_buffer_length: 1024, file_id: fid, completion_filter: filter::FILE_NAME };
+    let m = p.message(Command::ChangeNotify, |m| n.encode(m));
+    let f = p.frame(vec![m]);
+    let r = tokio::time::timeout(std::time::Duration::from_secs(5), p.exchange(f)).await.expect("answered, not left waiting");
+    assert_eq!(r.iter().map(|m| status(m)).collect::<Vec<_>>(), [NtStatus::CANCELLED], "no interim response either");
+    assert!(!p.conn.is_closed());
+}
+
+#[tokio::test]
+async fn a_close_that_overtakes_a_change_notify_sent_before_it_ends_it_with_cleanup() {
+    use smb_wire::msg::notify::{filter, NotifyRequest};
+    let server = server();
+    let mut p = Peer::new(&server);
+    p.logon().await;
+    let mut dir = create("watched");
+    dir.create_options = 0x1; // FILE_DIRECTORY_FILE
+    dir.create_disposition = 3; // FILE_OPEN_IF
+    dir.desired_access = 0x0012_0089;
+    let r = p.call(Command::Create, |m| dir.encode(m)).await;
+    let fid = created_id(&r);
+    // The client sent CHANGE_NOTIFY (MessageId n), then CLOSE (n + 1); the CLOSE ran first.
+    let n = p.next_mid;
+    p.next_mid = n + 1;
+    let r = p.call(Command::Close, |m| CloseRequest { flags: 0, file_id: fid }.encode(m)).await;
+    assert_eq!(status(&r), NtStatus::SUCCESS);
+    let after = p.next_mid;
+    p.next_mid = n;
+    let notify = NotifyRequest { flags: 0, output_buffer_length: 1024, file_id: fid, completion_filter: filter::FILE_NAME };
+    let r = p.call(Command::ChangeNotify, |m| notify.encode(m)).await;
+    assert_eq!(status(&r), NtStatus::NOTIFY_CLEANUP);
+    // One sent after the CLOSE finds the handle closed.
+    p.next_mid = after;
+    let r = p.call(Command::ChangeNotify, |m| notify.encode(m)).await;
+    assert_eq!(status(&r), NtStatus::FILE_CLOSED);
 }

@@ -11,6 +11,16 @@ pub const WATCH_TREE: u16 = 0x0001;
 pub mod filter {
     pub const FILE_NAME: u32 = 0x0000_0001;
     pub const DIR_NAME: u32 = 0x0000_0002;
+    pub const ATTRIBUTES: u32 = 0x0000_0004;
+    pub const SIZE: u32 = 0x0000_0008;
+    pub const LAST_WRITE: u32 = 0x0000_0010;
+    pub const LAST_ACCESS: u32 = 0x0000_0020;
+    pub const CREATION: u32 = 0x0000_0040;
+    pub const EA: u32 = 0x0000_0080;
+    pub const SECURITY: u32 = 0x0000_0100;
+    pub const STREAM_NAME: u32 = 0x0000_0200;
+    pub const STREAM_SIZE: u32 = 0x0000_0400;
+    pub const STREAM_WRITE: u32 = 0x0000_0800;
 }
 
 /// FILE_NOTIFY_INFORMATION Action values (MS-FSCC 2.7.1).
@@ -20,6 +30,9 @@ pub mod action {
     pub const MODIFIED: u32 = 3;
     pub const RENAMED_OLD_NAME: u32 = 4;
     pub const RENAMED_NEW_NAME: u32 = 5;
+    pub const ADDED_STREAM: u32 = 6;
+    pub const REMOVED_STREAM: u32 = 7;
+    pub const MODIFIED_STREAM: u32 = 8;
 }
 
 /// MS-SMB2 2.2.35 CHANGE_NOTIFY Request.
