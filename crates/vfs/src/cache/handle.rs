@@ -76,7 +76,9 @@ impl CachedHandle {
 
     /// The cached entry of this handle's file, if it is still this file's.
     fn found(&self) -> Option<Arc<Found>> {
-        let at = self.at();
+        // Under the place's read lock rather than a copy of it: this runs for every attribute
+        // query and every close of a reader (the order place, then table is the rename's too).
+        let at = read(&self.place);
         match self.core.get(&name_key(&at.folded), &at.exact)? {
             Data::Found(f) if self.file_id.is_none_or(|id| id == f.attrs.file_id) => Some(f),
             _ => None,

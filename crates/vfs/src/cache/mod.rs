@@ -108,10 +108,18 @@ impl CachedBackend {
     }
 
     /// A handle around `inner` (or one to open late when `inner` is `None`).
-    fn handle(&self, inner: Option<Box<dyn FileHandle>>, disk: SharePath, file_id: Option<u64>, is_dir: bool, opts: OpenOptions) -> CachedHandle {
+    /// `folded` is `disk` case-folded.
+    fn handle(
+        &self,
+        inner: Option<Box<dyn FileHandle>>,
+        at: (SharePath, String),
+        file_id: Option<u64>,
+        is_dir: bool,
+        opts: OpenOptions,
+    ) -> CachedHandle {
         // A directory's data is its entries, which change through names, not writes.
         let writer = opts.write && !is_dir;
-        let place = Arc::new(std::sync::RwLock::new(places::Place::new(disk, writer)));
+        let place = Arc::new(std::sync::RwLock::new(places::Place::folded(at.0, at.1, writer)));
         if writer {
             self.core.writer_opened(&places::read(&place).folded);
         }
@@ -146,14 +154,14 @@ impl CachedBackend {
             return Err(VfsError::Exists);
         }
         let id = Some(a.file_id);
+        let folded = fold(disk);
         if !opts.read && !opts.write && !opts.truncate {
             // Attributes only: the inner handle is opened if something else is asked.
-            return Ok((Box::new(self.handle(None, disk.clone(), id, a.is_dir, opts)), OpenOutcome::Opened));
+            return Ok((Box::new(self.handle(None, (disk.clone(), folded), id, a.is_dir, opts)), OpenOutcome::Opened));
         }
-        let folded = fold(disk);
         if !opts.write && !opts.truncate {
             if let Some(h) = self.core.pool.take(&folded, a.file_id, opts.read, opts.write) {
-                return Ok((Box::new(self.handle(Some(h), disk.clone(), id, a.is_dir, opts)), OpenOutcome::Opened));
+                return Ok((Box::new(self.handle(Some(h), (disk.clone(), folded), id, a.is_dir, opts)), OpenOutcome::Opened));
             }
         }
         let exist = OpenOptions { create: CreateMode::OpenExisting, ..opts };
@@ -163,7 +171,7 @@ impl CachedBackend {
                     self.core.changed_attrs(&folded);
                 }
                 let id = if opts.write && !a.is_dir { None } else { id };
-                Ok((Box::new(self.handle(Some(h), disk.clone(), id, a.is_dir, opts)), OpenOutcome::Opened))
+                Ok((Box::new(self.handle(Some(h), (disk.clone(), folded), id, a.is_dir, opts)), OpenOutcome::Opened))
             }
             // Gone meanwhile: forget it and ask the backend the slow way.
             Err(VfsError::NotFound | VfsError::PathNotFound) => {
@@ -226,14 +234,14 @@ impl CachedBackend {
         }
         if opts.write {
             let is_dir = opts.directory;
-            return Ok((Box::new(self.handle(Some(h), disk, None, is_dir, opts)), outcome));
+            return Ok((Box::new(self.handle(Some(h), (disk, folded), None, is_dir, opts)), outcome));
         }
         let a = h.attrs()?;
         if state::cacheable(&a) && outcome == OpenOutcome::Opened {
             let found = Found { disk: Some(disk.clone()), attrs: a.clone(), sd: None, eas: None };
             self.core.finish(name_key(&folded), &exact(path), Data::Found(Arc::new(found)), fill);
         }
-        Ok((Box::new(self.handle(Some(h), disk, Some(a.file_id), a.is_dir, opts)), outcome))
+        Ok((Box::new(self.handle(Some(h), (disk, folded), Some(a.file_id), a.is_dir, opts)), outcome))
     }
 }
 

@@ -66,31 +66,43 @@ impl Counts {
 /// Expected event kinds (bits) at folded paths, each with its expiry.
 type Expected = HashMap<Box<str>, (u8, Instant)>;
 
+/// A shard of expectations and when its expired ones are next swept.
+struct Shard {
+    map: Expected,
+    sweep: Instant,
+}
+
 /// Expected events by folded path.
 pub(crate) struct Expectations {
-    shards: Vec<Mutex<Expected>>,
+    shards: Vec<Mutex<Shard>>,
 }
 
 impl Expectations {
     pub(crate) fn new() -> Self {
-        Expectations { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect() }
+        let sweep = Instant::now() + EXPECT_FOR;
+        Expectations { shards: (0..SHARDS).map(|_| Mutex::new(Shard { map: HashMap::new(), sweep })).collect() }
     }
 
     /// Records that Braid is about to cause `bits` events at `k`.
     pub(crate) fn expect(&self, k: &str, b: u8) {
         let now = Instant::now();
-        let mut m = lock(&self.shards[shard_of(k)]);
-        if m.len() >= 4096 {
-            m.retain(|_, (_, until)| *until > now);
+        let mut s = lock(&self.shards[shard_of(k)]);
+        // Attribute expectations are never consumed, and a create-and-delete churn leaves one
+        // per name: sweep the expired every EXPECT_FOR (amortised O(1)), so a shard holds
+        // about EXPECT_FOR's worth of names rather than growing to thousands of stale ones.
+        if now >= s.sweep || s.map.len() >= 4096 {
+            s.map.retain(|_, (_, until)| *until > now);
+            s.sweep = now + EXPECT_FOR;
         }
-        let e = m.entry(k.into()).or_insert((0, now));
+        let e = s.map.entry(k.into()).or_insert((0, now));
         e.0 |= b;
         e.1 = now + EXPECT_FOR;
     }
 
     /// Withdraws name bits that did not happen (an open that found the file existing).
     pub(crate) fn withdraw(&self, k: &str, b: u8) {
-        let mut m = lock(&self.shards[shard_of(k)]);
+        let mut s = lock(&self.shards[shard_of(k)]);
+        let m = &mut s.map;
         if let Some(e) = m.get_mut(k) {
             e.0 &= !b;
             if e.0 == 0 {
@@ -102,7 +114,8 @@ impl Expectations {
     /// Whether an event of kind `b` at `k` is Braid's own; consumes a name expectation.
     pub(crate) fn consume(&self, k: &str, b: u8) -> bool {
         let now = Instant::now();
-        let mut m = lock(&self.shards[shard_of(k)]);
+        let mut s = lock(&self.shards[shard_of(k)]);
+        let m = &mut s.map;
         let Some(e) = m.get_mut(k) else { return false };
         if e.1 <= now {
             m.remove(k);

@@ -23,7 +23,13 @@ pub(crate) struct Place {
 
 impl Place {
     pub(crate) fn new(disk: SharePath, writer: bool) -> Place {
-        Place { exact: exact(&disk), folded: fold(&disk), disk, writer }
+        let folded = fold(&disk);
+        Place::folded(disk, folded, writer)
+    }
+
+    /// A place whose folded path the caller has already computed (every open has).
+    pub(crate) fn folded(disk: SharePath, folded: String, writer: bool) -> Place {
+        Place { exact: exact(&disk), folded, disk, writer }
     }
 }
 

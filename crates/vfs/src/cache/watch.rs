@@ -136,9 +136,14 @@ impl Watcher {
         }
     }
 
-    /// The directories watch `wd` stands for.
-    fn dirs(&self, wd: i32) -> Vec<(Box<str>, SharePath)> {
-        self.state.read().unwrap_or_else(|p| p.into_inner()).by_wd.get(&wd).cloned().unwrap_or_default()
+    /// Calls `f` with each directory watch `wd` stands for, under the read lock: nearly every
+    /// event is Braid's own, and copying the aliases for each was measurable. `f` may take the
+    /// table's, the pool's and the expectations' locks (as `ensure` does under the write lock).
+    fn each_dir(&self, wd: i32, mut f: impl FnMut(&str, &SharePath)) {
+        let st = self.state.read().unwrap_or_else(|p| p.into_inner());
+        for (d, disk) in st.by_wd.get(&wd).into_iter().flatten() {
+            f(d, disk);
+        }
     }
 
     /// Forgets watch `wd` (its directory went away or moved): everything beneath goes.
@@ -241,9 +246,7 @@ fn handle(core: &Core, e: Event, pending: Option<Event>) -> Option<Event> {
             w.forget(core, e.wd, false);
         } else {
             // The directory's own attributes: its parent's watch reports them.
-            for (d, _) in w.dirs(e.wd) {
-                core.changed_attrs(&d);
-            }
+            w.each_dir(e.wd, |d, _| core.changed_attrs(d));
         }
         return None;
     }
@@ -278,9 +281,8 @@ fn report_child(core: &Core, e: &Event, kind: ChangeKind, what: u32, bit: u8) {
     let Some(name) = &e.name else { return };
     let is_dir = e.mask.contains(ReadFlags::ISDIR);
     let folded_name: String = name.chars().map(crate::local::case::fold_char).collect();
-    let mut change = None;
     let mut own = false;
-    for (dir, disk) in w.dirs(e.wd) {
+    w.each_dir(e.wd, |dir, _| {
         let folded = if dir.is_empty() { folded_name.clone() } else { format!("{dir}/{folded_name}") };
         if what == what::NAME {
             core.changed_name(&folded, is_dir);
@@ -288,11 +290,17 @@ fn report_child(core: &Core, e: &Event, kind: ChangeKind, what: u32, bit: u8) {
             core.changed_attrs(&folded);
         }
         own |= core.expected.consume(&folded, bit) || (bit == bits::ATTRS && core.writers.contains(&folded));
+    });
+    if own {
+        return;
+    }
+    let mut change = None;
+    w.each_dir(e.wd, |_, disk| {
         if change.is_none() {
             change = disk.join(name).ok().map(|path| Change { path, kind, is_dir, what });
         }
-    }
-    if let (false, Some(c)) = (own, change) {
+    });
+    if let Some(c) = change {
         notify(core, &c);
     }
 }
