@@ -183,3 +183,21 @@ def test_a_renamed_directory_keeps_its_lease_reachable(server):
         assert struct.unpack_from("<I", body, 4)[0] & 1 == 0, "R alone needs no acknowledgment"
         f.close()
         d.close()
+
+
+def test_a_change_made_outside_braid_breaks_the_directory_lease(server):
+    """A local process creating a file in a leased directory behind the server's back (the
+    share is on a local file system: inotify reports it) breaks the lease as a client would."""
+    name, key = dirname(), uuid.uuid4().bytes
+    with smb3(server) as a:
+        catcher = BreakCatcher(a.conn)
+        d, state = open_dir(a, name, key)
+        assert state == R | H
+        (server.shares["data"] / name / "outside.txt").write_bytes(b"made outside")
+        body = catcher.wait()
+        assert body is not None, "no lease break after an outside change"
+        assert body[8:24] == key
+        assert struct.unpack_from("<II", body, 24) == (R | H, 0)
+        status, _ = ack(a, struct.pack("<HHI", 36, 0, 0) + key + struct.pack("<IQ", 0, 0))
+        assert status == 0
+        d.close()

@@ -191,3 +191,32 @@ def test_a_share_holds_at_most_max_watches(limited_server):
     log = limited_server.log.read_text(errors="replace")
     refusal = [line for line in log.splitlines() if "max_watches" in line]
     assert refusal and "limit=2" in refusal[0] and "data" in refusal[0], log[-2000:]
+
+
+def test_changes_made_outside_braid_are_reported(braid_server, scratch):
+    """A local process creating, growing, renaming and deleting files in a watched directory
+    behind the server's back (the share is on tmpfs: inotify reports it)."""
+    name, path = scratch
+    filters = [CF.FILE_NOTIFY_CHANGE_FILE_NAME, CF.FILE_NOTIFY_CHANGE_SIZE]
+    with Smb(braid_server) as smb:
+        ws = Watches(smb, name, filters)
+        time.sleep(0.3)
+        (path / "outside.txt").write_bytes(b"hello")
+        got = ws.answered(CF.FILE_NOTIFY_CHANGE_FILE_NAME)
+        assert got and got[0] == (FileAction.FILE_ACTION_ADDED, "outside.txt"), got
+        with open(path / "outside.txt", "ab") as f:
+            f.write(b"x" * 1000)
+        got = ws.answered(CF.FILE_NOTIFY_CHANGE_SIZE)
+        assert got and (FileAction.FILE_ACTION_MODIFIED, "outside.txt") in got, got
+        os.rename(path / "outside.txt", path / "renamed.txt")
+        got = ws.answered(CF.FILE_NOTIFY_CHANGE_FILE_NAME)
+        assert got is not None
+        # The old and new names may come in one answer or two.
+        if len(got) < 2:
+            got += ws.answered(CF.FILE_NOTIFY_CHANGE_FILE_NAME) or []
+        assert got[:2] == [(FileAction.FILE_ACTION_RENAMED_OLD_NAME, "outside.txt"),
+                           (FileAction.FILE_ACTION_RENAMED_NEW_NAME, "renamed.txt")], got
+        os.unlink(path / "renamed.txt")
+        got = ws.answered(CF.FILE_NOTIFY_CHANGE_FILE_NAME)
+        assert got == [(FileAction.FILE_ACTION_REMOVED, "renamed.txt")], got
+        ws.close()

@@ -114,7 +114,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     });
     session.add_open(open.clone());
     if open.is_dir() && open.lease.is_some() {
-        server.dir_leases.register(&server, share.index, &open);
+        lease_directory(&server, &share, &open).await;
     }
     announce_create(&cx.conn.server, share.index, &open, created, create_action);
     let answer = Answer { oplock_level, create_action, lease_ctx };
@@ -124,6 +124,18 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
 
 /// Announces what a CREATE changed: a new name, or the data and attributes an overwrite or
 /// supersede replaced (MS-FSA 2.1.5.1.2.1: modified, size, last write and attributes).
+/// Registers a leased directory open, and asks the backend to watch the directory so that
+/// changes made outside Braid break the lease too (before the client hears of its lease).
+async fn lease_directory(server: &Arc<crate::server::ServerState>, share: &Arc<crate::server::Share>, open: &Arc<Open>) {
+    server.dir_leases.register(server, share.index, open);
+    let (backend, dir) = (share.backend.clone(), lock(&open.path).clone());
+    let _ = crate::storage::blocking(move || {
+        backend.watch_dir(&dir);
+        Ok(())
+    })
+    .await;
+}
+
 fn announce_create(server: &crate::server::ServerState, share: usize, open: &Open, created: bool, create_action: u32) {
     let origin = crate::open::open_origin(open);
     let path = lock(&open.path).clone();
