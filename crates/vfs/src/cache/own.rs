@@ -63,8 +63,28 @@ impl Counts {
     }
 }
 
-/// Expected event kinds (bits) at folded paths, each with its expiry.
-type Expected = HashMap<Box<str>, (u8, Instant)>;
+/// How many events of each kind (by bit position of [`bits`]) are expected at a folded path,
+/// with the expiry of the latest. Counts, not flags: a name created and removed several times
+/// in a row (smbtorture smb2.notify.dir does) causes as many events as there were changes.
+#[derive(Clone, Copy)]
+struct Expect {
+    counts: [u16; 5],
+    until: Instant,
+}
+
+impl Expect {
+    fn is_empty(&self) -> bool {
+        self.counts.iter().all(|&n| n == 0)
+    }
+}
+
+/// The positions of the bits set in `b`.
+fn kinds(b: u8) -> impl Iterator<Item = usize> {
+    (0..5).filter(move |i| b & (1 << i) != 0)
+}
+
+/// Expected events at folded paths.
+type Expected = HashMap<Box<str>, Expect>;
 
 /// A shard of expectations and when its expired ones are next swept.
 struct Shard {
@@ -83,7 +103,7 @@ impl Expectations {
         Expectations { shards: (0..SHARDS).map(|_| Mutex::new(Shard { map: HashMap::new(), sweep })).collect() }
     }
 
-    /// Records that Braid is about to cause `bits` events at `k`.
+    /// Records that Braid is about to cause `bits` events at `k` (one more of each).
     pub(crate) fn expect(&self, k: &str, b: u8) {
         let now = Instant::now();
         let mut s = lock(&self.shards[shard_of(k)]);
@@ -91,42 +111,49 @@ impl Expectations {
         // per name: sweep the expired every EXPECT_FOR (amortised O(1)), so a shard holds
         // about EXPECT_FOR's worth of names rather than growing to thousands of stale ones.
         if now >= s.sweep || s.map.len() >= 4096 {
-            s.map.retain(|_, (_, until)| *until > now);
+            s.map.retain(|_, e| e.until > now);
             s.sweep = now + EXPECT_FOR;
         }
-        let e = s.map.entry(k.into()).or_insert((0, now));
-        e.0 |= b;
-        e.1 = now + EXPECT_FOR;
+        let e = s.map.entry(k.into()).or_insert(Expect { counts: [0; 5], until: now });
+        for i in kinds(b) {
+            e.counts[i] = e.counts[i].saturating_add(1);
+        }
+        e.until = now + EXPECT_FOR;
     }
 
-    /// Withdraws name bits that did not happen (an open that found the file existing).
+    /// Withdraws one expected event of each kind in `b` that did not happen (an open that
+    /// found the file existing).
     pub(crate) fn withdraw(&self, k: &str, b: u8) {
         let mut s = lock(&self.shards[shard_of(k)]);
         let m = &mut s.map;
         if let Some(e) = m.get_mut(k) {
-            e.0 &= !b;
-            if e.0 == 0 {
+            for i in kinds(b) {
+                e.counts[i] = e.counts[i].saturating_sub(1);
+            }
+            if e.is_empty() {
                 m.remove(k);
             }
         }
     }
 
-    /// Whether an event of kind `b` at `k` is Braid's own; consumes a name expectation.
+    /// Whether an event of kind `b` (one bit) at `k` is Braid's own; consumes one expected
+    /// name event (attribute expectations last until they expire).
     pub(crate) fn consume(&self, k: &str, b: u8) -> bool {
         let now = Instant::now();
         let mut s = lock(&self.shards[shard_of(k)]);
         let m = &mut s.map;
         let Some(e) = m.get_mut(k) else { return false };
-        if e.1 <= now {
+        if e.until <= now {
             m.remove(k);
             return false;
         }
-        if e.0 & b == 0 {
+        let Some(i) = kinds(b).next() else { return false };
+        if e.counts[i] == 0 {
             return false;
         }
         if b != bits::ATTRS {
-            e.0 &= !b;
-            if e.0 == 0 {
+            e.counts[i] -= 1;
+            if e.is_empty() {
                 m.remove(k);
             }
         }
@@ -149,6 +176,16 @@ mod tests {
         assert!(!x.consume("a/b", bits::DELETE));
         x.withdraw("a/b", bits::ATTRS);
         assert!(!x.consume("a/b", bits::ATTRS));
+        // A name created and removed twice in a row: two of each, consumed one by one.
+        x.expect("a/c", bits::CREATE);
+        x.expect("a/c", bits::DELETE);
+        x.expect("a/c", bits::CREATE);
+        x.expect("a/c", bits::DELETE);
+        for _ in 0..2 {
+            assert!(x.consume("a/c", bits::CREATE));
+            assert!(x.consume("a/c", bits::DELETE));
+        }
+        assert!(!x.consume("a/c", bits::CREATE));
         let c = Counts::new();
         c.add("f");
         c.add("f");

@@ -301,6 +301,7 @@ fn report_child(core: &Core, e: &Event, kind: ChangeKind, what: u32, bit: u8) {
         }
     });
     if let Some(c) = change {
+        tracing::debug!(path = %c.path, kind = ?c.kind, what = c.what, "outside change");
         notify(core, &c);
     }
 }
