@@ -239,8 +239,9 @@ impl LocalBackend {
         self.root.read_only
     }
 
-    /// Like [`Backend::open`], returning the concrete handle type.
-    pub fn open_local(&self, path: &SharePath, opts: OpenOptions) -> Result<(LocalHandle, OpenOutcome)> {
+    /// Refuses what no open can satisfy here: a contradictory request, or a change on a
+    /// read-only share. Returns whether the share is read-only.
+    fn check_open(&self, opts: OpenOptions) -> Result<bool> {
         if opts.directory && opts.non_directory {
             // Contradictory request: no object can satisfy it.
             return Err(VfsError::InvalidName);
@@ -249,6 +250,12 @@ impl LocalBackend {
         if ro && (opts.write || opts.truncate || opts.create == CreateMode::CreateNew) {
             return Err(VfsError::ReadOnly);
         }
+        Ok(ro)
+    }
+
+    /// Like [`Backend::open`], returning the concrete handle type.
+    pub fn open_local(&self, path: &SharePath, opts: OpenOptions) -> Result<(LocalHandle, OpenOutcome)> {
+        let ro = self.check_open(opts)?;
         match opts.create {
             CreateMode::OpenExisting => {
                 let (r, _) = self.open_existing_ci(path, opts);
@@ -285,13 +292,7 @@ impl LocalBackend {
     /// Like [`LocalBackend::open_local`] for a path spelled as on disk whose missing final
     /// name has no other spelling (see [`Backend::open_exact`]): no case-insensitive scan.
     pub fn open_local_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(LocalHandle, OpenOutcome)> {
-        if opts.directory && opts.non_directory {
-            return Err(VfsError::InvalidName);
-        }
-        let ro = self.root.read_only;
-        if ro && (opts.write || opts.truncate || opts.create == CreateMode::CreateNew) {
-            return Err(VfsError::ReadOnly);
-        }
+        let ro = self.check_open(opts)?;
         match opts.create {
             CreateMode::OpenExisting => Ok((self.open_existing(path, opts)?, OpenOutcome::Opened)),
             CreateMode::CreateNew => Ok((self.create(path, opts)?, OpenOutcome::Created)),
