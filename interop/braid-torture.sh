@@ -80,7 +80,7 @@ fi
 
 # Subtests that wait out the 35 s oplock/lease break timeout on purpose, and
 # smb2.notify.mask, which sleeps 200 ms in each of its 384 steps (about 75 s).
-SLOW_TESTS="${SLOW_TESTS:-smb2.oplock.batch22a smb2.lease.oplock smb2.multichannel.oplocks.test3_specification smb2.multichannel.leases.test4 smb2.notify.mask}"
+SLOW_TESTS="${SLOW_TESTS:-smb2.oplock.batch22a smb2.lease.oplock smb2.lease.timeout smb2.multichannel.oplocks.test3_specification smb2.multichannel.leases.test4 smb2.notify.mask}"
 export SLOW_TESTS
 # notify.mask needs about 80 s on an idle machine; suites run two at a time.
 export SLOW_TIMEOUT="${SLOW_TIMEOUT:-120}"

@@ -83,9 +83,10 @@ pub struct Lease<T: GrantTypes> {
     pub info: T::LeaseInfo,
     /// The opens using this lease, with where to reach them.
     opens: Vec<(OpenId, T::Holder)>,
-    /// An entry of the directory changed while a break to more than none was in progress:
-    /// once that break completes, the rest goes too ([`Grants::start_stale_breaks`]).
-    stale: bool,
+    /// What a conflicting event asked for while a break was in progress, beyond that
+    /// break: once it completes, the lease is broken further in steps
+    /// ([`Grants::start_follow_up_breaks`]).
+    required: Option<Caching>,
 }
 
 /// A lease asked for by an open.
@@ -117,7 +118,9 @@ pub enum GrantEvent {
     /// `share_conflict`: the open would meet a sharing violation; exclusive oplocks are then
     /// left alone (the open fails anyway), batch oplocks still break so their holders can
     /// close. `spare_leases`: a stat open for lease purposes (SMB counts READ_CONTROL).
-    Open { truncate: bool, spare_leases: bool, share_conflict: bool },
+    /// `retry`: the open has waited for a break already; it now waits for any break in
+    /// progress (on its first attempt, a truncating open waits only for write caching).
+    Open { truncate: bool, spare_leases: bool, share_conflict: bool, retry: bool },
     /// An open about to fail with a sharing violation: batch oplocks and handle caching go,
     /// so the holder can close the handles it keeps open.
     SharingViolation,
@@ -270,19 +273,21 @@ impl<T: GrantTypes> State<T> {
             if !target.has(Caching::READ) {
                 target = Caching::NONE;
             }
-            if l.breaking_to.is_some() {
-                // A conflicting open waits for the break in progress, whoever caused it;
-                // its own break is sent once that one is acknowledged, from the state the
-                // client then holds (as Windows does). A changed entry cannot wait: it is
-                // remembered, for a break once this one completes.
-                if waits {
+            if let Some(breaking_to) = l.breaking_to {
+                // An open that has waited once waits for any break in progress, whoever
+                // caused it (as Windows does: smbtorture smb2.lease.breaking3 and 4); what
+                // this event needs beyond that break is remembered and asked for once the
+                // break completes, from the state the client then holds. A write or a
+                // changed entry cannot wait.
+                let retry = matches!(event, GrantEvent::Open { spare_leases: false, retry: true, .. });
+                if waits || retry {
                     out.wait_until = earliest(out.wait_until, l.deadline);
                 }
-                l.stale |= event == GrantEvent::ChildChanged && l.breaking_to != Some(Caching::NONE);
+                let required = Caching(l.required.unwrap_or(breaking_to).0 & target.0);
+                if required != breaking_to {
+                    l.required = Some(required);
+                }
                 continue;
-            }
-            if event == GrantEvent::ChildChanged {
-                l.stale = false;
             }
             if target == l.state {
                 continue;
@@ -312,27 +317,61 @@ impl<T: GrantTypes> State<T> {
         }
     }
 
-    /// Breaks whose acknowledgment did not come in time complete as if acknowledged at the
-    /// state offered. Returns whether anything changed.
+    /// Breaks whose acknowledgment did not come in time end the oplock or lease's caching
+    /// (MS-SMB2 3.3.2.1 and 3.3.2.5: the level or state becomes none). Returns whether
+    /// anything changed.
     fn expire(&mut self, now: Instant) -> bool {
         let mut changed = false;
         for g in self.oplocks.iter_mut() {
-            if let (Some(to), Some(d)) = (g.breaking_to, g.deadline) {
+            if let (Some(_), Some(d)) = (g.breaking_to, g.deadline) {
                 if d <= now {
-                    (g.level, g.breaking_to, g.deadline) = (to, None, None);
+                    (g.level, g.breaking_to, g.deadline) = (Caching::NONE, None, None);
                     changed = true;
                 }
             }
         }
         for l in self.leases.iter_mut() {
-            if let (Some(to), Some(d)) = (l.breaking_to, l.deadline) {
+            if let (Some(_), Some(d)) = (l.breaking_to, l.deadline) {
                 if d <= now {
-                    (l.state, l.breaking_to, l.deadline) = (to, None, None);
+                    (l.state, l.breaking_to, l.deadline, l.required) = (Caching::NONE, None, None, None);
                     changed = true;
                 }
             }
         }
         changed
+    }
+
+    /// Lease `i`'s break has completed: what a later event required beyond it is broken
+    /// now, in steps (as Windows does): a state with W or H goes to R plus what is
+    /// required, acknowledged; R alone goes to none at once. The epoch stays: this is the
+    /// same break, continued.
+    fn follow_up(&mut self, i: usize, now: Instant, timeout: Duration, out: &mut BreakPlan<T>) {
+        let l = &mut self.leases[i];
+        let Some(required) = l.required else { return };
+        if l.state.without(required) == Caching::NONE {
+            l.required = None;
+            return;
+        }
+        let ack = l.state.has(Caching(Caching::WRITE.0 | Caching::HANDLE.0));
+        let to = if ack { Caching(required.0 | Caching::READ.0) } else { Caching::NONE };
+        out.notices.push(Notice::Lease {
+            key: l.key.clone(),
+            info: l.info.clone(),
+            holders: l.opens.iter().map(|(_, h)| h.clone()).collect(),
+            from: l.state,
+            to,
+            epoch: l.epoch,
+            ack,
+        });
+        if ack {
+            (l.breaking_to, l.deadline) = (Some(to), Some(now + timeout));
+            if to == required {
+                l.required = None;
+            }
+        } else {
+            (l.state, l.required) = (Caching::NONE, None);
+            out.changed = true;
+        }
     }
 
     /// Whether an exclusive oplock of another open, or a write-caching lease other than
@@ -376,20 +415,6 @@ impl<T: GrantTypes> Grants<T> {
         out.changed = st.expire(now);
         st.break_leases(exempt, GrantEvent::ChildChanged, now, timeout, &mut out);
         self.refresh(&st);
-        out
-    }
-
-    /// The breaks of directory leases whose entries changed while an earlier break was in
-    /// progress, now that it has completed (acknowledged or timed out): to none, no wait.
-    pub fn start_stale_breaks(&self, now: Instant, timeout: Duration) -> BreakPlan<T> {
-        let mut st = lock(&self.state);
-        let mut out = BreakPlan { notices: Vec::new(), wait_until: None, changed: false };
-        out.changed = st.expire(now);
-        let stale: Vec<T::LeaseKey> = st.leases.iter().filter(|l| l.stale && l.breaking_to.is_none()).map(|l| l.key.clone()).collect();
-        if !stale.is_empty() {
-            st.break_leases(&|k| !stale.contains(k), GrantEvent::ChildChanged, now, timeout, &mut out);
-            self.refresh(&st);
-        }
         out
     }
 
@@ -460,7 +485,7 @@ impl<T: GrantTypes> Grants<T> {
             None => {
                 let state = Caching(requested.0 & allowed.0);
                 let epoch = if state != Caching::NONE { epoch.wrapping_add(1) } else { epoch };
-                let l = Lease { key, state, breaking_to: None, deadline: None, epoch, info, opens: vec![(open, holder)], stale: false };
+                let l = Lease { key, state, breaking_to: None, deadline: None, epoch, info, opens: vec![(open, holder)], required: None };
                 st.leases.push(l.clone());
                 l
             }
@@ -504,19 +529,23 @@ impl<T: GrantTypes> Grants<T> {
         result
     }
 
-    /// Acknowledgment of a lease break: the state now held. Refused when the lease is not
-    /// on this file, is not breaking, or more than offered is acknowledged (the break then
-    /// stays in progress).
-    pub fn ack_lease(&self, key: &T::LeaseKey, state: Caching) -> Result<Caching, StateError> {
+    /// Acknowledgment of a lease break: the state now held, and the further break of
+    /// what conflicting events required meanwhile, if any (to be sent). Refused when the
+    /// lease is not on this file, is not breaking, or more than offered is acknowledged
+    /// (the break then stays in progress).
+    pub fn ack_lease(&self, key: &T::LeaseKey, state: Caching, now: Instant, timeout: Duration) -> Result<(Caching, BreakPlan<T>), StateError> {
         let mut st = lock(&self.state);
-        let l = st.leases.iter_mut().find(|l| l.key == *key).ok_or(StateError::NoSuchHolder)?;
+        let i = st.leases.iter().position(|l| l.key == *key).ok_or(StateError::NoSuchHolder)?;
+        let l = &mut st.leases[i];
         let to = l.breaking_to.ok_or(StateError::NoBreakInProgress)?;
         if state.without(to) != Caching::NONE {
             return Err(StateError::AckAboveOffered);
         }
         (l.state, l.breaking_to, l.deadline) = (state, None, None);
+        let mut out = BreakPlan { notices: Vec::new(), wait_until: None, changed: true };
+        st.follow_up(i, now, timeout, &mut out);
         self.refresh(&st);
-        Ok(state)
+        Ok((state, out))
     }
 
     /// The lease `open` is under, if any.
@@ -557,9 +586,10 @@ mod tests {
     const RH: Caching = Caching(3);
     const RW: Caching = Caching::RW;
     const RWH: Caching = Caching::ALL;
-    const OPEN: GrantEvent = GrantEvent::Open { truncate: false, spare_leases: false, share_conflict: false };
-    const TRUNCATE: GrantEvent = GrantEvent::Open { truncate: true, spare_leases: false, share_conflict: false };
-    const CONFLICTING: GrantEvent = GrantEvent::Open { truncate: false, spare_leases: false, share_conflict: true };
+    const OPEN: GrantEvent = GrantEvent::Open { truncate: false, spare_leases: false, share_conflict: false, retry: false };
+    const TRUNCATE: GrantEvent = GrantEvent::Open { truncate: true, spare_leases: false, share_conflict: false, retry: false };
+    const TRUNCATE_AGAIN: GrantEvent = GrantEvent::Open { truncate: true, spare_leases: false, share_conflict: false, retry: true };
+    const CONFLICTING: GrantEvent = GrantEvent::Open { truncate: false, spare_leases: false, share_conflict: true, retry: false };
 
     fn lr(key: u8, state: Caching, epoch: u16) -> LeaseRequest<Test> {
         LeaseRequest { key, state, info: (), epoch, directory: false }
@@ -577,8 +607,11 @@ mod tests {
         Requester { open: Some(open), lease: Some(key) }
     }
 
+    /// (from, to, ack) of a notice.
+    type Step = (Caching, Caching, bool);
+
     /// (from, to, ack) of every notice.
-    fn summary(p: &BreakPlan<Test>) -> Vec<(Caching, Caching, bool)> {
+    fn summary(p: &BreakPlan<Test>) -> Vec<Step> {
         p.notices
             .iter()
             .map(|n| match n {
@@ -709,12 +742,17 @@ mod tests {
     fn stat_opens_for_leases_break_no_lease() {
         let g = Grants::<Test>::default();
         g.grant_lease(1, 10, lr(7, RWH, 0), 0);
-        let spare = GrantEvent::Open { truncate: false, spare_leases: true, share_conflict: false };
+        let spare = GrantEvent::Open { truncate: false, spare_leases: true, share_conflict: false, retry: false };
         assert!(g.start_breaks(&by(2), spare, Instant::now(), T).notices.is_empty());
     }
 
+    /// The state an acknowledgment left, with the breaks it started.
+    fn ack(g: &Grants<Test>, key: u8, state: Caching) -> Result<(Caching, Vec<Step>), StateError> {
+        g.ack_lease(&key, state, Instant::now(), T).map(|(c, p)| (c, summary(&p)))
+    }
+
     #[test]
-    fn a_break_in_progress_is_waited_for_not_rewritten() {
+    fn a_break_in_progress_is_waited_for_then_continued_in_steps() {
         let g = Grants::<Test>::default();
         g.grant_lease(1, 10, lr(7, RWH, 0), 0);
         let now = Instant::now();
@@ -725,22 +763,61 @@ mod tests {
         let second = g.start_breaks(&by(3), TRUNCATE, later, T);
         assert!(second.notices.is_empty());
         assert_eq!(second.wait_until, first.wait_until);
-        // Once acknowledged, the next break starts from the acknowledged state.
-        assert_eq!(g.ack_lease(&7, RH), Ok(RH));
-        assert_eq!(summary(&g.start_breaks(&by(3), TRUNCATE, later, T)), [(RH, Caching::NONE, true)]);
+        // Once acknowledged, what the truncation needs follows in steps: H (to R, awaited,
+        // same epoch), then R (at once).
+        let (c, next) = g.ack_lease(&7, RH, later, T).unwrap();
+        assert_eq!((c, summary(&next)), (RH, vec![(RH, R, true)]));
+        let Notice::Lease { epoch, .. } = &next.notices[0] else { panic!("a lease notice") };
+        assert_eq!(*epoch, 2, "the continued break keeps the epoch");
+        let retry = g.start_breaks(&by(3), TRUNCATE_AGAIN, later, T);
+        assert!(retry.notices.is_empty() && retry.wait_until.is_some(), "the opens wait for the step too");
+        assert!(g.start_breaks(&by(2), OPEN, later, T).wait_until.is_some());
+        assert_eq!(ack(&g, 7, R), Ok((R, vec![(R, Caching::NONE, false)])));
+        assert!(g.start_breaks(&by(3), TRUNCATE_AGAIN, later, T).wait_until.is_none());
+        assert!(g.start_breaks(&by(2), OPEN, later, T).notices.is_empty());
     }
 
     #[test]
-    fn unacknowledged_breaks_expire_at_the_offered_level() {
+    fn a_truncating_open_waits_for_a_break_in_progress_only_once_it_has_waited() {
         let g = Grants::<Test>::default();
-        g.grant_oplock(1, 10, RW, 0);
+        g.grant_lease(1, 10, lr(7, RH, 0), 1);
         let now = Instant::now();
-        g.start_breaks(&by(2), TRUNCATE, now, T);
-        assert_eq!(g.oplock_level(1), RW);
+        let p = g.start_breaks(&by(2), TRUNCATE, now, T);
+        assert_eq!((summary(&p), p.wait_until), (vec![(RH, Caching::NONE, true)], None));
+        let p = g.start_breaks(&by(3), TRUNCATE, now, T);
+        assert!(p.notices.is_empty() && p.wait_until.is_none(), "no W: a first attempt goes ahead");
+        assert!(g.start_breaks(&by(3), TRUNCATE_AGAIN, now, T).wait_until.is_some());
+    }
+
+    #[test]
+    fn a_break_that_asks_no_more_is_not_continued() {
+        let g = Grants::<Test>::default();
+        g.grant_lease(1, 10, lr(7, RWH, 0), 0);
+        let now = Instant::now();
+        g.start_breaks(&by(2), OPEN, now, T);
+        // A second plain open needs no more than the break in progress takes.
+        assert!(g.start_breaks(&by(3), OPEN, now, T).wait_until.is_some());
+        assert_eq!(ack(&g, 7, RH), Ok((RH, vec![])));
+    }
+
+    #[test]
+    fn unacknowledged_breaks_end_the_caching() {
+        let g = Grants::<Test>::default();
+        g.grant_oplock(1, 10, RWH, 0);
+        let now = Instant::now();
+        g.start_breaks(&by(2), OPEN, now, T);
+        assert_eq!(g.oplock_level(1), RWH);
         assert!(!g.expire(now + Duration::from_secs(1)));
-        let p = g.start_breaks(&by(2), TRUNCATE, now + T, T);
+        let p = g.start_breaks(&by(2), OPEN, now + T, T);
         assert!(p.wait_until.is_none() && p.changed);
-        assert_eq!(g.oplock_level(1), Caching::NONE);
+        assert_eq!(g.oplock_level(1), Caching::NONE, "not level II: MS-SMB2 3.3.2.1");
+        let g = Grants::<Test>::default();
+        g.grant_lease(1, 10, lr(7, RWH, 0), 0);
+        g.start_breaks(&by(2), OPEN, now, T);
+        assert!(g.expire(now + T));
+        assert_eq!(ack(&g, 7, RH), Err(StateError::NoBreakInProgress), "too late");
+        let l = g.grant_lease(3, 10, lr(7, Caching::NONE, 0), 1);
+        assert_eq!(l.state, Caching::NONE, "MS-SMB2 3.3.2.5");
     }
 
     #[test]
@@ -755,13 +832,13 @@ mod tests {
         assert_eq!(g.oplock_level(1), Caching::NONE);
         let g = Grants::<Test>::default();
         g.grant_lease(1, 10, lr(7, RWH, 0), 0);
-        assert_eq!(g.ack_lease(&7, RH), Err(StateError::NoBreakInProgress));
+        assert_eq!(ack(&g, 7, RH), Err(StateError::NoBreakInProgress));
         g.start_breaks(&by(2), OPEN, Instant::now(), T);
-        assert_eq!(g.ack_lease(&8, R), Err(StateError::NoSuchHolder));
+        assert_eq!(ack(&g, 8, R), Err(StateError::NoSuchHolder));
         // Above the offer: refused, the break stays in progress.
-        assert_eq!(g.ack_lease(&7, RWH), Err(StateError::AckAboveOffered));
-        assert_eq!(g.ack_lease(&7, R), Ok(R), "less than offered is fine");
-        assert_eq!(g.ack_lease(&7, R), Err(StateError::NoBreakInProgress));
+        assert_eq!(ack(&g, 7, RWH), Err(StateError::AckAboveOffered));
+        assert_eq!(ack(&g, 7, R), Ok((R, vec![])), "less than offered is fine");
+        assert_eq!(ack(&g, 7, R), Err(StateError::NoBreakInProgress));
     }
 
     #[test]
@@ -806,7 +883,7 @@ mod tests {
         // While the first break is unacknowledged, further changes send nothing new.
         let again = g.start_parent_breaks(&|k| *k == 9, now, T);
         assert!(again.notices.is_empty() && again.wait_until.is_none());
-        assert_eq!(g.ack_lease(&7, Caching::NONE), Ok(Caching::NONE));
+        assert_eq!(ack(&g, 7, Caching::NONE), Ok((Caching::NONE, vec![])));
         // Opened again, the directory's lease comes back (an upgrade from none).
         let l = g.grant_lease(4, 10, dir_lr(7, RWH, 0), 3);
         assert_eq!((l.state, l.epoch), (RH, 3));
@@ -820,10 +897,8 @@ mod tests {
         // The directory itself is renamed: H goes first, awaited.
         assert_eq!(summary(&g.start_breaks(&by(2), GrantEvent::Namespace, now, T)), [(RH, R, true)]);
         assert!(g.start_parent_breaks(&|_| false, now, T).notices.is_empty(), "one break at a time");
-        assert!(g.start_stale_breaks(now, T).notices.is_empty(), "not before the first completes");
-        assert_eq!(g.ack_lease(&7, R), Ok(R));
-        assert_eq!(summary(&g.start_stale_breaks(now, T)), [(R, Caching::NONE, false)]);
-        assert!(g.start_stale_breaks(now, T).notices.is_empty(), "once");
+        assert_eq!(ack(&g, 7, R), Ok((R, vec![(R, Caching::NONE, false)])), "once the first completes");
+        assert!(g.start_parent_breaks(&|_| false, now, T).notices.is_empty(), "nothing left to break");
     }
 
     #[test]

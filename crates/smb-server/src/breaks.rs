@@ -109,13 +109,27 @@ fn header(session: SessionId) -> Header {
     }
 }
 
+/// The live connections of the client with `guid`, oldest first.
+fn client_connections(server: &ServerState, guid: [u8; 16]) -> Vec<u64> {
+    let mut ids: Vec<u64> = (server.connections.values().into_iter())
+        .filter_map(|w| w.upgrade())
+        .filter(|c| !c.is_closed() && c.negotiated.get().is_some_and(|n| n.client_guid == guid))
+        .map(|c| c.id)
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
 /// Sends one notification to the first reachable channel. An oplock break goes to the
-/// open's own connection first; a lease break (the client's, not one connection's) to the
-/// session's channels in the order they were bound, as Samba does; then any other live
-/// channel of the owner's session (multichannel).
+/// open's own connection first. A lease break belongs to the client, not to one
+/// connection: unencrypted, it goes to the client's oldest live connection (as Samba and
+/// Windows do; smbtorture smb2.lease.v2_complex1 checks it), else to the session's
+/// channels in the order they were bound. Then any other live channel of the owner's
+/// session (multichannel).
 async fn send_to(server: &Arc<ServerState>, owners: &[Owner], msg: Vec<u8>, tried: &mut Vec<u64>, lease: bool) -> Option<Delivery> {
     for owner in owners {
         let Some(session) = server.sessions.get(&owner.session) else { continue };
+        let encrypt = owner.encrypt || session.security.get().is_some_and(|s| s.encrypt_data);
         // Channels in bind order; an oplock break moves the open's own connection first.
         let mut candidates = session.channel_ids();
         if !lease {
@@ -124,15 +138,23 @@ async fn send_to(server: &Arc<ServerState>, owners: &[Owner], msg: Vec<u8>, trie
         } else if !candidates.contains(&owner.conn) {
             candidates.push(owner.conn);
         }
+        if lease && !encrypt {
+            let mut first = client_connections(server, session.client_guid);
+            candidates.retain(|c| !first.contains(c));
+            first.append(&mut candidates);
+            candidates = first;
+        }
         for cid in candidates {
             if tried.contains(&cid) {
                 continue;
             }
             let Some(conn) = server.outbox(cid) else { continue };
-            if !conn.serves(session.id) {
+            // An unencrypted lease break names no session: any live connection of the
+            // client will do.
+            let reachable = if lease && !encrypt { conn.is_alive() } else { conn.serves(session.id) };
+            if !reachable {
                 continue;
             }
-            let encrypt = owner.encrypt || session.security.get().is_some_and(|s| s.encrypt_data);
             let mut buf = vec![0u8; 4 + if encrypt { transform::TRANSFORM_LEN } else { 0 }];
             let at = buf.len();
             buf.extend_from_slice(&msg);

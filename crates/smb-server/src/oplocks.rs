@@ -227,11 +227,10 @@ impl NodeOplocks {
     }
 
     /// Lease break acknowledgment (MS-SMB2 3.3.5.22.2) for a lease known to be on this
-    /// file: the state now held, and the breaks to send next (a directory whose entries
-    /// changed while the acknowledged break was in progress breaks on to none).
+    /// file: the state now held, and the breaks to send next (what conflicting events
+    /// required while the acknowledged break was in progress).
     pub fn ack_lease(&self, client: [u8; 16], key: [u8; 16], state: u32) -> Result<(u32, Vec<Notice>), NtStatus> {
-        let c = self.grants.ack_lease(&(client, key), Caching(state)).map_err(lease_ack_status)?;
-        let next = self.grants.start_stale_breaks(Instant::now().into_std(), BREAK_TIMEOUT);
+        let (c, next) = self.grants.ack_lease(&(client, key), Caching(state), Instant::now().into_std(), BREAK_TIMEOUT).map_err(lease_ack_status)?;
         self.changed.notify_waiters();
         Ok((c.0, next.notices.into_iter().map(smb_notice).collect()))
     }
@@ -284,7 +283,11 @@ mod tests {
         assert_eq!(n.grant_oplock(1, REACH, oplock::BATCH, 0), oplock::BATCH);
         assert!(!n.any_shared(), "no level II yet: writes stay lock-free");
         let now = Instant::now();
-        let b = n.start_breaks(Requester { open: 2, lease: None }, Event::Open { truncate: false, spare_leases: false, share_conflict: false }, now);
+        let b = n.start_breaks(
+            Requester { open: 2, lease: None },
+            Event::Open { truncate: false, spare_leases: false, share_conflict: false, retry: false },
+            now,
+        );
         assert_eq!(b.notices.len(), 1);
         assert!(b.wait_until.is_some());
         // The holder itself never breaks its own oplock.
@@ -307,10 +310,18 @@ mod tests {
         let n = NodeOplocks::default();
         n.grant_oplock(1, REACH, oplock::EXCLUSIVE, 0);
         let now = Instant::now();
-        n.start_breaks(Requester { open: 2, lease: None }, Event::Open { truncate: true, spare_leases: false, share_conflict: false }, now);
+        n.start_breaks(
+            Requester { open: 2, lease: None },
+            Event::Open { truncate: true, spare_leases: false, share_conflict: false, retry: false },
+            now,
+        );
         assert_eq!(n.level(1), oplock::EXCLUSIVE);
         let later = now + BREAK_TIMEOUT + Duration::from_secs(1);
-        let b = n.start_breaks(Requester { open: 2, lease: None }, Event::Open { truncate: true, spare_leases: false, share_conflict: false }, later);
+        let b = n.start_breaks(
+            Requester { open: 2, lease: None },
+            Event::Open { truncate: true, spare_leases: false, share_conflict: false, retry: false },
+            later,
+        );
         assert!(b.wait_until.is_none());
         assert_eq!(n.level(1), oplock::NONE);
         n.grant_oplock(3, REACH, oplock::BATCH, 0);
@@ -330,7 +341,7 @@ mod tests {
         let now = Instant::now();
         let b = n.start_breaks(
             Requester { open: 2, lease: Some((c, k2)) },
-            Event::Open { truncate: false, spare_leases: false, share_conflict: false },
+            Event::Open { truncate: false, spare_leases: false, share_conflict: false, retry: false },
             now,
         );
         let Notice::Lease { body, .. } = &b.notices[0] else { panic!("lease notice expected") };

@@ -558,7 +558,7 @@ async fn claim_after_breaks(
         if !stat && step < 2 {
             let conflict = node.check_share(Access(granted), ShareMode(share_access)).is_err();
             let event = match step {
-                0 => Event::Open { truncate, spare_leases, share_conflict: conflict },
+                0 => Event::Open { truncate, spare_leases, share_conflict: conflict, retry: false },
                 _ if conflict => Event::SharingViolation,
                 _ if delete_on_close => Event::Namespace,
                 _ => {
@@ -601,6 +601,13 @@ pub(super) async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<
         let changed = node.oplocks.changed.notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
+        // After the first look, an open is a retry (it waits for any break in progress).
+        let event = match event {
+            Event::Open { truncate, spare_leases, share_conflict, .. } if acted => {
+                Event::Open { truncate, spare_leases, share_conflict, retry: true }
+            }
+            e => e,
+        };
         let b = node.oplocks.start_breaks(who, event, tokio::time::Instant::now());
         acted |= !b.notices.is_empty() || b.wait_until.is_some();
         for n in b.notices {
