@@ -553,6 +553,11 @@ impl<T: GrantTypes> Grants<T> {
         lock(&self.state).leases.iter().find(|l| l.opens.iter().any(|(o, _)| *o == open)).map(|l| l.key.clone())
     }
 
+    /// The state lease `key` holds now, if it is on this file.
+    pub fn lease_state(&self, key: &T::LeaseKey) -> Option<Caching> {
+        lock(&self.state).leases.iter().find(|l| l.key == *key).map(|l| l.state)
+    }
+
     /// What the protocol keeps with lease `key`, if it is on this file.
     pub fn lease_info(&self, key: &T::LeaseKey) -> Option<T::LeaseInfo> {
         lock(&self.state).leases.iter().find(|l| l.key == *key).map(|l| l.info.clone())

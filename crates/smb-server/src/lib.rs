@@ -25,6 +25,7 @@ pub mod config;
 mod connection;
 mod credits;
 mod dir_leases;
+mod foreign;
 mod handlers;
 mod interfaces;
 mod listener;
@@ -49,4 +50,5 @@ mod tree;
 mod write_queue;
 
 pub use config::{EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig, DEFAULT_MAX_WATCHES};
+pub use foreign::{ForeignIntent, ForeignRefusal, SmbState};
 pub use listener::run;

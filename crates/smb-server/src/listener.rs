@@ -12,7 +12,11 @@ use crate::server::ServerState;
 /// Runs the server until the process is stopped. Binds every `listen` address first and
 /// returns an error if any bind fails or a share cannot be opened.
 pub async fn run(config: ServerConfig) -> std::io::Result<()> {
-    let state = Arc::new(ServerState::new(config)?);
+    run_state(Arc::new(ServerState::new(config)?)).await
+}
+
+/// Serves SMB on the listeners `state`'s configuration names.
+pub(crate) async fn run_state(state: Arc<ServerState>) -> std::io::Result<()> {
     crate::changes::subscribe_all(&state);
     let mut listeners = Vec::new();
     for addr in &state.config.listen {

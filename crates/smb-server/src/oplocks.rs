@@ -158,8 +158,18 @@ impl NodeOplocks {
         Breaks { notices: plan.notices.into_iter().map(smb_notice).collect(), wait_until: plan.wait_until.map(Instant::from_std) }
     }
 
+    /// Starts the breaks an operation of another protocol (no open, no lease) calls for.
+    pub fn start_foreign_breaks(&self, event: Event, now: Instant) -> Breaks {
+        let who = braid_filestate::Requester { open: None, lease: None };
+        let plan = self.grants.start_breaks(&who, event, now.into_std(), BREAK_TIMEOUT);
+        if plan.changed {
+            self.changed.notify_waiters();
+        }
+        Breaks { notices: plan.notices.into_iter().map(smb_notice).collect(), wait_until: plan.wait_until.map(Instant::from_std) }
+    }
+
     /// Runs the break timers: called when a waiter's deadline passes. Breaks not
-    /// acknowledged in time complete at the level offered (MS-SMB2 3.3.2.1).
+    /// acknowledged in time end the holder's caching (MS-SMB2 3.3.2.1, 3.3.2.5).
     pub fn expire_now(&self) {
         if self.grants.expire(Instant::now().into_std()) {
             self.changed.notify_waiters();
@@ -233,6 +243,11 @@ impl NodeOplocks {
         let (c, next) = self.grants.ack_lease(&(client, key), Caching(state), Instant::now().into_std(), BREAK_TIMEOUT).map_err(lease_ack_status)?;
         self.changed.notify_waiters();
         Ok((c.0, next.notices.into_iter().map(smb_notice).collect()))
+    }
+
+    /// The lease state lease `id` holds now, if it is on this file.
+    pub fn lease_state(&self, id: LeaseId) -> Option<u32> {
+        self.grants.lease_state(&id).map(|c| c.0)
     }
 
     /// The lease `open` is under, if any.
