@@ -141,12 +141,9 @@ pub enum RpcError {
     /// RPC version other than 2: answer MSG_DENIED / RPC_MISMATCH (2, 2).
     #[error("RPC version {vers} in call {xid:#x}")]
     RpcMismatch { xid: u32, vers: u32 },
-    /// The credential does not parse: answer AUTH_ERROR / AUTH_BADCRED.
+    /// The credential or the verifier does not parse: answer AUTH_ERROR / AUTH_BADCRED.
     #[error("malformed credentials in call {xid:#x}")]
     BadCred { xid: u32 },
-    /// The verifier does not parse: answer AUTH_ERROR / AUTH_BADVERF.
-    #[error("malformed verifier in call {xid:#x}")]
-    BadVerf { xid: u32 },
 }
 
 /// Decodes a call record into its header and its argument bytes.
@@ -162,7 +159,7 @@ pub fn decode_call(rec: &[u8]) -> Result<(CallHeader, &[u8]), RpcError> {
     }
     let (prog, vers, proc_) = (r.u32()?, r.u32()?, r.u32()?);
     let cred = Auth::decode(&mut r).map_err(|_| RpcError::BadCred { xid })?;
-    let verf = Auth::decode(&mut r).map_err(|_| RpcError::BadVerf { xid })?;
+    let verf = Auth::decode(&mut r).map_err(|_| RpcError::BadCred { xid })?;
     Ok((CallHeader { xid, prog, vers, proc_, cred, verf }, r.rest()))
 }
 

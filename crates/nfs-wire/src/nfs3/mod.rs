@@ -41,7 +41,7 @@ types::u32_enum! {
 
 impl Proc3 {
     /// Upper-case procedure name, as in RFC 1813 and metrics labels.
-    pub fn upper_name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         const NAMES: [&str; 22] = [
             "NULL",
             "GETATTR",

@@ -301,7 +301,7 @@ fn status_and_proc_numbers() {
     assert_eq!(Nfsstat3::Badhandle as u32, 10001);
     assert_eq!(Proc3::from_u32(21), Some(Proc3::Commit));
     assert_eq!(Proc3::from_u32(22), None);
-    assert_eq!(Proc3::Readdirplus.upper_name(), "READDIRPLUS");
+    assert_eq!(Proc3::Readdirplus.name(), "READDIRPLUS");
     assert_eq!(Nfsstat3::Noent.to_string(), "Noent (2)");
     assert_eq!(CreateRes::Fail(Nfsstat3::Exist, WccData::default()).status(), Nfsstat3::Exist);
 }

@@ -24,8 +24,8 @@ macro_rules! u32_enum {
             pub fn from_u32(v: u32) -> Option<Self> {
                 match v { $($val => Some(Self::$var),)+ _ => None }
             }
-            /// The RFC's name of the value, in CamelCase.
-            pub fn name(self) -> &'static str {
+            /// The value's name as the Rust variant spells it (the RFC's name in CamelCase).
+            pub fn variant_name(self) -> &'static str {
                 match self { $(Self::$var => stringify!($var),)+ }
             }
             pub fn decode(r: &mut $crate::xdr::XdrReader<'_>) -> $crate::xdr::Result<Self> {
@@ -40,7 +40,7 @@ macro_rules! u32_enum {
 
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                write!(f, "{} ({})", self.name(), *self as u32)
+                write!(f, "{} ({})", self.variant_name(), *self as u32)
             }
         }
     };

@@ -67,7 +67,7 @@ fn call_errors_say_how_to_answer() {
     let mut v = out[..68].to_vec();
     v.extend_from_slice(&[0, 0, 0, 0, 0, 0, 1, 145]);
     v.extend_from_slice(&[0; 404]);
-    assert_eq!(decode_call(&v), Err(RpcError::BadVerf { xid: 0xdead_beef }));
+    assert_eq!(decode_call(&v), Err(RpcError::BadCred { xid: 0xdead_beef }));
 }
 
 #[test]
