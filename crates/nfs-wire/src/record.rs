@@ -39,7 +39,7 @@ pub fn reserve_mark(buf: &mut Vec<u8>) -> usize {
 /// Fills the header reserved at `at` for one last fragment holding everything after it.
 /// Does nothing if `at` does not leave room for a header.
 pub fn set_mark(buf: &mut [u8], at: usize) {
-    let Some(len) = buf.len().checked_sub(at + 4) else { return };
+    let Some(len) = at.checked_add(4).and_then(|end| buf.len().checked_sub(end)) else { return };
     let len = u32::try_from(len).unwrap_or(!LAST_FRAGMENT);
     buf[at..at + 4].copy_from_slice(&mark(len, true));
 }

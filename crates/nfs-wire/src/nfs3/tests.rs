@@ -398,3 +398,41 @@ fn dirplus_writer_honours_dircount_and_maxcount() {
     assert_eq!((ok.entries.len(), ok.eof), (50, true));
     round_trip(&ReaddirplusRes::Ok(ok), &out);
 }
+
+/// A small deterministic generator, so the sweep below covers many shapes without a crate.
+fn lcg(seed: &mut u64) -> u64 {
+    *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    *seed >> 33
+}
+
+#[test]
+fn dir_writers_never_exceed_their_limits() {
+    let mut seed = 7;
+    let names: Vec<Vec<u8>> = (0..40).map(|i| vec![b'a' + (i % 26) as u8; 1 + lcg(&mut seed) as usize % 40]).collect();
+    for count in (0..3000).step_by(37) {
+        let dircount = lcg(&mut seed) as u32 % 2000;
+        let mut out = Vec::new();
+        let mut dw = DirPlusWriter::new(&mut out, &PostOpAttr(Some(fattr())), [1; 8], dircount, count);
+        let mut pushed = 0;
+        for (i, n) in names.iter().enumerate() {
+            let attrs = PostOpAttr(if i % 3 == 0 { None } else { Some(fattr()) });
+            let e = EntryPlus3 { fileid: i as u64, name: n, cookie: i as u64 + 1, name_attributes: attrs, name_handle: PostOpFh3(Some(fh(1))) };
+            if !dw.push(&e) {
+                break;
+            }
+            pushed += 1;
+        }
+        dw.finish(true);
+        let ReaddirplusRes::Ok(ok) = ReaddirplusRes::decode(&mut XdrReader::new(&out)).unwrap() else { panic!() };
+        assert_eq!(ok.entries.len(), pushed);
+        assert_eq!(ok.eof, pushed == names.len());
+        if pushed > 0 {
+            assert!(out.len() - 4 <= count as usize, "resok over maxcount {count}");
+        }
+        let dir: usize = ok.entries.iter().map(|e| 4 + 8 + 4 + e.name.len().div_ceil(4) * 4 + 8).sum();
+        assert!(pushed <= 1 || dir <= dircount as usize, "directory part over dircount {dircount}");
+        for (i, e) in ok.entries.iter().enumerate() {
+            assert_eq!((e.fileid, e.name), (i as u64, &names[i][..]));
+        }
+    }
+}
