@@ -65,8 +65,10 @@ pub(crate) struct Root {
     pub(crate) ctime_overrides: Mutex<HashMap<u64, (SystemTime, SystemTime)>>,
     /// The process umask, which `mkdir` and `mknod` undo to apply a mode exactly.
     pub(crate) umask: u32,
-    /// Mount id of the root when its file system makes kernel file handles (file tokens).
-    pub(crate) handle_mount: Option<i32>,
+    /// When the root's file system makes kernel file handles (file tokens): the root's
+    /// mount id, and an fd of the root open for reading (open_by_handle_at refuses O_PATH
+    /// fds as its mount fd).
+    pub(crate) handle_mount: Option<(i32, OwnedFd)>,
 }
 
 /// Most change-time overrides remembered per share.
@@ -229,7 +231,10 @@ impl LocalBackend {
         if !proc_ok {
             tracing::warn!("/proc is not mounted: DOS attributes of listings will not be read");
         }
-        let handle_mount = sys::name_to_handle(fd.as_fd(), "").ok().map(|h| h.mount_id);
+        let handle_mount = sys::name_to_handle(fd.as_fd(), "").ok().and_then(|h| {
+            let dir = rustix::fs::openat(&fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+            Some((h.mount_id, dir))
+        });
         let umask = posix::process_umask();
         Ok(LocalBackend {
             root: Arc::new(Root { fd, read_only, proc_ok, ctime_overrides: Mutex::new(HashMap::new()), umask, handle_mount }),

@@ -174,8 +174,13 @@ impl LocalBackend {
         linkat(&ep, ename, &np, nname, AtFlags::empty()).map_err(|e| match e {
             // Another mount inside the share, not an escape.
             Errno::XDEV => VfsError::Io(e.into()),
-            // Directories cannot be linked.
-            Errno::PERM => VfsError::IsADirectory,
+            // Directories cannot be linked (other refusals: protected_hardlinks).
+            Errno::PERM => match statx_at(ep.as_fd(), ename, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stx) if kind_of(&stx) == FileKind::Dir => VfsError::IsADirectory,
+                _ => VfsError::PermissionDenied,
+            },
+            // Both parents were found: the existing name is what is missing.
+            Errno::NOENT => VfsError::NotFound,
             e => create_err(e),
         })
     }
@@ -214,7 +219,7 @@ impl LocalBackend {
 
     /// See [`crate::Backend::file_token`].
     pub(crate) fn token(&self, path: &SharePath) -> Result<Vec<u8>> {
-        let mount = self.root.handle_mount.ok_or_else(VfsError::unsupported)?;
+        let mount = self.root.handle_mount.as_ref().map(|(id, _)| *id).ok_or_else(VfsError::unsupported)?;
         let h = if path.is_root() {
             name_to_handle(self.root.fd.as_fd(), "")
         } else {
@@ -243,9 +248,10 @@ impl LocalBackend {
         if !self.root.proc_ok {
             return Err(VfsError::unsupported());
         }
+        let (_, mount_fd) = self.root.handle_mount.as_ref().ok_or_else(VfsError::unsupported)?;
         let (head, bytes) = token.split_at(TOKEN_HEAD);
         let handle_type = i32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        let fd = open_by_handle(self.root.fd.as_fd(), handle_type, bytes).map_err(|e| match e {
+        let fd = open_by_handle(mount_fd.as_fd(), handle_type, bytes).map_err(|e| match e {
             Errno::STALE | Errno::NOENT => VfsError::NotFound,
             Errno::INVAL | Errno::OPNOTSUPP => VfsError::InvalidName,
             e => map_errno(e),
