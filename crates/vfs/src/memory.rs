@@ -284,14 +284,17 @@ impl MemoryBackend {
             return Err(VfsError::PermissionDenied);
         }
         if let Some((tname, dst)) = &to.found {
-            let case_change = Arc::ptr_eq(dst, &src);
+            // The source's own entry (not another link of the same file).
+            let case_change = Arc::ptr_eq(to.parent(), from.parent()) && *tname == fname;
             if !case_change && !replace {
                 return Err(VfsError::Exists);
             }
             if !case_change && (src.is_dir || dst.is_dir) {
                 return Err(VfsError::PermissionDenied);
             }
-            self.unlink_in(to.parent(), tname);
+            if !case_change {
+                self.unlink_in(to.parent(), tname);
+            }
         }
         self.relink(&from, &fname, &src, &to)
     }

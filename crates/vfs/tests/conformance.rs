@@ -766,8 +766,12 @@ fn file_tokens_follow_the_file(f: &dyn Fixture) {
     put(b, "e\\g", b"new");
     put(b, "e\\h", b"new");
     assert!(matches!(b.resolve_token(&t), Err(VfsError::NotFound)));
-    // A file with two names resolves to one of them.
+    // A change of case (SMB's rename) keeps the token.
     let t2 = b.file_token(&p("e\\h")).unwrap();
+    b.rename(&p("e\\h"), &p("e\\H"), false).unwrap();
+    assert_eq!(b.resolve_token(&t2).unwrap(), p("e\\H"));
+    b.rename(&p("e\\H"), &p("e\\h"), false).unwrap();
+    // A file with two names resolves to one of them.
     b.link(&p("e\\h"), &p("h2")).unwrap();
     let r = b.resolve_token(&t2).unwrap();
     assert!(r == p("e\\h") || r == p("h2"), "{r}");

@@ -90,14 +90,18 @@ impl MemoryBackend {
             return Err(VfsError::PermissionDenied);
         }
         if let Some((tname, old)) = &dst.found {
-            if Arc::ptr_eq(old, &node) {
-                if *tname == dst.name {
-                    // The same name, or two links of one file: nothing happens.
-                    return Ok(());
-                }
+            // The source's own entry, found under the target's folded name.
+            let same_entry = Arc::ptr_eq(dst.parent(), src.parent()) && *tname == fname;
+            if same_entry && *tname == dst.name {
+                return Ok(());
+            } else if same_entry {
                 // Only the case of the name changes: a plain move to the new spelling.
             } else if *tname != dst.name {
+                // Another spelling holds the name, and a memory directory keeps one.
                 return Err(VfsError::Exists);
+            } else if Arc::ptr_eq(old, &node) {
+                // Two links of one file: rename(2) does nothing.
+                return Ok(());
             } else {
                 match (node.is_dir, old.is_dir) {
                     (true, false) => return Err(VfsError::NotADirectory),
