@@ -686,6 +686,9 @@ impl Backend for LocalBackend {
             avail_bytes: v.f_bavail.saturating_mul(unit),
             block_size: u32::try_from(unit).unwrap_or(u32::MAX),
             max_name_len: MAX_NAME_LEN,
+            total_files: v.f_files,
+            free_files: v.f_ffree,
+            avail_files: v.f_favail,
         })
     }
 }

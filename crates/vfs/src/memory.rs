@@ -437,6 +437,17 @@ impl Backend for MemoryBackend {
     fn statfs(&self) -> Result<FsStats> {
         let total = self.tree.usage.capacity();
         let free = total.saturating_sub(self.tree.usage.used());
-        Ok(FsStats { total_bytes: total, free_bytes: free, avail_bytes: free, block_size: BLOCK_SIZE, max_name_len: MAX_NAME_LEN })
+        // Every node costs NODE_COST at least: as many more fit in what is free.
+        let (files, free_files) = (total / node::NODE_COST, free / node::NODE_COST);
+        Ok(FsStats {
+            total_bytes: total,
+            free_bytes: free,
+            avail_bytes: free,
+            block_size: BLOCK_SIZE,
+            max_name_len: MAX_NAME_LEN,
+            total_files: files,
+            free_files,
+            avail_files: free_files,
+        })
     }
 }

@@ -429,6 +429,7 @@ fn statfs_figures(f: &dyn Fixture) {
     assert!(st.avail_bytes <= st.free_bytes);
     assert!(st.block_size > 0);
     assert_eq!(st.max_name_len, 255);
+    assert!(st.total_files > 0 && st.free_files <= st.total_files && st.avail_files <= st.free_files);
 }
 
 fn concurrent_positional_io(f: &dyn Fixture) {
