@@ -104,6 +104,12 @@ pub(crate) fn cacheable(attrs: &FileAttrs) -> bool {
     attrs.is_dir || attrs.nlink <= 1
 }
 
+/// Whether `attrs` are the same whether a final symlink is followed or not: a file or a
+/// directory (not a symlink, nor a special file SMB never serves).
+pub(crate) fn followed_alike(attrs: &FileAttrs) -> bool {
+    matches!(attrs.posix.kind, crate::FileKind::File | crate::FileKind::Dir)
+}
+
 /// The shared state of one cached share.
 pub(crate) struct Core {
     pub(crate) inner: Arc<dyn Backend>,
