@@ -382,7 +382,7 @@ impl Backend for CachedBackend {
     }
 
     fn read_dir_exact(&self, dir: &SharePath) -> Result<Vec<DirEntry>> {
-        self.core.inner.read_dir_exact(dir)
+        self.posix_read_dir(dir)
     }
 
     fn remove_exact(&self, path: &SharePath) -> Result<()> {

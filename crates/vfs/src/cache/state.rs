@@ -94,6 +94,10 @@ pub(crate) fn entry_key(folded: &str) -> Key {
     Key { kind: Kind::Entry, folded: folded.into() }
 }
 
+pub(crate) fn entry_listing_key(folded: &str) -> Key {
+    Key { kind: Kind::EntryListing, folded: folded.into() }
+}
+
 pub(crate) fn listing_key(folded: &str) -> Key {
     Key { kind: Kind::Listing, folded: folded.into() }
 }
@@ -229,6 +233,7 @@ impl Core {
         self.count(self.table.invalidate(&name_key(folded)));
         self.count(self.table.invalidate(&entry_key(folded)));
         self.count(self.table.invalidate(&listing_key(parent_of(folded))));
+        self.count(self.table.invalidate(&entry_listing_key(parent_of(folded))));
     }
 
     /// The name `folded` appeared, went or moved: also its lingering handles and, if it
@@ -239,6 +244,7 @@ impl Core {
         if maybe_dir {
             self.kills.kill(folded);
             self.count(self.table.invalidate(&listing_key(folded)));
+            self.count(self.table.invalidate(&entry_listing_key(folded)));
         }
     }
 
