@@ -88,8 +88,15 @@ impl LocalBackend {
 
     /// Like [`crate::Backend::open_exact`], returning the concrete handle type.
     pub fn open_local_posix(&self, path: &SharePath, opts: OpenOptions) -> Result<(LocalHandle, OpenOutcome)> {
-        let kind = match self.posix_stat(path) {
-            Ok(a) => a.posix.kind,
+        // The object at the name itself first, so a device is never opened for data.
+        let at = match path.is_root() {
+            true => Ok(FileKind::Dir),
+            false => {
+                self.parent_and_name(path).and_then(|(parent, name)| statx_at(parent.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW)).map(|s| kind_of(&s))
+            }
+        };
+        let kind = match at {
+            Ok(k) => k,
             // Missing: created (never through a symlink), or the parent's error.
             Err(VfsError::NotFound) => return self.open_local_exact(path, opts),
             Err(e) => return Err(e),
