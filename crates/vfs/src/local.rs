@@ -24,6 +24,7 @@ mod listing;
 mod meta;
 mod posix;
 mod sys;
+mod token;
 
 pub use handle::LocalHandle;
 pub use meta::{BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR};
