@@ -121,3 +121,16 @@ fn links_names_and_tokens_stay_consistent() {
     assert!(matches!(b.resolve_token(&t), Err(VfsError::NotFound)));
     assert_eq!(b.used(), 0);
 }
+
+#[test]
+fn a_symlink_target_is_charged_and_a_refused_one_leaves_nothing() {
+    let b = MemoryBackend::new(2048, false);
+    let long = "t".repeat(4000);
+    assert!(matches!(b.symlink(&long, &p("l")), Err(VfsError::NoSpace)));
+    assert!(matches!(b.stat_exact(&p("l")), Err(VfsError::NotFound)));
+    assert_eq!(b.used(), 0);
+    b.symlink("short", &p("l")).unwrap();
+    assert_eq!(b.readlink(&p("l")).unwrap(), "short");
+    assert_eq!(b.stat_exact(&p("l")).unwrap().size, 5);
+    assert!(b.used() > 5);
+}
