@@ -22,11 +22,14 @@ mod errno;
 mod handle;
 mod listing;
 mod meta;
+mod posix;
+mod sys;
+mod token;
 
 pub use handle::LocalHandle;
 pub use meta::{BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR};
 
-use crate::{Backend, CreateMode, FileAttrs, FileHandle, FsStats, OpenOptions, OpenOutcome, Result, SharePath, VfsError};
+use crate::{Backend, CreateMode, DirEntry, FileAttrs, FileHandle, FileKind, FsStats, OpenOptions, OpenOutcome, Result, SharePath, VfsError};
 use errno::map_errno;
 use handle::FdAccess;
 use meta::{attrs_from, file_type, proc_fd_path, statx_at, statx_fd, XattrAt};
@@ -61,6 +64,12 @@ pub(crate) struct Root {
     /// right after the set). Linux cannot set ctime, so the override holds only until the
     /// file changes again (its kernel ctime moves). Kept in memory only and bounded.
     pub(crate) ctime_overrides: Mutex<HashMap<u64, (SystemTime, SystemTime)>>,
+    /// The process umask, which `mkdir` and `mknod` undo to apply a mode exactly.
+    pub(crate) umask: u32,
+    /// When the root's file system makes kernel file handles (file tokens): the root's
+    /// mount id, and an fd of the root open for reading (open_by_handle_at refuses O_PATH
+    /// fds as its mount fd).
+    pub(crate) handle_mount: Option<(i32, OwnedFd)>,
 }
 
 /// Most change-time overrides remembered per share.
@@ -223,8 +232,13 @@ impl LocalBackend {
         if !proc_ok {
             tracing::warn!("/proc is not mounted: DOS attributes of listings will not be read");
         }
+        let handle_mount = sys::name_to_handle(fd.as_fd(), "").ok().and_then(|h| {
+            let dir = rustix::fs::openat(&fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+            Some((h.mount_id, dir))
+        });
+        let umask = posix::process_umask();
         Ok(LocalBackend {
-            root: Arc::new(Root { fd, read_only, proc_ok, ctime_overrides: Mutex::new(HashMap::new()) }),
+            root: Arc::new(Root { fd, read_only, proc_ok, ctime_overrides: Mutex::new(HashMap::new()), umask, handle_mount }),
             root_path: root.to_path_buf(),
         })
     }
@@ -290,7 +304,7 @@ impl LocalBackend {
     }
 
     /// Like [`LocalBackend::open_local`] for a path spelled as on disk whose missing final
-    /// name has no other spelling (see [`Backend::open_exact`]): no case-insensitive scan.
+    /// name has no other spelling (see [`Backend::open_spelled`]): no case-insensitive scan.
     pub fn open_local_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(LocalHandle, OpenOutcome)> {
         let ro = self.check_open(opts)?;
         match opts.create {
@@ -339,7 +353,7 @@ impl LocalBackend {
     }
 
     /// Metadata of `path`, exact spelling only.
-    fn stat_exact(&self, path: &SharePath) -> Result<FileAttrs> {
+    fn stat_spelled(&self, path: &SharePath) -> Result<FileAttrs> {
         let fd = open_beneath(&self.root, &path.to_fs_relative(), PATH_ONLY).map_err(|e| self.classify(path, e))?;
         let stx = statx_fd(fd.as_fd())?;
         let mut a = if self.root.proc_ok {
@@ -360,7 +374,7 @@ impl LocalBackend {
     }
 
     /// Removes `path`, exact spelling only.
-    fn remove_exact(&self, path: &SharePath) -> Result<()> {
+    fn remove_spelled(&self, path: &SharePath) -> Result<()> {
         let (parent, name) = self.parent_and_name(path)?;
         // Try as a file first (the common case); Linux says EISDIR for a directory.
         match unlinkat(&parent, name, AtFlags::empty()) {
@@ -373,7 +387,7 @@ impl LocalBackend {
         }
     }
 
-    fn handle(&self, fd: OwnedFd, is_dir: bool, access: FdAccess, path: &SharePath, opts: OpenOptions) -> LocalHandle {
+    pub(crate) fn handle(&self, fd: OwnedFd, is_dir: bool, access: FdAccess, path: &SharePath, opts: OpenOptions) -> LocalHandle {
         let memory_backed = (opts.read || opts.write) && !is_dir && handle::is_memory_fs(&fd);
         // Memory files are mapped for most large transfers; files on disk only for cached
         // READs, so they look their windows up when they first map one.
@@ -388,6 +402,7 @@ impl LocalBackend {
             allow_read: opts.read,
             allow_write: opts.write,
             memory_backed,
+            symlink: false,
             sticky_ctime: std::sync::atomic::AtomicBool::new(false),
             windows,
             recent_windows: Default::default(),
@@ -524,13 +539,18 @@ impl Backend for LocalBackend {
         Ok((Box::new(h), outcome))
     }
 
-    fn open_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+    fn open_spelled(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
         let (h, outcome) = self.open_local_exact(path, opts)?;
         Ok((Box::new(h), outcome))
     }
 
+    fn open_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+        let (h, outcome) = self.open_local_posix(path, opts)?;
+        Ok((Box::new(h), outcome))
+    }
+
     fn stat(&self, path: &SharePath) -> Result<FileAttrs> {
-        self.with_case_fallback(path, |p| self.stat_exact(p))
+        self.with_case_fallback(path, |p| self.stat_spelled(p))
     }
 
     fn remove(&self, path: &SharePath) -> Result<()> {
@@ -540,7 +560,7 @@ impl Backend for LocalBackend {
         if self.root.read_only {
             return Err(VfsError::ReadOnly);
         }
-        self.with_case_fallback(path, |p| self.remove_exact(p))
+        self.with_case_fallback(path, |p| self.remove_spelled(p))
     }
 
     /// Renames without following a final symlink (the link itself moves). Replacing never
@@ -619,6 +639,50 @@ impl Backend for LocalBackend {
         r.map_err(rename_err)
     }
 
+    fn stat_exact(&self, path: &SharePath) -> Result<FileAttrs> {
+        self.posix_stat(path)
+    }
+
+    fn read_dir_exact(&self, dir: &SharePath) -> Result<Vec<DirEntry>> {
+        self.posix_read_dir(dir)
+    }
+
+    fn remove_exact(&self, path: &SharePath) -> Result<()> {
+        self.posix_remove(path)
+    }
+
+    fn rename_exact(&self, from: &SharePath, to: &SharePath) -> Result<()> {
+        self.posix_rename(from, to)
+    }
+
+    fn readlink(&self, path: &SharePath) -> Result<String> {
+        self.posix_readlink(path)
+    }
+
+    fn symlink(&self, target: &str, at: &SharePath) -> Result<()> {
+        self.posix_symlink(target, at)
+    }
+
+    fn link(&self, existing: &SharePath, new: &SharePath) -> Result<()> {
+        self.posix_link(existing, new)
+    }
+
+    fn mknod(&self, at: &SharePath, kind: FileKind, mode: u32, rdev: (u32, u32)) -> Result<()> {
+        self.posix_mknod(at, kind, mode, rdev)
+    }
+
+    fn mkdir(&self, at: &SharePath, mode: u32) -> Result<()> {
+        self.posix_mkdir(at, mode)
+    }
+
+    fn file_token(&self, path: &SharePath) -> Result<Vec<u8>> {
+        self.token(path)
+    }
+
+    fn resolve_token(&self, token: &[u8]) -> Result<SharePath> {
+        self.resolve(token)
+    }
+
     fn statfs(&self) -> Result<FsStats> {
         let v = fstatvfs(&self.root.fd).map_err(map_errno)?;
         // Block counts are in fragment units; old filesystems report only f_bsize.
@@ -629,6 +693,9 @@ impl Backend for LocalBackend {
             avail_bytes: v.f_bavail.saturating_mul(unit),
             block_size: u32::try_from(unit).unwrap_or(u32::MAX),
             max_name_len: MAX_NAME_LEN,
+            total_files: v.f_files,
+            free_files: v.f_ffree,
+            avail_files: v.f_favail,
         })
     }
 }
