@@ -1,0 +1,17 @@
+//! Braid's NFSv3 server (RFC 1813) with MOUNT v3, over TCP with RFC 5531 record marking.
+//!
+//! Layers, each depending only on those before it:
+//! - utilities: [`config`], [`op_metrics`], [`handle`] (file handles and their MAC),
+//!   [`auth`] (credentials, squash, permission bits);
+//! - state: [`drc`] (the duplicate request cache);
+//! - the seam to other protocols: [`coordinator`].
+
+pub mod auth;
+pub mod config;
+pub mod coordinator;
+pub mod drc;
+pub mod handle;
+pub mod op_metrics;
+
+pub use config::{ClientNet, Export, ExportRules, NfsConfig, DEFAULT_STATE_DIR};
+pub use coordinator::{Alone, BoxFut, Coordinator, Intent, Refusal};
