@@ -49,5 +49,24 @@ fn summary(path: &Path, loaded: &config::Loaded) -> String {
             }
         );
     }
+    nfs_summary(loaded, &mut s);
     s
+}
+
+/// The NFS lines: listeners, state directory and each export's rules.
+fn nfs_summary(loaded: &config::Loaded, s: &mut String) {
+    let n = &loaded.nfs;
+    if !n.enabled() {
+        let _ = writeln!(s, "  nfs:          off (set [server] nfs_listen and nfs = true on a share)");
+        return;
+    }
+    let listen: Vec<String> = n.config.listen.iter().map(ToString::to_string).collect();
+    let _ = writeln!(s, "  nfs:          {} (state in {})", listen.join(", "), n.config.state_dir.display());
+    if n.exports.is_empty() {
+        let _ = writeln!(s, "  nfs exports:  (none: no share has nfs = true)");
+    }
+    for (i, rules) in &n.exports {
+        let name = loaded.server.shares.get(*i).map_or("?", |sh| sh.name.as_str());
+        let _ = writeln!(s, "  nfs export /{name}: {rules}{}", if rules.read_only { "; read-only" } else { "" });
+    }
 }

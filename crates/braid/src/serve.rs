@@ -2,12 +2,14 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use smb_server::ServerConfig;
 
 use crate::cli::ServeArgs;
+use crate::config::NfsSettings;
 use crate::{config, first_run, logging};
 
 /// Runs `braid serve`.
@@ -45,22 +47,56 @@ pub fn run(args: ServeArgs, verbose: u8) -> anyhow::Result<()> {
         tracing::warn!("no [[user]] configured and no guest_ok share: nobody can connect");
     }
 
+    if !loaded.nfs.enabled() {
+        println!("braid: NFS is off (to serve NFSv3, set [server] nfs_listen = [\"0.0.0.0:2049\"] and nfs = true on a share)");
+    }
+
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("braid").build().context("cannot start the async runtime")?;
-    let result = runtime.block_on(serve_until_signal(cfg));
+    let result = runtime.block_on(serve_until_signal(cfg, loaded.nfs));
     // Do not hang on stuck blocking I/O at exit.
     runtime.shutdown_timeout(Duration::from_secs(5));
     result
 }
 
-async fn serve_until_signal(cfg: ServerConfig) -> anyhow::Result<()> {
+async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings) -> anyhow::Result<()> {
+    let smb = smb_server::Server::new(cfg.clone())?;
+    let exports = nfs_exports(&cfg, &nfs, smb.backends());
+    let coord = coordinator(&smb);
+    let nfs_server = async {
+        if !nfs.enabled() {
+            return std::future::pending().await;
+        }
+        nfs_server::serve(nfs.config.clone(), exports, coord, std::future::pending()).await
+    };
     tokio::select! {
-        r = smb_server::run(cfg) => r.context("server stopped"),
+        r = smb.run() => r.context("server stopped"),
+        r = nfs_server => r.context("NFS server stopped"),
         s = shutdown_signal() => {
             s?;
             tracing::info!("shutting down");
             Ok(())
         }
     }
+}
+
+/// The shares exported over NFS, each with the backend SMB serves it with (so both
+/// protocols go through one metadata cache).
+fn nfs_exports(cfg: &ServerConfig, nfs: &NfsSettings, backends: Vec<Arc<dyn braid_vfs::Backend>>) -> Vec<nfs_server::Export> {
+    nfs.exports
+        .iter()
+        .filter_map(|(i, rules)| {
+            let backend = backends.get(*i)?.clone();
+            Some(nfs_server::Export { share: *i, name: cfg.shares.get(*i)?.name.clone(), backend, rules: rules.clone() })
+        })
+        .collect()
+}
+
+/// What NFS consults before it reads, writes, truncates, removes or renames a file that
+/// SMB clients may hold open (breaking their oplocks and leases, honouring their share
+/// modes), and tells after it changed one. `Alone` coordinates with no one: the SMB side's
+/// implementation is passed here.
+fn coordinator(_smb: &smb_server::Server) -> Arc<dyn nfs_server::Coordinator> {
+    Arc::new(nfs_server::Alone)
 }
 
 /// Waits for Ctrl-C, or SIGTERM on Unix (what service managers send).

@@ -15,3 +15,9 @@ pub mod op_metrics;
 
 pub use config::{ClientNet, Export, ExportRules, NfsConfig, DEFAULT_STATE_DIR};
 pub use coordinator::{Alone, BoxFut, Coordinator, Intent, Refusal};
+mod connection;
+mod dispatch;
+mod listener;
+pub mod state;
+
+pub use listener::{serve, serve_state};

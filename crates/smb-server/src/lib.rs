@@ -49,4 +49,4 @@ mod tree;
 mod write_queue;
 
 pub use config::{EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig, DEFAULT_MAX_WATCHES};
-pub use listener::run;
+pub use listener::{run, Server};
