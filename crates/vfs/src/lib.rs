@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 mod cache;
+pub mod creds;
 mod error;
 mod events;
 mod fault_guard;
@@ -77,6 +78,54 @@ pub struct FileAttrs {
     /// DOS attributes (`dos::*`); DIRECTORY is set for directories, NORMAL never (the SMB
     /// layer adds it when nothing else is set).
     pub dos_attributes: u32,
+    /// The POSIX view: object kind, permission bits, owner, device numbers.
+    pub posix: Posix,
+}
+
+/// The kind of a file system object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link (reported only by the `*_exact` calls, which do not follow it).
+    Symlink,
+    /// A block device.
+    Block,
+    /// A character device.
+    Char,
+    /// A named pipe.
+    Fifo,
+    /// A UNIX domain socket.
+    Socket,
+}
+
+/// POSIX metadata of a file system object, as NFS reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Posix {
+    /// What the object is.
+    pub kind: FileKind,
+    /// Permission bits, setuid/setgid/sticky included (`0o7777`; no file type bits).
+    pub mode: u32,
+    /// Owning user id.
+    pub uid: u32,
+    /// Owning group id.
+    pub gid: u32,
+    /// Device numbers (major, minor) of a block or character device; (0, 0) otherwise.
+    pub rdev: (u32, u32),
+    /// Identifies the file system holding the object (device numbers on the local backend).
+    pub fsid: u64,
+}
+
+/// Longest token [`Backend::file_token`] returns, in bytes.
+pub const MAX_TOKEN_LEN: usize = 40;
+
+impl VfsError {
+    /// The error of an operation this backend (or this file system) cannot do.
+    pub fn unsupported() -> VfsError {
+        VfsError::Io(std::io::ErrorKind::Unsupported.into())
+    }
 }
 
 /// Times to change; `None` leaves a time as it is.
@@ -206,6 +255,16 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     /// beyond [`MAX_EAS`] fails with `TooLarge`. Names are stored as given: callers that
     /// want case-insensitive names normalise them first.
     fn set_extended_attribute(&self, name: &str, value: &[u8]) -> Result<()>;
+    /// Sets the permission bits (`mode & 0o7777`), as chmod(2) does.
+    fn set_mode(&self, mode: u32) -> Result<()> {
+        let _ = mode;
+        Err(VfsError::unsupported())
+    }
+    /// Changes the owning user and/or group (`None` keeps one), as chown(2) does.
+    fn set_owner(&self, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        let _ = (uid, gid);
+        Err(VfsError::unsupported())
+    }
 }
 
 /// Transport fast paths a backend may offer beside [`FileHandle`]'s storage operations:
@@ -295,9 +354,10 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn cache_stats(&self) -> Option<CacheStats> {
         None
     }
-    /// Like [`Backend::open`] for a `path` already spelled as on disk, whose missing final
-    /// name has no other spelling either: backends with case-insensitive lookups skip the
-    /// directory scan. A cache that knows both calls this.
+    /// Like [`Backend::open`] with exact names: no case-insensitive fallback, so a name
+    /// missing in this spelling is missing (and a create adds this spelling, even beside
+    /// another spelling where the backend can hold both). A cache that knows the on-disk
+    /// spelling calls this to skip the directory scan; NFS calls only this.
     fn open_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
         self.open(path, opts)
     }
@@ -306,5 +366,77 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// sink hears of them. Backends that learn of no changes ignore it.
     fn watch_dir(&self, path: &SharePath) {
         let _ = path;
+    }
+
+    // POSIX calls, for NFS. Names are exact: no case-insensitive fallback ever applies to
+    // these (nor to `open_exact`), and a final symlink is never followed.
+
+    /// Metadata of the object at `path` itself (a final symlink is reported as
+    /// [`FileKind::Symlink`], not followed), exact spelling only.
+    fn stat_exact(&self, path: &SharePath) -> Result<FileAttrs> {
+        let _ = path;
+        Err(VfsError::unsupported())
+    }
+    /// Every entry of the directory `dir` (exact spelling) with its own metadata (symlinks
+    /// and special files included, nothing followed), sorted by name. Names the share cannot
+    /// express (not UTF-8, or invalid for [`SharePath`]) are left out.
+    fn read_dir_exact(&self, dir: &SharePath) -> Result<Vec<DirEntry>> {
+        let _ = dir;
+        Err(VfsError::unsupported())
+    }
+    /// Removes the entry `path` (exact spelling; a file, symlink, special file, or an empty
+    /// directory: `NotEmpty` otherwise).
+    fn remove_exact(&self, path: &SharePath) -> Result<()> {
+        let _ = path;
+        Err(VfsError::unsupported())
+    }
+    /// Renames with POSIX rename(2) semantics and exact names: an existing `to` is replaced
+    /// (a file by a file, a directory by a directory only if that one is empty); a final
+    /// symlink is moved, not followed.
+    fn rename_exact(&self, from: &SharePath, to: &SharePath) -> Result<()> {
+        let _ = (from, to);
+        Err(VfsError::unsupported())
+    }
+    /// The target of the symlink at `path` (exact spelling); `InvalidName` if not a symlink.
+    fn readlink(&self, path: &SharePath) -> Result<String> {
+        let _ = path;
+        Err(VfsError::unsupported())
+    }
+    /// Creates the symlink `at` (exact spelling) pointing to `target`, which is stored as
+    /// given (it is only followed beneath the share root by SMB lookups).
+    fn symlink(&self, target: &str, at: &SharePath) -> Result<()> {
+        let _ = (target, at);
+        Err(VfsError::unsupported())
+    }
+    /// Adds the name `new` for the existing non-directory `existing` (a hard link).
+    fn link(&self, existing: &SharePath, new: &SharePath) -> Result<()> {
+        let _ = (existing, new);
+        Err(VfsError::unsupported())
+    }
+    /// Creates a special file `at`: [`FileKind::Fifo`] or [`FileKind::Socket`], or a device
+    /// ([`FileKind::Block`], [`FileKind::Char`] with `rdev`) where the process may; other
+    /// kinds are `InvalidName`. `mode & 0o7777` is applied exactly (no umask).
+    fn mknod(&self, at: &SharePath, kind: FileKind, mode: u32, rdev: (u32, u32)) -> Result<()> {
+        let _ = (at, kind, mode, rdev);
+        Err(VfsError::unsupported())
+    }
+    /// Creates the directory `at` (exact spelling) with exactly `mode & 0o7777` (no umask).
+    fn mkdir(&self, at: &SharePath, mode: u32) -> Result<()> {
+        let _ = (at, mode);
+        Err(VfsError::unsupported())
+    }
+    /// A token of at most [`MAX_TOKEN_LEN`] bytes naming the object at `path` (exact
+    /// spelling, not followed) that stays valid while the object exists, across renames
+    /// and server restarts (on the local backend), and never names another object later.
+    fn file_token(&self, path: &SharePath) -> Result<Vec<u8>> {
+        let _ = path;
+        Err(VfsError::unsupported())
+    }
+    /// The current path of the object a [`Backend::file_token`] token names, always inside
+    /// the share. `NotFound` when the object is gone (stale); `InvalidName` for a token this
+    /// backend never made.
+    fn resolve_token(&self, token: &[u8]) -> Result<SharePath> {
+        let _ = token;
+        Err(VfsError::unsupported())
     }
 }

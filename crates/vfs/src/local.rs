@@ -339,7 +339,7 @@ impl LocalBackend {
     }
 
     /// Metadata of `path`, exact spelling only.
-    fn stat_exact(&self, path: &SharePath) -> Result<FileAttrs> {
+    fn stat_spelled(&self, path: &SharePath) -> Result<FileAttrs> {
         let fd = open_beneath(&self.root, &path.to_fs_relative(), PATH_ONLY).map_err(|e| self.classify(path, e))?;
         let stx = statx_fd(fd.as_fd())?;
         let mut a = if self.root.proc_ok {
@@ -360,7 +360,7 @@ impl LocalBackend {
     }
 
     /// Removes `path`, exact spelling only.
-    fn remove_exact(&self, path: &SharePath) -> Result<()> {
+    fn remove_spelled(&self, path: &SharePath) -> Result<()> {
         let (parent, name) = self.parent_and_name(path)?;
         // Try as a file first (the common case); Linux says EISDIR for a directory.
         match unlinkat(&parent, name, AtFlags::empty()) {
@@ -530,7 +530,7 @@ impl Backend for LocalBackend {
     }
 
     fn stat(&self, path: &SharePath) -> Result<FileAttrs> {
-        self.with_case_fallback(path, |p| self.stat_exact(p))
+        self.with_case_fallback(path, |p| self.stat_spelled(p))
     }
 
     fn remove(&self, path: &SharePath) -> Result<()> {
@@ -540,7 +540,7 @@ impl Backend for LocalBackend {
         if self.root.read_only {
             return Err(VfsError::ReadOnly);
         }
-        self.with_case_fallback(path, |p| self.remove_exact(p))
+        self.with_case_fallback(path, |p| self.remove_spelled(p))
     }
 
     /// Renames without following a final symlink (the link itself moves). Replacing never

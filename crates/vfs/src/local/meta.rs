@@ -1,7 +1,7 @@
 //! Metadata: statx results, the `user.braid.*` xattrs, and time conversions.
 
 use super::errno::map_errno;
-use crate::{dos, FileAttrs, Result};
+use crate::{dos, FileAttrs, FileKind, Posix, Result};
 use rustix::fd::{AsRawFd, BorrowedFd};
 use rustix::fs::{
     fgetxattr, flistxattr, fremovexattr, fsetxattr, getxattr, lgetxattr, listxattr, llistxattr, removexattr, setxattr, statx, AtFlags, FileType,
@@ -208,6 +208,32 @@ pub(crate) fn attrs_from(stx: &Statx, at: Option<&XattrAt<'_>>) -> FileAttrs {
         modified,
         changed,
         dos_attributes,
+        posix: posix_from(stx),
+    }
+}
+
+/// The kind of object a statx result describes.
+pub(crate) fn kind_of(stx: &Statx) -> FileKind {
+    match file_type(stx) {
+        FileType::Directory => FileKind::Dir,
+        FileType::Symlink => FileKind::Symlink,
+        FileType::BlockDevice => FileKind::Block,
+        FileType::CharacterDevice => FileKind::Char,
+        FileType::Fifo => FileKind::Fifo,
+        FileType::Socket => FileKind::Socket,
+        _ => FileKind::File,
+    }
+}
+
+/// The POSIX part of the attributes.
+fn posix_from(stx: &Statx) -> Posix {
+    Posix {
+        kind: kind_of(stx),
+        mode: u32::from(stx.stx_mode) & 0o7777,
+        uid: stx.stx_uid,
+        gid: stx.stx_gid,
+        rdev: (stx.stx_rdev_major, stx.stx_rdev_minor),
+        fsid: (u64::from(stx.stx_dev_major) << 32) | u64::from(stx.stx_dev_minor),
     }
 }
 

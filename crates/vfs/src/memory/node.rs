@@ -3,7 +3,7 @@
 
 use super::entries::Entries;
 use super::BLOCK_SIZE;
-use crate::{dos, FileAttrs, Result, SetTimes, VfsError};
+use crate::{dos, FileAttrs, FileKind, Posix, Result, SetTimes, VfsError};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -174,6 +174,14 @@ impl Node {
             modified: st.modified,
             changed: st.changed,
             dos_attributes: st.dos | if self.is_dir { dos::DIRECTORY } else { 0 },
+            posix: Posix {
+                kind: if self.is_dir { FileKind::Dir } else { FileKind::File },
+                mode: if self.is_dir { 0o755 } else { 0o644 },
+                uid: 0,
+                gid: 0,
+                rdev: (0, 0),
+                fsid: 0,
+            },
         }
     }
 
