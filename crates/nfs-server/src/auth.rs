@@ -4,14 +4,8 @@
 
 use crate::config::ExportRules;
 
-/// The identity a call's storage work runs as.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    pub uid: u32,
-    pub gid: u32,
-    /// Supplementary groups (AUTH_SYS carries at most 16).
-    pub groups: Vec<u32>,
-}
+/// The identity a call's storage work runs as (`with_creds` switches the thread to it).
+pub use braid_vfs::creds::Creds as Identity;
 
 /// The credential a call carried, as far as the server cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
