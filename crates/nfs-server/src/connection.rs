@@ -5,8 +5,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use nfs_wire::record::{set_mark, RecordReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{Mutex, Semaphore};
 
@@ -18,57 +19,49 @@ use crate::state::NfsState;
 pub const MAX_IN_FLIGHT: usize = 128;
 /// Largest record: a maximal WRITE (1 MiB) plus its headers.
 pub const MAX_RECORD: usize = (1 << 20) + 4096;
-/// Most fragments one record may have (a flood of empty fragments is an attack, not a
-/// client: real clients send one).
-const MAX_FRAGMENTS: usize = 1024;
-
-/// Why the reader stops.
-#[derive(Debug)]
-enum RecordError {
-    Io(std::io::Error),
-    TooLarge(usize),
-    TooManyFragments,
-}
-
-impl std::fmt::Display for RecordError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RecordError::Io(e) => write!(f, "{e}"),
-            RecordError::TooLarge(n) => write!(f, "a record of {n} bytes or more exceeds {MAX_RECORD}"),
-            RecordError::TooManyFragments => write!(f, "more than {MAX_FRAGMENTS} fragments in one record"),
-        }
-    }
-}
+/// Bytes received at least per read.
+const READ_AHEAD: usize = 64 * 1024;
 
 /// Serves one accepted socket until it closes.
 pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
     let _ = sock.set_nodelay(true);
-    let (rd, wr) = sock.into_split();
-    let mut rd = BufReader::with_capacity(64 * 1024, rd);
+    let (mut rd, wr) = sock.into_split();
     let wr = Arc::new(Mutex::new(wr));
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let mut records = RecordReader::new(MAX_RECORD as u32);
     tracing::debug!(%peer, "nfs connection");
-    loop {
-        let record = match read_record(&mut rd).await {
-            Ok(Some(r)) => r,
-            Ok(None) => break,
-            Err(RecordError::Io(e)) => {
+    'conn: loop {
+        loop {
+            let record = match records.next_record() {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "bad RPC record; disconnecting");
+                    break 'conn;
+                }
+            };
+            let Ok(permit) = in_flight.clone().acquire_owned().await else { break 'conn };
+            let (state, wr) = (state.clone(), wr.clone());
+            tokio::spawn(async move {
+                if let Some(reply) = dispatch::call(&state, peer.ip(), record).await {
+                    send(&wr, reply).await;
+                }
+                drop(permit);
+            });
+        }
+        // Room for what the current fragment still needs (the reader bounds it), at least
+        // a read-ahead's worth so small calls come several per receive.
+        let want = records.wanted().clamp(READ_AHEAD, MAX_RECORD + 4);
+        let buf = records.read_buf();
+        buf.reserve(want);
+        match rd.read_buf(buf).await {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
                 tracing::debug!(%peer, error = %e, "nfs connection lost");
                 break;
             }
-            Err(e) => {
-                tracing::warn!(%peer, error = %e, "bad RPC record; disconnecting");
-                break;
-            }
-        };
-        let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
-        let (state, wr) = (state.clone(), wr.clone());
-        tokio::spawn(async move {
-            if let Some(reply) = dispatch::call(&state, peer.ip(), record).await {
-                send(&wr, reply).await;
-            }
-            drop(permit);
-        });
+        }
     }
     // Close our side now; replies still being produced find the writer shut.
     let _ = wr.lock().await.shutdown().await;
@@ -80,41 +73,9 @@ async fn send(wr: &Mutex<OwnedWriteHalf>, mut reply: Vec<u8>) {
     if reply.len() < 4 {
         return;
     }
-    let len = (reply.len() - 4) as u32;
-    reply[..4].copy_from_slice(&(len | 0x8000_0000).to_be_bytes());
+    set_mark(&mut reply, 0);
     let mut w = wr.lock().await;
     if let Err(e) = w.write_all(&reply).await {
         tracing::debug!(error = %e, "cannot send an NFS reply");
-    }
-}
-
-/// Reads one whole record (RFC 5531 section 11: fragments with a 4-byte mark each, the
-/// last one flagged); None at a clean end of stream between records.
-async fn read_record(rd: &mut BufReader<OwnedReadHalf>) -> Result<Option<Vec<u8>>, RecordError> {
-    let mut record = Vec::new();
-    let mut fragment = 0;
-    loop {
-        if fragment >= MAX_FRAGMENTS {
-            return Err(RecordError::TooManyFragments);
-        }
-        let mut mark = [0u8; 4];
-        match rd.read_exact(&mut mark).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && fragment == 0 => return Ok(None),
-            Err(e) => return Err(RecordError::Io(e)),
-        }
-        let word = u32::from_be_bytes(mark);
-        let (last, len) = (word & 0x8000_0000 != 0, (word & 0x7fff_ffff) as usize);
-        let total = record.len() + len;
-        if total > MAX_RECORD {
-            return Err(RecordError::TooLarge(total));
-        }
-        let start = record.len();
-        record.resize(total, 0);
-        rd.read_exact(&mut record[start..]).await.map_err(RecordError::Io)?;
-        if last {
-            return Ok(Some(record));
-        }
-        fragment += 1;
     }
 }

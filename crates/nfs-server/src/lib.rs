@@ -15,9 +15,14 @@ pub mod op_metrics;
 
 pub use config::{ClientNet, Export, ExportRules, NfsConfig, DEFAULT_STATE_DIR};
 pub use coordinator::{Alone, BoxFut, Coordinator, Intent, Refusal};
+mod attrs;
 mod connection;
 mod dispatch;
+mod handlers;
 mod listener;
+mod mount;
+mod request;
 pub mod state;
+mod status;
 
 pub use listener::{serve, serve_state};
