@@ -200,6 +200,12 @@ pub struct FsStats {
     pub block_size: u32,
     /// Longest file name in bytes.
     pub max_name_len: u32,
+    /// How many files (inodes) the filesystem can hold; 0 where it does not say.
+    pub total_files: u64,
+    /// Files that can still be created.
+    pub free_files: u64,
+    /// Files the caller can still create (may be less than free).
+    pub avail_files: u64,
 }
 
 /// An open file or directory. Positional I/O only, so one handle serves concurrent requests.

@@ -22,11 +22,13 @@ mod errno;
 mod handle;
 mod listing;
 mod meta;
+mod posix;
+mod sys;
 
 pub use handle::LocalHandle;
 pub use meta::{BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR};
 
-use crate::{Backend, CreateMode, FileAttrs, FileHandle, FsStats, OpenOptions, OpenOutcome, Result, SharePath, VfsError};
+use crate::{Backend, CreateMode, DirEntry, FileAttrs, FileHandle, FileKind, FsStats, OpenOptions, OpenOutcome, Result, SharePath, VfsError};
 use errno::map_errno;
 use handle::FdAccess;
 use meta::{attrs_from, file_type, proc_fd_path, statx_at, statx_fd, XattrAt};
@@ -61,6 +63,12 @@ pub(crate) struct Root {
     /// right after the set). Linux cannot set ctime, so the override holds only until the
     /// file changes again (its kernel ctime moves). Kept in memory only and bounded.
     pub(crate) ctime_overrides: Mutex<HashMap<u64, (SystemTime, SystemTime)>>,
+    /// The process umask, which `mkdir` and `mknod` undo to apply a mode exactly.
+    pub(crate) umask: u32,
+    /// When the root's file system makes kernel file handles (file tokens): the root's
+    /// mount id, and an fd of the root open for reading (open_by_handle_at refuses O_PATH
+    /// fds as its mount fd).
+    pub(crate) handle_mount: Option<(i32, OwnedFd)>,
 }
 
 /// Most change-time overrides remembered per share.
@@ -223,8 +231,13 @@ impl LocalBackend {
         if !proc_ok {
             tracing::warn!("/proc is not mounted: DOS attributes of listings will not be read");
         }
+        let handle_mount = sys::name_to_handle(fd.as_fd(), "").ok().and_then(|h| {
+            let dir = rustix::fs::openat(&fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+            Some((h.mount_id, dir))
+        });
+        let umask = posix::process_umask();
         Ok(LocalBackend {
-            root: Arc::new(Root { fd, read_only, proc_ok, ctime_overrides: Mutex::new(HashMap::new()) }),
+            root: Arc::new(Root { fd, read_only, proc_ok, ctime_overrides: Mutex::new(HashMap::new()), umask, handle_mount }),
             root_path: root.to_path_buf(),
         })
     }
@@ -619,6 +632,50 @@ impl Backend for LocalBackend {
         r.map_err(rename_err)
     }
 
+    fn stat_exact(&self, path: &SharePath) -> Result<FileAttrs> {
+        self.posix_stat(path)
+    }
+
+    fn read_dir_exact(&self, dir: &SharePath) -> Result<Vec<DirEntry>> {
+        self.posix_read_dir(dir)
+    }
+
+    fn remove_exact(&self, path: &SharePath) -> Result<()> {
+        self.posix_remove(path)
+    }
+
+    fn rename_exact(&self, from: &SharePath, to: &SharePath) -> Result<()> {
+        self.posix_rename(from, to)
+    }
+
+    fn readlink(&self, path: &SharePath) -> Result<String> {
+        self.posix_readlink(path)
+    }
+
+    fn symlink(&self, target: &str, at: &SharePath) -> Result<()> {
+        self.posix_symlink(target, at)
+    }
+
+    fn link(&self, existing: &SharePath, new: &SharePath) -> Result<()> {
+        self.posix_link(existing, new)
+    }
+
+    fn mknod(&self, at: &SharePath, kind: FileKind, mode: u32, rdev: (u32, u32)) -> Result<()> {
+        self.posix_mknod(at, kind, mode, rdev)
+    }
+
+    fn mkdir(&self, at: &SharePath, mode: u32) -> Result<()> {
+        self.posix_mkdir(at, mode)
+    }
+
+    fn file_token(&self, path: &SharePath) -> Result<Vec<u8>> {
+        self.token(path)
+    }
+
+    fn resolve_token(&self, token: &[u8]) -> Result<SharePath> {
+        self.resolve(token)
+    }
+
     fn statfs(&self) -> Result<FsStats> {
         let v = fstatvfs(&self.root.fd).map_err(map_errno)?;
         // Block counts are in fragment units; old filesystems report only f_bsize.
@@ -629,6 +686,9 @@ impl Backend for LocalBackend {
             avail_bytes: v.f_bavail.saturating_mul(unit),
             block_size: u32::try_from(unit).unwrap_or(u32::MAX),
             max_name_len: MAX_NAME_LEN,
+            total_files: v.f_files,
+            free_files: v.f_ffree,
+            avail_files: v.f_favail,
         })
     }
 }

@@ -17,20 +17,24 @@
 mod entries;
 mod handle;
 mod node;
+mod posix;
 
 pub use handle::MemoryHandle;
 
-use crate::{Backend, CreateMode, FileAttrs, FileHandle, FsStats, OpenOptions, OpenOutcome, Result, SharePath, VfsError};
-use node::{Node, Usage};
+use crate::{Backend, CreateMode, DirEntry, FileAttrs, FileHandle, FileKind, FsStats, OpenOptions, OpenOutcome, Result, SharePath, VfsError};
+use node::{Meta, Node, Usage};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::SystemTime;
 
 /// Allocation unit reported by [`Backend::statfs`] and used to round allocation sizes.
 const BLOCK_SIZE: u32 = 4096;
 /// Longest name the share accepts, in bytes (as on the local backend).
 const MAX_NAME_LEN: u32 = 255;
+/// File id of the root directory.
+pub(crate) const ROOT_ID: u64 = 1;
 
 /// State shared by a backend and all its handles.
 struct Tree {
@@ -39,6 +43,11 @@ struct Tree {
     namespace: RwLock<()>,
     usage: Arc<Usage>,
     next_id: AtomicU64,
+    /// Nodes by id, for file tokens; a node leaves when its last name goes.
+    index: Mutex<HashMap<u64, Weak<Node>>>,
+    /// Random per backend instance: the file system id, and part of every file token, so a
+    /// token of an earlier instance (before a restart) is stale rather than another file.
+    instance: u64,
 }
 
 /// A share held in memory, bounded by a capacity in bytes.
@@ -61,9 +70,22 @@ impl fmt::Debug for MemoryBackend {
     }
 }
 
-/// The entry of `dir` matching `name` case-insensitively, with its stored spelling.
-fn find_child(dir: &Node, name: &str) -> Option<(String, Arc<Node>)> {
-    dir.read().entries.find(name)
+/// The entry of `dir` matching `name` case-insensitively, with its stored spelling; with
+/// `exact`, only an entry stored with exactly this spelling.
+fn find_child(dir: &Node, name: &str, exact: bool) -> Option<(String, Arc<Node>)> {
+    let st = dir.read();
+    if exact {
+        return st.entries.get_exact(name).map(|n| (name.to_owned(), n));
+    }
+    st.entries.find(name)
+}
+
+/// A random number, different for every call (std's per-map hash keys are random).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish()
 }
 
 /// Where a non-root path leads: its parent directory (with the parent's stored path and the
@@ -88,9 +110,13 @@ impl MemoryBackend {
     /// With `read_only`, every mutating call fails with [`VfsError::ReadOnly`].
     pub fn new(capacity: u64, read_only: bool) -> Self {
         let usage = Arc::new(Usage::new(capacity));
-        let root = Arc::new(Node::new_root(1, Arc::clone(&usage)));
+        let instance = random_u64();
+        let root = Arc::new(Node::new_root(ROOT_ID, instance, Arc::clone(&usage)));
+        let mut index = HashMap::new();
+        index.insert(ROOT_ID, Arc::downgrade(&root));
         let namespace = RwLock::new(());
-        MemoryBackend { tree: Arc::new(Tree { root, namespace, usage, next_id: AtomicU64::new(2) }), read_only }
+        let tree = Tree { root, namespace, usage, next_id: AtomicU64::new(ROOT_ID + 1), index: Mutex::new(index), instance };
+        MemoryBackend { tree: Arc::new(tree), read_only }
     }
 
     /// A backend on the same tree that refuses all changes.
@@ -123,12 +149,12 @@ impl MemoryBackend {
 
     /// The directories along `comps` (root first) and their stored path; `PathNotFound` if
     /// one is missing or not a directory.
-    fn dir_chain(&self, comps: &[String]) -> Result<(Vec<Arc<Node>>, SharePath)> {
+    fn dir_chain(&self, comps: &[String], exact: bool) -> Result<(Vec<Arc<Node>>, SharePath)> {
         let mut chain = vec![Arc::clone(&self.tree.root)];
         let mut stored = Vec::with_capacity(comps.len());
         for c in comps {
             let here = chain.last().expect("the chain holds at least the root");
-            match find_child(here, c) {
+            match find_child(here, c, exact) {
                 Some((name, node)) if node.is_dir => {
                     stored.push(name);
                     chain.push(node);
@@ -141,34 +167,75 @@ impl MemoryBackend {
 
     /// Resolves a non-root `path` (the caller holds the namespace lock).
     fn locate(&self, path: &SharePath) -> Result<Located> {
+        self.locate_with(path, false)
+    }
+
+    /// Resolves a non-root `path`, with `exact` names only or case-insensitively.
+    fn locate_with(&self, path: &SharePath, exact: bool) -> Result<Located> {
         let (last, parents) = path.components().split_last().ok_or(VfsError::PermissionDenied)?;
-        let (chain, parent_path) = self.dir_chain(parents)?;
-        let found = find_child(chain.last().expect("the chain holds at least the root"), last);
+        let (chain, parent_path) = self.dir_chain(parents, exact)?;
+        let found = find_child(chain.last().expect("the chain holds at least the root"), last, exact);
         Ok(Located { chain, parent_path, name: last.clone(), found })
     }
 
     /// The node at `path` and its stored path (the caller holds the namespace lock).
     fn lookup(&self, path: &SharePath) -> Result<(Arc<Node>, SharePath)> {
+        self.lookup_with(path, false)
+    }
+
+    /// [`MemoryBackend::lookup`] with `exact` names only or case-insensitively.
+    fn lookup_with(&self, path: &SharePath, exact: bool) -> Result<(Arc<Node>, SharePath)> {
         if path.is_root() {
             return Ok((Arc::clone(&self.tree.root), SharePath::root()));
         }
-        let l = self.locate(path)?;
+        let l = self.locate_with(path, exact)?;
         let (name, node) = l.found.ok_or(VfsError::NotFound)?;
         Ok((node, l.parent_path.join(&name)?))
     }
 
-    /// Adds a new file or directory `name` to `parent`.
-    fn create_in(&self, parent: &Node, name: &str, dir: bool) -> Result<Arc<Node>> {
+    /// Adds a new node `name` to `parent` (the caller holds the namespace lock for
+    /// writing and checked that no spelling of `name` exists).
+    fn create_in(&self, parent: &Arc<Node>, name: &str, meta: Meta) -> Result<Arc<Node>> {
         let id = self.tree.next_id.fetch_add(1, Ordering::Relaxed);
-        let node = Arc::new(Node::new(id, dir, Arc::clone(&self.tree.usage))?);
-        let mut st = parent.write();
-        st.entries.insert(name.to_owned(), Arc::clone(&node));
-        st.touch_modified(SystemTime::now());
+        let node = Arc::new(Node::new(id, meta, self.tree.instance, Arc::clone(&self.tree.usage))?);
+        node.add_link(parent, name)?;
+        {
+            let mut st = parent.write();
+            st.entries.insert(name.to_owned(), Arc::clone(&node));
+            st.touch_modified(SystemTime::now());
+        }
+        self.tree.index.lock().unwrap_or_else(|e| e.into_inner()).insert(id, Arc::downgrade(&node));
         Ok(node)
+    }
+
+    /// Takes the entry `name` (stored spelling) out of `parent`; a node left without a
+    /// name leaves the token index.
+    fn unlink_in(&self, parent: &Arc<Node>, name: &str) {
+        let removed = {
+            let mut st = parent.write();
+            let n = st.entries.remove(name);
+            st.touch_modified(SystemTime::now());
+            n
+        };
+        if let Some(n) = removed {
+            if n.drop_link(parent, name) {
+                self.tree.index.lock().unwrap_or_else(|e| e.into_inner()).remove(&n.id);
+            }
+            n.write().changed = SystemTime::now();
+        }
+    }
+
+    /// Like [`Backend::open_exact`], returning the concrete handle type.
+    pub fn open_memory_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(MemoryHandle, OpenOutcome)> {
+        self.open_with(path, opts, true)
     }
 
     /// Like [`Backend::open`], returning the concrete handle type.
     pub fn open_memory(&self, path: &SharePath, opts: OpenOptions) -> Result<(MemoryHandle, OpenOutcome)> {
+        self.open_with(path, opts, false)
+    }
+
+    fn open_with(&self, path: &SharePath, opts: OpenOptions, exact: bool) -> Result<(MemoryHandle, OpenOutcome)> {
         if opts.directory && opts.non_directory {
             return Err(VfsError::InvalidName);
         }
@@ -185,13 +252,19 @@ impl MemoryBackend {
             }
             (Arc::clone(&self.tree.root), SharePath::root(), OpenOutcome::Opened)
         } else {
-            let l = self.locate(path)?;
+            let l = self.locate_with(path, exact)?;
             match (opts.create, l.found) {
                 (CreateMode::CreateNew, Some(_)) => return Err(VfsError::Exists),
                 (CreateMode::OpenExisting, None) => return Err(VfsError::NotFound),
                 (_, None) if ro => return Err(VfsError::ReadOnly),
                 (_, None) => {
-                    let node = self.create_in(l.chain.last().expect("non-empty chain"), &l.name, opts.directory)?;
+                    let parent = l.chain.last().expect("non-empty chain");
+                    if exact && find_child(parent, &l.name, false).is_some() {
+                        // Another spelling holds the name; a memory directory keeps one.
+                        return Err(VfsError::Exists);
+                    }
+                    let kind = if opts.directory { FileKind::Dir } else { FileKind::File };
+                    let node = self.create_in(parent, &l.name, Meta::default_for(kind))?;
                     (node, l.parent_path.join(&l.name)?, OpenOutcome::Created)
                 }
                 (_, Some((name, node))) => (node, l.parent_path.join(&name)?, OpenOutcome::Opened),
@@ -211,27 +284,33 @@ impl MemoryBackend {
             return Err(VfsError::PermissionDenied);
         }
         if let Some((tname, dst)) = &to.found {
-            let case_change = Arc::ptr_eq(dst, &src);
+            // The source's own entry (not another link of the same file).
+            let case_change = Arc::ptr_eq(to.parent(), from.parent()) && *tname == fname;
             if !case_change && !replace {
                 return Err(VfsError::Exists);
             }
             if !case_change && (src.is_dir || dst.is_dir) {
                 return Err(VfsError::PermissionDenied);
             }
-            if let Some(old) = to.parent().write().entries.remove(tname) {
-                old.write().unlinked = true;
+            if !case_change {
+                self.unlink_in(to.parent(), tname);
             }
         }
+        self.relink(&from, &fname, &src, &to)
+    }
+
+    /// Moves `src`, the entry `fname` of `from`'s parent, to `to`'s name (free by now).
+    fn relink(&self, from: &Located, fname: &str, src: &Arc<Node>, to: &Located) -> Result<()> {
         let now = SystemTime::now();
         {
             let mut st = from.parent().write();
-            st.entries.remove(&fname);
+            st.entries.remove(fname);
             st.touch_modified(now);
         }
-        src.write().unlinked = false;
+        src.move_link(from.parent(), fname, to.parent(), &to.name);
         src.write().changed = now;
         let mut st = to.parent().write();
-        st.entries.insert(to.name.clone(), src);
+        st.entries.insert(to.name.clone(), Arc::clone(src));
         st.touch_modified(now);
         Ok(())
     }
@@ -239,6 +318,10 @@ impl MemoryBackend {
 
 /// Checks an existing node against what `opts` require, truncating it if asked.
 fn check_existing(node: &Node, opts: OpenOptions) -> Result<()> {
+    if !matches!(node.kind, FileKind::File | FileKind::Dir) {
+        // Symlinks and special files are not opened (as on the local backend).
+        return Err(VfsError::PermissionDenied);
+    }
     if node.is_dir && opts.non_directory {
         return Err(VfsError::IsADirectory);
     }
@@ -260,6 +343,11 @@ impl Backend for MemoryBackend {
         Ok((Box::new(h), outcome))
     }
 
+    fn open_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+        let (h, outcome) = self.open_memory_exact(path, opts)?;
+        Ok((Box::new(h), outcome))
+    }
+
     fn stat(&self, path: &SharePath) -> Result<FileAttrs> {
         let _names = self.read_names();
         Ok(self.lookup(path)?.0.attrs())
@@ -278,11 +366,7 @@ impl Backend for MemoryBackend {
         if node.is_dir && !node.read().entries.is_empty() {
             return Err(VfsError::NotEmpty);
         }
-        let mut st = l.parent().write();
-        st.entries.remove(name);
-        st.touch_modified(SystemTime::now());
-        drop(st);
-        node.write().unlinked = true;
+        self.unlink_in(l.parent(), name);
         Ok(())
     }
 
@@ -306,9 +390,64 @@ impl Backend for MemoryBackend {
         self.move_entry(src, dst, replace)
     }
 
+    fn stat_exact(&self, path: &SharePath) -> Result<FileAttrs> {
+        self.posix_stat(path)
+    }
+
+    fn read_dir_exact(&self, dir: &SharePath) -> Result<Vec<DirEntry>> {
+        self.posix_read_dir(dir)
+    }
+
+    fn remove_exact(&self, path: &SharePath) -> Result<()> {
+        self.posix_remove(path)
+    }
+
+    fn rename_exact(&self, from: &SharePath, to: &SharePath) -> Result<()> {
+        self.posix_rename(from, to)
+    }
+
+    fn readlink(&self, path: &SharePath) -> Result<String> {
+        self.posix_readlink(path)
+    }
+
+    fn symlink(&self, target: &str, at: &SharePath) -> Result<()> {
+        self.posix_symlink(target, at)
+    }
+
+    fn link(&self, existing: &SharePath, new: &SharePath) -> Result<()> {
+        self.posix_link(existing, new)
+    }
+
+    fn mknod(&self, at: &SharePath, kind: FileKind, mode: u32, rdev: (u32, u32)) -> Result<()> {
+        self.posix_mknod(at, kind, mode, rdev)
+    }
+
+    fn mkdir(&self, at: &SharePath, mode: u32) -> Result<()> {
+        self.posix_mkdir(at, mode)
+    }
+
+    fn file_token(&self, path: &SharePath) -> Result<Vec<u8>> {
+        self.token(path)
+    }
+
+    fn resolve_token(&self, token: &[u8]) -> Result<SharePath> {
+        self.resolve(token)
+    }
+
     fn statfs(&self) -> Result<FsStats> {
         let total = self.tree.usage.capacity();
         let free = total.saturating_sub(self.tree.usage.used());
-        Ok(FsStats { total_bytes: total, free_bytes: free, avail_bytes: free, block_size: BLOCK_SIZE, max_name_len: MAX_NAME_LEN })
+        // Every node costs NODE_COST at least: as many more fit in what is free.
+        let (files, free_files) = (total / node::NODE_COST, free / node::NODE_COST);
+        Ok(FsStats {
+            total_bytes: total,
+            free_bytes: free,
+            avail_bytes: free,
+            block_size: BLOCK_SIZE,
+            max_name_len: MAX_NAME_LEN,
+            total_files: files,
+            free_files,
+            avail_files: free_files,
+        })
     }
 }

@@ -5,7 +5,8 @@
 //! local backend can show (symlinks, modes, xattrs on disk, mappings) is in `local.rs`.
 
 use braid_vfs::{
-    dos, Backend, CacheConfig, CachedBackend, CreateMode, FileHandle, LocalBackend, MemoryBackend, OpenOptions, OpenOutcome, SetTimes, VfsError,
+    creds, dos, Backend, CacheConfig, CachedBackend, CreateMode, FileHandle, FileKind, LocalBackend, MemoryBackend, OpenOptions, OpenOutcome,
+    SetTimes, VfsError, MAX_TOKEN_LEN,
 };
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -428,6 +429,7 @@ fn statfs_figures(f: &dyn Fixture) {
     assert!(st.avail_bytes <= st.free_bytes);
     assert!(st.block_size > 0);
     assert_eq!(st.max_name_len, 255);
+    assert!(st.total_files > 0 && st.free_files <= st.total_files && st.avail_files <= st.free_files);
 }
 
 fn concurrent_positional_io(f: &dyn Fixture) {
@@ -563,6 +565,243 @@ fn extended_attributes_round_trip(f: &dyn Fixture) {
     assert_eq!(h2.extended_attributes().unwrap().len(), braid_vfs::MAX_EAS);
 }
 
+// POSIX calls (NFS): exact names, links, special files, modes, owners, tokens.
+
+fn exact_open(b: &dyn Backend, path: &str, o: OpenOptions) -> Result<Box<dyn FileHandle>, VfsError> {
+    b.open_exact(&p(path), o).map(|(h, _)| h)
+}
+
+fn posix_attributes_and_modes(f: &dyn Fixture) {
+    let b = f.backend();
+    let (uid, gid) = creds::current_fs_ids();
+    put(b, "f", b"abc");
+    let a = b.stat_exact(&p("f")).unwrap();
+    assert_eq!((a.posix.kind, a.posix.uid, a.posix.gid), (FileKind::File, uid, gid));
+    assert_eq!(a.posix.rdev, (0, 0));
+    assert_eq!(b.stat_exact(&p("")).unwrap().posix.kind, FileKind::Dir);
+    // Modes are applied exactly, whatever the umask, special bits included.
+    for (name, mode) in [("d1", 0o750), ("d2", 0o1777), ("d3", 0o700)] {
+        b.mkdir(&p(name), mode).unwrap();
+        let a = b.stat_exact(&p(name)).unwrap();
+        assert_eq!((a.posix.kind, a.posix.mode, a.is_dir), (FileKind::Dir, mode, true), "{name}");
+    }
+    assert!(matches!(b.mkdir(&p("d1"), 0o755), Err(VfsError::Exists)));
+    assert!(matches!(b.mkdir(&p("nope\\d"), 0o755), Err(VfsError::PathNotFound)));
+    // set_mode through a handle, seen by stat_exact (through the cache too) and by stat.
+    let h = exact_open(b, "f", opts(CreateMode::OpenExisting)).unwrap();
+    assert_eq!(b.stat_exact(&p("f")).unwrap().posix.mode, a.posix.mode);
+    h.set_mode(0o600).unwrap();
+    assert_eq!(b.stat_exact(&p("f")).unwrap().posix.mode, 0o600);
+    assert_eq!(h.attrs().unwrap().posix.mode, 0o600);
+    drop(h);
+    assert_eq!(b.stat(&p("f")).unwrap().posix.mode, 0o600);
+    if creds::can_switch() {
+        let h = exact_open(b, "f", read_only_opts()).unwrap();
+        h.set_owner(Some(1234), None).unwrap();
+        h.set_owner(None, Some(5678)).unwrap();
+        let a = b.stat_exact(&p("f")).unwrap();
+        assert_eq!((a.posix.uid, a.posix.gid), (1234, 5678));
+    }
+    let ro = f.read_only();
+    assert!(matches!(ro.mkdir(&p("x"), 0o755), Err(VfsError::ReadOnly)));
+    let h = ro.open_exact(&p("f"), read_only_opts()).unwrap().0;
+    assert!(matches!(h.set_mode(0o644), Err(VfsError::ReadOnly)));
+    assert!(matches!(h.set_owner(Some(1), None), Err(VfsError::ReadOnly)));
+}
+
+fn exact_names_never_fall_back(f: &dyn Fixture) {
+    let b = f.backend();
+    put(b, "Foo", b"x");
+    mkdir(b, "Dir");
+    put(b, "Dir\\In", b"y");
+    // SMB's case-insensitive lookups first, so a cache has seen these spellings.
+    assert!(b.stat(&p("foo")).is_ok());
+    assert!(open(b, "FOO", read_only_opts()).is_ok());
+    assert!(open(b, "dir\\in", read_only_opts()).is_ok());
+    for wrong in ["foo", "FOO", "dir\\In", "Dir\\in"] {
+        assert!(matches!(b.stat_exact(&p(wrong)), Err(VfsError::NotFound | VfsError::PathNotFound)), "{wrong}");
+        assert!(matches!(exact_open(b, wrong, read_only_opts()), Err(VfsError::NotFound | VfsError::PathNotFound)), "{wrong}");
+        assert!(matches!(b.remove_exact(&p(wrong)), Err(VfsError::NotFound | VfsError::PathNotFound)), "{wrong}");
+        assert!(matches!(b.rename_exact(&p(wrong), &p("other")), Err(VfsError::NotFound | VfsError::PathNotFound)), "{wrong}");
+        assert!(matches!(b.file_token(&p(wrong)), Err(VfsError::NotFound | VfsError::PathNotFound)), "{wrong}");
+    }
+    assert_eq!(get(b, "Foo"), b"x");
+    assert_eq!(b.stat_exact(&p("Dir\\In")).unwrap().size, 1);
+    // An exact create of a missing spelling, a hit of the right one.
+    assert_eq!(b.open_exact(&p("Dir\\In"), opts(CreateMode::OpenOrCreate)).unwrap().1, OpenOutcome::Opened);
+    let names: Vec<String> = b.read_dir_exact(&p("")).unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(names, ["Dir", "Foo"]);
+    assert!(matches!(b.read_dir_exact(&p("dir")), Err(VfsError::NotFound | VfsError::PathNotFound)));
+    assert!(matches!(b.read_dir_exact(&p("Foo")), Err(VfsError::NotADirectory)));
+    b.remove_exact(&p("Dir\\In")).unwrap();
+    assert!(matches!(b.stat_exact(&p("Dir\\In")), Err(VfsError::NotFound)));
+    assert!(matches!(b.stat(&p("dir\\in")), Err(VfsError::NotFound)));
+}
+
+fn symlinks_are_not_followed(f: &dyn Fixture) {
+    let b = f.backend();
+    put(b, "t", b"target data");
+    b.symlink("t", &p("l")).unwrap();
+    b.symlink("../../outside", &p("esc")).unwrap();
+    assert_eq!(b.readlink(&p("l")).unwrap(), "t");
+    assert_eq!(b.readlink(&p("esc")).unwrap(), "../../outside");
+    let a = b.stat_exact(&p("l")).unwrap();
+    assert_eq!((a.posix.kind, a.is_dir, a.size), (FileKind::Symlink, false, 1));
+    assert!(matches!(b.readlink(&p("t")), Err(VfsError::InvalidName)));
+    assert!(matches!(b.symlink("x", &p("t")), Err(VfsError::Exists)));
+    assert!(matches!(b.symlink("", &p("e")), Err(VfsError::InvalidName)));
+    let kinds: Vec<(String, FileKind)> = b.read_dir_exact(&p("")).unwrap().into_iter().map(|e| (e.name, e.attrs.posix.kind)).collect();
+    assert_eq!(kinds, [("esc".into(), FileKind::Symlink), ("l".into(), FileKind::Symlink), ("t".into(), FileKind::File)]);
+    // The escaping link is never listed for SMB.
+    assert!(!names(b, "").contains(&"esc".to_string()));
+    // Renaming and removing move the link itself.
+    b.rename_exact(&p("l"), &p("l2")).unwrap();
+    assert_eq!(b.readlink(&p("l2")).unwrap(), "t");
+    b.remove_exact(&p("l2")).unwrap();
+    assert_eq!(get(b, "t"), b"target data");
+    assert!(matches!(f.read_only().symlink("t", &p("r")), Err(VfsError::ReadOnly)));
+}
+
+fn hard_links_share_one_file(f: &dyn Fixture) {
+    let b = f.backend();
+    put(b, "a", b"data");
+    mkdir(b, "d");
+    let before = b.stat_exact(&p("a")).unwrap();
+    assert_eq!(before.nlink, 1);
+    assert_eq!(b.stat(&p("a")).unwrap().nlink, 1);
+    b.link(&p("a"), &p("d\\b")).unwrap();
+    let (a, l) = (b.stat_exact(&p("a")).unwrap(), b.stat_exact(&p("d\\b")).unwrap());
+    assert_eq!((a.nlink, l.nlink, l.file_id), (2, 2, before.file_id));
+    assert_eq!(b.stat(&p("a")).unwrap().nlink, 2);
+    assert_eq!(get(b, "d\\b"), b"data");
+    // A write through one name shows under the other.
+    let h = exact_open(b, "d\\b", opts(CreateMode::OpenExisting)).unwrap();
+    h.write_at(b"DATA", 0).unwrap();
+    drop(h);
+    assert_eq!(get(b, "a"), b"DATA");
+    assert!(matches!(b.link(&p("a"), &p("d\\b")), Err(VfsError::Exists)));
+    assert!(matches!(b.link(&p("d"), &p("d2")), Err(VfsError::IsADirectory)));
+    assert!(matches!(b.link(&p("zz"), &p("d3")), Err(VfsError::NotFound)));
+    // Renaming one link onto the other changes nothing.
+    b.rename_exact(&p("a"), &p("d\\b")).unwrap();
+    assert_eq!(b.stat_exact(&p("a")).unwrap().nlink, 2);
+    b.remove_exact(&p("a")).unwrap();
+    assert_eq!(b.stat_exact(&p("d\\b")).unwrap().nlink, 1);
+    assert_eq!(get(b, "d\\b"), b"DATA");
+    assert!(matches!(f.read_only().link(&p("d\\b"), &p("c")), Err(VfsError::ReadOnly)));
+}
+
+fn special_files(f: &dyn Fixture) {
+    let b = f.backend();
+    b.mknod(&p("fifo"), FileKind::Fifo, 0o640, (9, 9)).unwrap();
+    let a = b.stat_exact(&p("fifo")).unwrap();
+    assert_eq!((a.posix.kind, a.posix.mode, a.posix.rdev), (FileKind::Fifo, 0o640, (0, 0)));
+    b.mknod(&p("sock"), FileKind::Socket, 0o600, (0, 0)).unwrap();
+    assert_eq!(b.stat_exact(&p("sock")).unwrap().posix.kind, FileKind::Socket);
+    assert!(matches!(b.mknod(&p("fifo"), FileKind::Fifo, 0o600, (0, 0)), Err(VfsError::Exists)));
+    assert!(matches!(b.mknod(&p("file"), FileKind::File, 0o600, (0, 0)), Err(VfsError::InvalidName)));
+    // Devices: where the process may make them, with their numbers.
+    match b.mknod(&p("null"), FileKind::Char, 0o666, (1, 3)) {
+        Ok(()) => assert_eq!(b.stat_exact(&p("null")).unwrap().posix.rdev, (1, 3)),
+        Err(e) => assert!(matches!(e, VfsError::PermissionDenied), "{e:?}"),
+    }
+    // SMB neither opens nor lists them.
+    assert!(matches!(open(b, "fifo", read_only_opts()), Err(VfsError::PermissionDenied)));
+    assert!(!names(b, "").contains(&"fifo".to_string()));
+    assert!(b.read_dir_exact(&p("")).unwrap().iter().any(|e| e.name == "fifo" && e.attrs.posix.kind == FileKind::Fifo));
+    b.remove_exact(&p("fifo")).unwrap();
+    assert!(matches!(b.stat_exact(&p("fifo")), Err(VfsError::NotFound)));
+    assert!(matches!(f.read_only().mknod(&p("x"), FileKind::Fifo, 0o600, (0, 0)), Err(VfsError::ReadOnly)));
+}
+
+fn posix_rename_replaces(f: &dyn Fixture) {
+    let b = f.backend();
+    put(b, "a", b"A");
+    put(b, "b", b"B");
+    let ida = b.stat_exact(&p("a")).unwrap().file_id;
+    assert_eq!(b.stat_exact(&p("b")).unwrap().size, 1);
+    b.rename_exact(&p("a"), &p("b")).unwrap();
+    assert_eq!(b.stat_exact(&p("b")).unwrap().file_id, ida);
+    assert!(matches!(b.stat_exact(&p("a")), Err(VfsError::NotFound)));
+    assert_eq!(get(b, "b"), b"A");
+    b.mkdir(&p("d1"), 0o755).unwrap();
+    b.mkdir(&p("d2"), 0o755).unwrap();
+    b.mkdir(&p("full"), 0o755).unwrap();
+    put(b, "full\\x", b"x");
+    assert!(matches!(b.rename_exact(&p("b"), &p("d1")), Err(VfsError::IsADirectory)));
+    assert!(matches!(b.rename_exact(&p("d1"), &p("b")), Err(VfsError::NotADirectory)));
+    assert!(matches!(b.rename_exact(&p("d1"), &p("full")), Err(VfsError::NotEmpty | VfsError::Exists)));
+    // A directory replaces an empty one.
+    b.rename_exact(&p("d1"), &p("d2")).unwrap();
+    assert!(matches!(b.stat_exact(&p("d1")), Err(VfsError::NotFound)));
+    // Into a directory, keeping what it holds.
+    b.rename_exact(&p("full"), &p("d2\\moved")).unwrap();
+    assert_eq!(get(b, "d2\\moved\\x"), b"x");
+    assert!(matches!(b.rename_exact(&p("d2"), &p("d2\\moved\\in")), Err(VfsError::PermissionDenied)));
+    assert!(matches!(f.read_only().rename_exact(&p("b"), &p("c")), Err(VfsError::ReadOnly)));
+    assert!(matches!(f.read_only().remove_exact(&p("b")), Err(VfsError::ReadOnly)));
+}
+
+fn file_tokens_follow_the_file(f: &dyn Fixture) {
+    let b = f.backend();
+    put(b, "f", b"x");
+    mkdir(b, "d");
+    b.symlink("f", &p("d\\l")).unwrap();
+    for path in ["", "f", "d", "d\\l"] {
+        let t = b.file_token(&p(path)).unwrap();
+        assert!(!t.is_empty() && t.len() <= MAX_TOKEN_LEN, "{path}: {}", t.len());
+        assert_eq!(b.resolve_token(&t).unwrap(), p(path), "{path}");
+        // The same object gives the same token.
+        assert_eq!(b.file_token(&p(path)).unwrap(), t);
+    }
+    let t = b.file_token(&p("f")).unwrap();
+    b.rename_exact(&p("f"), &p("d\\g")).unwrap();
+    assert_eq!(b.resolve_token(&t).unwrap(), p("d\\g"));
+    let td = b.file_token(&p("d")).unwrap();
+    b.rename_exact(&p("d"), &p("e")).unwrap();
+    assert_eq!(b.resolve_token(&td).unwrap(), p("e"));
+    assert_eq!(b.resolve_token(&t).unwrap(), p("e\\g"));
+    // A removed file's token is stale, even once a new file takes its place.
+    b.remove_exact(&p("e\\g")).unwrap();
+    assert!(matches!(b.resolve_token(&t), Err(VfsError::NotFound)));
+    put(b, "e\\g", b"new");
+    put(b, "e\\h", b"new");
+    assert!(matches!(b.resolve_token(&t), Err(VfsError::NotFound)));
+    // A change of case (SMB's rename) keeps the token.
+    let t2 = b.file_token(&p("e\\h")).unwrap();
+    b.rename(&p("e\\h"), &p("e\\H"), false).unwrap();
+    assert_eq!(b.resolve_token(&t2).unwrap(), p("e\\H"));
+    b.rename(&p("e\\H"), &p("e\\h"), false).unwrap();
+    // A file with two names resolves to one of them.
+    b.link(&p("e\\h"), &p("h2")).unwrap();
+    let r = b.resolve_token(&t2).unwrap();
+    assert!(r == p("e\\h") || r == p("h2"), "{r}");
+    for bad in [&[][..], &[1u8][..], &[0xff; 41][..]] {
+        assert!(b.resolve_token(bad).is_err());
+    }
+}
+
+fn creds_decide_the_owner_of_new_objects(f: &dyn Fixture) {
+    if !creds::can_switch() {
+        eprintln!("not root: skipped");
+        return;
+    }
+    let b = f.backend();
+    b.mkdir(&p("pub"), 0o777).unwrap();
+    let c = creds::Creds { uid: 65534, gid: 65533, groups: vec![] };
+    creds::with_creds(&c, || {
+        b.open_exact(&p("pub\\f"), opts(CreateMode::CreateNew)).unwrap();
+        b.mkdir(&p("pub\\d"), 0o755).unwrap();
+        b.symlink("f", &p("pub\\l")).unwrap();
+    })
+    .unwrap();
+    for name in ["pub\\f", "pub\\d", "pub\\l"] {
+        let a = b.stat_exact(&p(name)).unwrap();
+        assert_eq!((a.posix.uid, a.posix.gid), (65534, 65533), "{name}");
+    }
+    assert_eq!(creds::current_fs_ids().0, 0);
+}
+
 /// Instantiates every conformance test for one fixture type.
 macro_rules! conformance {
     ($module:ident, $fixture:expr) => {
@@ -572,7 +811,9 @@ macro_rules! conformance {
                 open_dispositions, read_write_truncate_extend, rename_and_remove, attributes_of_new_objects,
                 dos_attributes_round_trip, set_times_round_trip, read_dir_sorted, read_only_backend_refuses_changes,
                 statfs_figures, concurrent_positional_io, case_insensitive_lookup_preserves_case,
-                case_insensitive_rename, security_descriptor_round_trip, extended_attributes_round_trip);
+                case_insensitive_rename, security_descriptor_round_trip, extended_attributes_round_trip,
+                posix_attributes_and_modes, exact_names_never_fall_back, symlinks_are_not_followed, hard_links_share_one_file,
+                special_files, posix_rename_replaces, file_tokens_follow_the_file, creds_decide_the_owner_of_new_objects);
         }
     };
     (@tests $fixture:expr; $($name:ident),+) => {

@@ -3,7 +3,7 @@
 //! on-disk spellings of one name, and the fast paths. What every backend shares is in
 //! `conformance.rs`.
 
-use braid_vfs::{dos, Backend, CreateMode, LocalBackend, OpenOptions, SharePath, VfsError};
+use braid_vfs::{dos, Backend, CreateMode, FileKind, LocalBackend, OpenOptions, SharePath, VfsError};
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -349,4 +349,71 @@ fn map_range_on_a_disk_file_system_serves_cached_pages_only() {
     assert_eq!(again.with_bytes(<[u8]>::to_vec).unwrap(), &data[1 << 20..(1 << 20) + 4096]);
     drop((m, again, h));
     let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn file_tokens_survive_a_restart_and_never_leave_the_share() {
+    if !braid_vfs::creds::can_switch() {
+        // open_by_handle_at needs CAP_DAC_READ_SEARCH.
+        eprintln!("not root: skipped");
+        return;
+    }
+    let s = Scratch::new();
+    fs::create_dir_all(s.share().join("a/b")).unwrap();
+    fs::write(s.share().join("a/b/f"), b"x").unwrap();
+    let b = s.backend();
+    let t = b.file_token(&p("a\\b\\f")).unwrap();
+    drop(b);
+    // A new backend (a server restart) resolves the same token, also after outside renames.
+    fs::rename(s.share().join("a/b"), s.share().join("a/c")).unwrap();
+    let b = s.backend();
+    assert_eq!(b.resolve_token(&t).unwrap(), p("a\\c\\f"));
+    // A token of an object outside the share (made by a share rooted higher up) is refused.
+    let wide = LocalBackend::new(&s.0, false).unwrap();
+    let secret = wide.file_token(&p("outside\\secret")).unwrap();
+    let top = wide.file_token(&p("")).unwrap();
+    assert_eq!(wide.resolve_token(&secret).unwrap(), p("outside\\secret"));
+    assert!(matches!(b.resolve_token(&secret), Err(VfsError::Escape)));
+    assert!(matches!(b.resolve_token(&top), Err(VfsError::Escape)));
+    // Moved out of the share: no longer reachable through it.
+    fs::rename(s.share().join("a/c/f"), s.0.join("outside/f")).unwrap();
+    assert!(matches!(b.resolve_token(&t), Err(VfsError::Escape)));
+    // The share's root is the root, whoever made the token.
+    let root = wide.file_token(&p("share")).unwrap();
+    assert_eq!(b.resolve_token(&root).unwrap(), p(""));
+    // Forged bytes never resolve.
+    let mut forged = t.clone();
+    let last = forged.len() - 1;
+    forged[last] ^= 0x55;
+    assert!(b.resolve_token(&forged).is_err());
+}
+
+#[test]
+fn posix_modes_and_owners_on_disk() {
+    use std::os::unix::fs::MetadataExt;
+    let s = Scratch::new();
+    let b = s.backend();
+    b.mkdir(&p("d"), 0o2750).unwrap();
+    assert_eq!(fs::metadata(s.share().join("d")).unwrap().mode() & 0o7777, 0o2750);
+    b.mknod(&p("d\\fifo"), FileKind::Fifo, 0o666, (0, 0)).unwrap();
+    let m = fs::symlink_metadata(s.share().join("d/fifo")).unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type()));
+    assert_eq!(m.mode() & 0o7777, 0o666);
+    b.symlink("fifo", &p("d\\l")).unwrap();
+    assert_eq!(fs::read_link(s.share().join("d/l")).unwrap(), Path::new("fifo"));
+    // A handle opened for attributes only still changes mode and owner.
+    let (h, _) = b.open_exact(&p("d"), OpenOptions { read: false, write: false, ..dir_opts(CreateMode::OpenExisting) }).unwrap();
+    h.set_mode(0o711).unwrap();
+    assert_eq!(fs::metadata(s.share().join("d")).unwrap().mode() & 0o7777, 0o711);
+    if braid_vfs::creds::can_switch() {
+        h.set_owner(Some(4242), Some(4343)).unwrap();
+        let m = fs::metadata(s.share().join("d")).unwrap();
+        assert_eq!((m.uid(), m.gid()), (4242, 4343));
+    }
+    // Names exact: a second spelling is a second file here.
+    fs::write(s.share().join("Name"), b"1").unwrap();
+    let (_, o) = b.open_exact(&p("name"), opts(CreateMode::OpenOrCreate)).unwrap();
+    assert_eq!(o, braid_vfs::OpenOutcome::Created);
+    assert_eq!(fs::read(s.share().join("Name")).unwrap(), b"1");
+    assert_eq!(b.stat_exact(&p("name")).unwrap().size, 0);
 }

@@ -246,4 +246,12 @@ impl FileHandle for CachedHandle {
     fn set_extended_attribute(&self, name: &str, value: &[u8]) -> Result<()> {
         self.change(|h| h.set_extended_attribute(name, value))
     }
+
+    fn set_mode(&self, mode: u32) -> Result<()> {
+        self.change(|h| h.set_mode(mode))
+    }
+
+    fn set_owner(&self, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.change(|h| h.set_owner(uid, gid))
+    }
 }

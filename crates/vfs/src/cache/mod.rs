@@ -19,6 +19,7 @@ mod kills;
 mod own;
 mod places;
 mod pool;
+mod posix;
 mod state;
 mod table;
 mod watch;
@@ -34,7 +35,8 @@ use own::bits;
 use state::{exact, fold, name_key, parent_of, Core, Data, Found, Missing};
 
 use crate::{
-    Backend, CacheStats, ChangeSink, CreateMode, Delivery, FileAttrs, FileHandle, FsStats, OpenOptions, OpenOutcome, Result, SharePath, VfsError,
+    Backend, CacheStats, ChangeSink, CreateMode, Delivery, DirEntry, FileAttrs, FileHandle, FileKind, FsStats, OpenOptions, OpenOutcome, Result,
+    SharePath, VfsError,
 };
 
 /// Bounds and timing of a share's metadata cache.
@@ -141,8 +143,16 @@ impl CachedBackend {
         }
     }
 
-    /// Opens what the cache knows exists.
-    fn open_found(&self, path: &SharePath, f: &Found, disk: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+    /// Opens what the cache knows exists (`exact`: names are exact, see
+    /// [`Backend::open_exact`]).
+    fn open_found(
+        &self,
+        path: &SharePath,
+        f: &Found,
+        disk: &SharePath,
+        opts: OpenOptions,
+        exact: bool,
+    ) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
         let a = &f.attrs;
         if a.is_dir && opts.non_directory {
             return Err(VfsError::IsADirectory);
@@ -176,14 +186,15 @@ impl CachedBackend {
             // Gone meanwhile: forget it and ask the backend the slow way.
             Err(VfsError::NotFound | VfsError::PathNotFound) => {
                 self.core.changed_name(&folded, a.is_dir);
-                self.open_slow(path, opts)
+                self.open_slow(path, opts, exact)
             }
             Err(e) => Err(e),
         }
     }
 
-    /// Opens through the backend, learning what it finds.
-    fn open_slow(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+    /// Opens through the backend, learning what it finds. With `exact`, names are exact
+    /// and a miss is not remembered (another spelling may exist).
+    fn open_slow(&self, path: &SharePath, opts: OpenOptions, exact_names: bool) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
         let folded = fold(path);
         let k = name_key(&folded);
         let parent = path.parent();
@@ -192,11 +203,15 @@ impl CachedBackend {
         if creating {
             self.core.expect(&folded, bits::CREATE);
         }
-        let (h, outcome) = match self.core.inner.open(path, opts) {
+        let r = if exact_names { self.core.inner.open_exact(path, opts) } else { self.core.inner.open(path, opts) };
+        let (h, outcome) = match r {
             Ok(r) => r,
             Err(e @ (VfsError::NotFound | VfsError::PathNotFound)) => {
                 if creating {
                     self.core.withdraw(&folded, bits::CREATE);
+                }
+                if exact_names {
+                    return Err(e);
                 }
                 let m = if matches!(e, VfsError::NotFound) { Missing::Name } else { Missing::Path };
                 self.core.finish(k, &exact(path), Data::Missing(m), fill);
@@ -253,8 +268,8 @@ impl Backend for CachedBackend {
         let folded = fold(path);
         match self.core.get(&name_key(&folded), &exact(path)) {
             Some(Data::Found(f)) => match &f.disk {
-                Some(disk) => self.open_found(path, &f, disk, opts),
-                None => self.open_slow(path, opts),
+                Some(disk) => self.open_found(path, &f, disk, opts, false),
+                None => self.open_slow(path, opts, false),
             },
             Some(Data::Missing(m)) if opts.create == CreateMode::OpenExisting => {
                 Err(if m == Missing::Name { VfsError::NotFound } else { VfsError::PathNotFound })
@@ -270,7 +285,7 @@ impl Backend for CachedBackend {
                     Err(VfsError::PathNotFound | VfsError::Exists) => {
                         self.core.withdraw(&folded, bits::CREATE);
                         self.core.changed_name(&folded, false);
-                        self.open_slow(path, opts)
+                        self.open_slow(path, opts, false)
                     }
                     Err(e) => {
                         self.core.withdraw(&folded, bits::CREATE);
@@ -279,7 +294,18 @@ impl Backend for CachedBackend {
                     }
                 }
             }
-            _ => self.open_slow(path, opts),
+            _ => self.open_slow(path, opts, false),
+        }
+    }
+
+    fn open_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+        if opts.directory && opts.non_directory {
+            return self.core.inner.open_exact(path, opts);
+        }
+        // Only an entry known under exactly this on-disk spelling serves an exact open.
+        match self.core.get(&name_key(&fold(path)), &exact(path)) {
+            Some(Data::Found(f)) if f.disk.as_ref() == Some(path) => self.open_found(path, &f, path, opts, true),
+            _ => self.open_slow(path, opts, true),
         }
     }
 
@@ -344,6 +370,50 @@ impl Backend for CachedBackend {
 
     fn statfs(&self) -> Result<FsStats> {
         self.core.inner.statfs()
+    }
+
+    fn stat_exact(&self, path: &SharePath) -> Result<FileAttrs> {
+        self.posix_stat(path)
+    }
+
+    fn read_dir_exact(&self, dir: &SharePath) -> Result<Vec<DirEntry>> {
+        self.core.inner.read_dir_exact(dir)
+    }
+
+    fn remove_exact(&self, path: &SharePath) -> Result<()> {
+        self.posix_remove(path)
+    }
+
+    fn rename_exact(&self, from: &SharePath, to: &SharePath) -> Result<()> {
+        self.posix_rename(from, to)
+    }
+
+    fn readlink(&self, path: &SharePath) -> Result<String> {
+        self.core.inner.readlink(path)
+    }
+
+    fn symlink(&self, target: &str, at: &SharePath) -> Result<()> {
+        self.creating(at, false, |b| b.symlink(target, at))
+    }
+
+    fn link(&self, existing: &SharePath, new: &SharePath) -> Result<()> {
+        self.posix_link(existing, new)
+    }
+
+    fn mknod(&self, at: &SharePath, kind: FileKind, mode: u32, rdev: (u32, u32)) -> Result<()> {
+        self.creating(at, false, |b| b.mknod(at, kind, mode, rdev))
+    }
+
+    fn mkdir(&self, at: &SharePath, mode: u32) -> Result<()> {
+        self.creating(at, true, |b| b.mkdir(at, mode))
+    }
+
+    fn file_token(&self, path: &SharePath) -> Result<Vec<u8>> {
+        self.core.inner.file_token(path)
+    }
+
+    fn resolve_token(&self, token: &[u8]) -> Result<SharePath> {
+        self.core.inner.resolve_token(token)
     }
 
     fn subscribe(&self, sink: ChangeSink) -> Delivery {

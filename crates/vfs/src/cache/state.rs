@@ -90,6 +90,10 @@ pub(crate) fn name_key(folded: &str) -> Key {
     Key { kind: Kind::Name, folded: folded.into() }
 }
 
+pub(crate) fn entry_key(folded: &str) -> Key {
+    Key { kind: Kind::Entry, folded: folded.into() }
+}
+
 pub(crate) fn listing_key(folded: &str) -> Key {
     Key { kind: Kind::Listing, folded: folded.into() }
 }
@@ -217,6 +221,7 @@ impl Core {
     /// The attributes (or data) of `folded` changed: its entry and its parent's listing go.
     pub(crate) fn changed_attrs(&self, folded: &str) {
         self.count(self.table.invalidate(&name_key(folded)));
+        self.count(self.table.invalidate(&entry_key(folded)));
         self.count(self.table.invalidate(&listing_key(parent_of(folded))));
     }
 

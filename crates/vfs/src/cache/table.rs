@@ -14,11 +14,13 @@ pub(crate) const SHARDS: usize = 32;
 /// Most spellings of one folded name kept (clients nearly always use one).
 const MAX_SPELLINGS: usize = 4;
 
-/// What a table key names: a path's own entry, or a directory's listing.
+/// What a table key names: a path's own entry (a final symlink followed), a directory's
+/// listing, or the object at an exact name itself (`Backend::stat_exact`, not followed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
     Name,
     Listing,
+    Entry,
 }
 
 /// A table key: the kind and the case-folded path (`/`-joined components).

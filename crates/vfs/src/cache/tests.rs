@@ -292,3 +292,45 @@ fn handles_follow_renames_through_the_cache() {
     drop(w);
     assert_eq!(c.stat(&p("e\\h")).unwrap().size, 10);
 }
+
+#[test]
+fn exact_attributes_are_cached_apart_and_dropped_by_every_change() {
+    let s = share(true, CacheConfig { ttl: Duration::from_secs(60), ..Default::default() });
+    let c = &s.cache;
+    put(&s, "t", b"data");
+    c.symlink("t", &p("l")).unwrap();
+    // An SMB lookup follows the link; the exact one never does, whichever came first.
+    assert_eq!(c.stat(&p("l")).unwrap().posix.kind, crate::FileKind::File);
+    assert_eq!(c.stat_exact(&p("l")).unwrap().posix.kind, crate::FileKind::Symlink);
+    assert_eq!(c.stat(&p("l")).unwrap().posix.kind, crate::FileKind::File);
+    let h0 = hits(&s);
+    assert_eq!(c.stat_exact(&p("l")).unwrap().posix.kind, crate::FileKind::Symlink);
+    assert_eq!(hits(&s), h0 + 1);
+    // Misses are exact: another spelling's entry never answers.
+    assert!(matches!(c.stat_exact(&p("T")), Err(VfsError::NotFound)));
+    assert!(c.stat(&p("T")).is_ok());
+    assert!(matches!(c.stat_exact(&p("T")), Err(VfsError::NotFound)));
+    // Changes through the cache: mode, link count, removal, rename.
+    assert_eq!(c.stat_exact(&p("t")).unwrap().nlink, 1);
+    let (h, _) = c.open_exact(&p("t"), attrs_only()).unwrap();
+    h.set_mode(0o604).unwrap();
+    assert_eq!(c.stat_exact(&p("t")).unwrap().posix.mode, 0o604);
+    drop(h);
+    c.link(&p("t"), &p("t2")).unwrap();
+    assert_eq!(c.stat_exact(&p("t")).unwrap().nlink, 2);
+    c.remove_exact(&p("t2")).unwrap();
+    assert!(matches!(c.stat_exact(&p("t2")), Err(VfsError::NotFound)));
+    assert_eq!(c.stat_exact(&p("t")).unwrap().nlink, 1);
+    c.mkdir(&p("d"), 0o700).unwrap();
+    assert!(matches!(c.stat_exact(&p("d\\x")), Err(VfsError::NotFound)));
+    c.rename_exact(&p("t"), &p("d\\x")).unwrap();
+    assert_eq!(c.stat_exact(&p("d\\x")).unwrap().size, 4);
+    assert!(matches!(c.stat_exact(&p("t")), Err(VfsError::NotFound)));
+    // An outside change is learnt from the watcher.
+    let before = c.stat_exact(&p("d\\x")).unwrap().posix.mode;
+    assert_eq!(before, 0o604);
+    std::fs::set_permissions(s.dir.join("d/x"), std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    assert!(eventually(Duration::from_secs(5), || c.stat_exact(&p("d\\x")).unwrap().posix.mode == 0o640));
+    std::fs::write(s.dir.join("d/new"), b"x").unwrap();
+    assert!(eventually(Duration::from_secs(5), || c.stat_exact(&p("d\\new")).is_ok()));
+}

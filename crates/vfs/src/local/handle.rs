@@ -496,6 +496,20 @@ impl FileHandle for LocalHandle {
         })
     }
 
+    fn set_mode(&self, mode: u32) -> Result<()> {
+        if self.root.read_only {
+            return Err(VfsError::ReadOnly);
+        }
+        super::posix::chmod_fd(&self.root, self.fd.as_fd(), mode)
+    }
+
+    fn set_owner(&self, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        if self.root.read_only {
+            return Err(VfsError::ReadOnly);
+        }
+        super::sys::fchown_empty(self.fd.as_fd(), uid, gid).map_err(map_errno)
+    }
+
     fn read_dir(&self) -> Result<Vec<DirEntry>> {
         if !self.is_dir {
             return Err(VfsError::NotADirectory);

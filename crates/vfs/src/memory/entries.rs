@@ -34,6 +34,11 @@ impl Entries {
         self.by_name.get(stored).map(|n| (stored.clone(), Arc::clone(n)))
     }
 
+    /// The entry stored with exactly this spelling.
+    pub(crate) fn get_exact(&self, name: &str) -> Option<Arc<Node>> {
+        self.by_name.get(name).cloned()
+    }
+
     /// Whether an entry is stored with exactly this spelling.
     pub(crate) fn contains_exact(&self, name: &str) -> bool {
         self.by_name.contains_key(name)

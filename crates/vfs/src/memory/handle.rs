@@ -1,7 +1,7 @@
 //! [`MemoryHandle`]: an open file or directory of a [`MemoryBackend`](super::MemoryBackend).
 
 use super::node::{Node, MAX_OFFSET};
-use crate::{DirEntry, FileAttrs, FileHandle, OpenOptions, Result, SetTimes, SharePath, VfsError};
+use crate::{DirEntry, FileAttrs, FileHandle, FileKind, OpenOptions, Result, SetTimes, SharePath, VfsError};
 use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -136,7 +136,9 @@ impl FileHandle for MemoryHandle {
         }
         // The entries are collected first, so no two node locks are ever held together.
         let entries: Vec<(String, Arc<Node>)> = self.node.read().entries.iter().map(|(k, n)| (k.clone(), Arc::clone(n))).collect();
-        Ok(entries.into_iter().map(|(name, n)| DirEntry { name, attrs: n.attrs() }).collect())
+        // Symlinks and special files are not listed (as on the local backend).
+        let served = entries.into_iter().filter(|(_, n)| matches!(n.kind, FileKind::File | FileKind::Dir));
+        Ok(served.map(|(name, n)| DirEntry { name, attrs: n.attrs() }).collect())
     }
 
     fn has_child(&self, name: &str) -> Result<bool> {
@@ -148,6 +150,33 @@ impl FileHandle for MemoryHandle {
 
     fn opened_path(&self) -> Option<SharePath> {
         Some(self.path.clone())
+    }
+
+    fn set_mode(&self, mode: u32) -> Result<()> {
+        self.check_meta_change()?;
+        let mut st = self.node.write();
+        let (uid, _) = crate::creds::current_fs_ids();
+        // As chmod(2): the owner or root.
+        if uid != 0 && uid != st.uid {
+            return Err(VfsError::PermissionDenied);
+        }
+        st.mode = mode & 0o7777;
+        st.changed = SystemTime::now();
+        Ok(())
+    }
+
+    fn set_owner(&self, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.check_meta_change()?;
+        let mut st = self.node.write();
+        let (me, _) = crate::creds::current_fs_ids();
+        // As chown(2), roughly: root changes anything, the owner only the group.
+        if me != 0 && (uid.is_some_and(|u| u != st.uid) || (gid.is_some() && me != st.uid)) {
+            return Err(VfsError::PermissionDenied);
+        }
+        st.uid = uid.unwrap_or(st.uid);
+        st.gid = gid.unwrap_or(st.gid);
+        st.changed = SystemTime::now();
+        Ok(())
     }
 
     fn security_descriptor(&self) -> Result<Option<Vec<u8>>> {

@@ -6,7 +6,7 @@ use super::BLOCK_SIZE;
 use crate::{dos, FileAttrs, FileKind, Posix, Result, SetTimes, VfsError};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::SystemTime;
 
 /// What every file or directory costs beside its contents: its name (at most 255 bytes),
@@ -72,8 +72,13 @@ pub(crate) struct NodeState {
     pub(crate) dos: u32,
     pub(crate) security: Option<Vec<u8>>,
     pub(crate) eas: BTreeMap<String, Vec<u8>>,
-    /// Removed from its directory (open handles keep it alive).
-    pub(crate) unlinked: bool,
+    /// The names it has: (directory, name). Empty once removed (open handles keep it
+    /// alive), and for the root. Files may have several (hard links).
+    pub(crate) links: Vec<(Weak<Node>, String)>,
+    /// Permission bits (`0o7777`).
+    pub(crate) mode: u32,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
     /// Bytes charged for this node.
     pub(crate) charged: u64,
 }
@@ -96,19 +101,45 @@ impl NodeState {
     }
 }
 
-/// One file or directory.
+/// POSIX metadata a new node starts with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Meta {
+    pub(crate) kind: FileKind,
+    pub(crate) mode: u32,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    /// Device numbers of a device node.
+    pub(crate) rdev: (u32, u32),
+}
+
+impl Meta {
+    /// A file or directory with the default mode (0o644, 0o755), owned by the calling
+    /// thread's file system user and group (see [`crate::creds`]).
+    pub(crate) fn default_for(kind: FileKind) -> Meta {
+        let (uid, gid) = crate::creds::current_fs_ids();
+        let mode = if kind == FileKind::Dir { 0o755 } else { 0o644 };
+        Meta { kind, mode, uid, gid, rdev: (0, 0) }
+    }
+}
+
+/// One file, directory, symlink (its target is its data) or special file.
 #[derive(Debug)]
 pub(crate) struct Node {
     /// Unique within the backend, never reused.
     pub(crate) id: u64,
     pub(crate) is_dir: bool,
+    pub(crate) kind: FileKind,
+    pub(crate) rdev: (u32, u32),
+    /// Tells this backend's file tokens from another's (the file system id).
+    pub(crate) fsid: u64,
     state: RwLock<NodeState>,
     usage: Arc<Usage>,
 }
 
 impl Node {
-    fn with_state(id: u64, is_dir: bool, usage: Arc<Usage>, charged: u64) -> Node {
+    fn with_state(id: u64, meta: Meta, fsid: u64, usage: Arc<Usage>, charged: u64) -> Node {
         let now = SystemTime::now();
+        let is_dir = meta.kind == FileKind::Dir;
         // Windows marks new files for backup, as the local backend does.
         let dos = if is_dir { 0 } else { dos::ARCHIVE };
         let state = NodeState {
@@ -122,22 +153,70 @@ impl Node {
             dos,
             security: None,
             eas: BTreeMap::new(),
-            unlinked: false,
+            links: Vec::new(),
+            mode: meta.mode & 0o7777,
+            uid: meta.uid,
+            gid: meta.gid,
             charged,
         };
-        Node { id, is_dir, state: RwLock::new(state), usage }
+        Node { id, is_dir, kind: meta.kind, rdev: meta.rdev, fsid, state: RwLock::new(state), usage }
     }
 
     /// The root directory; free, so an empty share uses nothing.
-    pub(crate) fn new_root(id: u64, usage: Arc<Usage>) -> Node {
-        Node::with_state(id, true, usage, 0)
+    pub(crate) fn new_root(id: u64, fsid: u64, usage: Arc<Usage>) -> Node {
+        Node::with_state(id, Meta::default_for(FileKind::Dir), fsid, usage, 0)
     }
 
     /// A new file or directory, charged [`NODE_COST`].
-    pub(crate) fn new(id: u64, is_dir: bool, usage: Arc<Usage>) -> Result<Node> {
+    pub(crate) fn new(id: u64, meta: Meta, fsid: u64, usage: Arc<Usage>) -> Result<Node> {
         let mut charged = 0;
         usage.recharge(&mut charged, NODE_COST)?;
-        Ok(Node::with_state(id, is_dir, usage, charged))
+        Ok(Node::with_state(id, meta, fsid, usage, charged))
+    }
+
+    /// Records the name `name` in `dir` (just added to `dir`'s entries). A name beyond the
+    /// first (a hard link) is charged [`NODE_COST`] like a node.
+    pub(crate) fn add_link(&self, dir: &Arc<Node>, name: &str) -> Result<()> {
+        let mut st = self.write();
+        if !st.links.is_empty() {
+            let want = st.charged + NODE_COST;
+            self.recharge(&mut st, want)?;
+        }
+        st.links.push((Arc::downgrade(dir), name.to_owned()));
+        Ok(())
+    }
+
+    /// Forgets the name `name` in `dir` (just removed from `dir`'s entries); returns
+    /// whether the node has no name left.
+    pub(crate) fn drop_link(&self, dir: &Arc<Node>, name: &str) -> bool {
+        let mut st = self.write();
+        let at = st.links.iter().position(|(d, n)| n == name && std::ptr::eq(d.as_ptr(), Arc::as_ptr(dir)));
+        if let Some(i) = at {
+            st.links.swap_remove(i);
+            if !st.links.is_empty() {
+                let want = st.charged.saturating_sub(NODE_COST);
+                // Shrinking always fits.
+                let _ = self.recharge(&mut st, want);
+            }
+        }
+        st.links.is_empty()
+    }
+
+    /// Changes the name `fname` in `from` into `tname` in `to` (a rename: nothing to charge).
+    pub(crate) fn move_link(&self, from: &Arc<Node>, fname: &str, to: &Arc<Node>, tname: &str) {
+        let mut st = self.write();
+        let at = st.links.iter().position(|(d, n)| n == fname && std::ptr::eq(d.as_ptr(), Arc::as_ptr(from)));
+        let link = (Arc::downgrade(to), tname.to_owned());
+        match at {
+            Some(i) => st.links[i] = link,
+            None => st.links.push(link),
+        }
+    }
+
+    /// One of the node's names, as (directory, name); `None` once removed (or the root).
+    pub(crate) fn a_link(&self) -> Option<(Arc<Node>, String)> {
+        let st = self.read();
+        st.links.iter().find_map(|(d, n)| Some((d.upgrade()?, n.clone())))
     }
 
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, NodeState> {
@@ -158,30 +237,24 @@ impl Node {
         let st = self.read();
         let (size, nlink) = if self.is_dir {
             let subdirs = st.entries.subdirs();
-            (0, u32::try_from(2 + subdirs).unwrap_or(u32::MAX))
+            let removed = st.links.is_empty() && self.id != super::ROOT_ID;
+            (0, if removed { 0 } else { u32::try_from(2 + subdirs).unwrap_or(u32::MAX) })
         } else {
-            (st.data.len() as u64, 1)
+            (st.data.len() as u64, u32::try_from(st.links.len()).unwrap_or(u32::MAX))
         };
         let block = u64::from(BLOCK_SIZE);
         FileAttrs {
             is_dir: self.is_dir,
             size,
             alloc_size: st.data_cost().div_ceil(block).saturating_mul(block),
-            nlink: if st.unlinked { 0 } else { nlink },
+            nlink,
             file_id: self.id,
             created: st.created,
             accessed: st.accessed,
             modified: st.modified,
             changed: st.changed,
             dos_attributes: st.dos | if self.is_dir { dos::DIRECTORY } else { 0 },
-            posix: Posix {
-                kind: if self.is_dir { FileKind::Dir } else { FileKind::File },
-                mode: if self.is_dir { 0o755 } else { 0o644 },
-                uid: 0,
-                gid: 0,
-                rdev: (0, 0),
-                fsid: 0,
-            },
+            posix: Posix { kind: self.kind, mode: st.mode, uid: st.uid, gid: st.gid, rdev: self.rdev, fsid: self.fsid },
         }
     }
 
