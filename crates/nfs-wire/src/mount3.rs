@@ -32,6 +32,8 @@ u32_enum! {
     }
 }
 
+impl std::error::Error for MountStat3 {}
+
 /// MNT's and UMNT's argument: the export path (bytes as sent).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MntArgs {

@@ -39,7 +39,7 @@ pub fn reserve_mark(buf: &mut Vec<u8>) -> usize {
 /// Fills the header reserved at `at` for one last fragment holding everything after it.
 /// Does nothing if `at` does not leave room for a header.
 pub fn set_mark(buf: &mut [u8], at: usize) {
-    let Some(len) = buf.len().checked_sub(at + 4) else { return };
+    let Some(len) = at.checked_add(4).and_then(|end| buf.len().checked_sub(end)) else { return };
     let len = u32::try_from(len).unwrap_or(!LAST_FRAGMENT);
     buf[at..at + 4].copy_from_slice(&mark(len, true));
 }
@@ -137,6 +137,9 @@ impl RecordReader {
             let end = self.start + 4 + len as usize;
             if self.buf.len() < end {
                 self.compact();
+                // Room for the whole fragment (checked against the limit above) at once, so
+                // reads into `read_buf` go straight to their place without regrowing.
+                self.buf.reserve(end - self.start - self.buf.len());
                 return Ok(None);
             }
             if len == 0 && !last {
@@ -237,6 +240,20 @@ mod tests {
         assert_eq!(rr.wanted(), 2);
         rr.feed(b"cc");
         assert_eq!(&*rr.next_record().unwrap().unwrap(), b"ccc");
+    }
+
+    #[test]
+    fn reads_into_the_buffer_with_room_for_the_fragment() {
+        let mut rr = RecordReader::new(1 << 20);
+        rr.read_buf().extend_from_slice(&mark(100_000, true));
+        assert_eq!(rr.next_record(), Ok(None));
+        assert!(rr.read_buf().capacity() >= 100_004);
+        assert_eq!(rr.wanted(), 100_000);
+        rr.read_buf().resize(100_004, 0xab);
+        let rec = rr.next_record().unwrap().unwrap();
+        assert_eq!((rec.len(), rec[99_999]), (100_000, 0xab));
+        assert!(!rr.in_record());
+        assert_eq!(rr.next_record(), Ok(None));
     }
 
     #[test]

@@ -80,9 +80,13 @@ impl Auth {
         w.u32(self.flavor());
         match self {
             Auth::Sys(sys) => {
-                let mut body = Vec::with_capacity(64);
-                sys.encode(&mut XdrWriter::new(&mut body));
-                w.opaque(&body);
+                // Encoded in place behind a length patched afterwards (no buffer per call);
+                // the body is made of whole XDR words, so it needs no padding.
+                let at = w.len();
+                w.u32(0);
+                sys.encode(w);
+                let len = (w.len() - at - 4) as u32;
+                w.buf()[at..at + 4].copy_from_slice(&len.to_be_bytes());
             }
             Auth::None | Auth::Other(_) => w.u32(0),
         }
@@ -141,7 +145,7 @@ pub enum RpcError {
     /// RPC version other than 2: answer MSG_DENIED / RPC_MISMATCH (2, 2).
     #[error("RPC version {vers} in call {xid:#x}")]
     RpcMismatch { xid: u32, vers: u32 },
-    /// The credential or verifier does not parse: answer AUTH_ERROR / AUTH_BADCRED.
+    /// The credential or the verifier does not parse: answer AUTH_ERROR / AUTH_BADCRED.
     #[error("malformed credentials in call {xid:#x}")]
     BadCred { xid: u32 },
 }

@@ -24,6 +24,10 @@ macro_rules! u32_enum {
             pub fn from_u32(v: u32) -> Option<Self> {
                 match v { $($val => Some(Self::$var),)+ _ => None }
             }
+            /// The value's name as the Rust variant spells it (the RFC's name in CamelCase).
+            pub fn variant_name(self) -> &'static str {
+                match self { $(Self::$var => stringify!($var),)+ }
+            }
             pub fn decode(r: &mut $crate::xdr::XdrReader<'_>) -> $crate::xdr::Result<Self> {
                 let v = r.u32()?;
                 Self::from_u32(v).ok_or($crate::xdr::XdrError::BadValue(v))
@@ -33,6 +37,12 @@ macro_rules! u32_enum {
             }
         }
         $crate::xdr::xdr_via_inherent!($name);
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{} ({})", self.variant_name(), *self as u32)
+            }
+        }
     };
 }
 pub(crate) use u32_enum;
@@ -71,6 +81,9 @@ u32_enum! {
         Jukebox = 10008,
     }
 }
+
+/// A failed NFS status can be returned as an error (by a client).
+impl std::error::Error for Nfsstat3 {}
 
 u32_enum! {
     /// ftype3

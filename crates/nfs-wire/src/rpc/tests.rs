@@ -63,6 +63,11 @@ fn call_errors_say_how_to_answer() {
     v.extend_from_slice(&[0; 4]);
     v.extend_from_slice(&out[68..]);
     assert_eq!(decode_call(&v), Err(RpcError::BadCred { xid: 0xdead_beef }));
+    // A verifier whose body is over 400 bytes.
+    let mut v = out[..68].to_vec();
+    v.extend_from_slice(&[0, 0, 0, 0, 0, 0, 1, 145]);
+    v.extend_from_slice(&[0; 404]);
+    assert_eq!(decode_call(&v), Err(RpcError::BadCred { xid: 0xdead_beef }));
 }
 
 #[test]
