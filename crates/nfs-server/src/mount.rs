@@ -5,7 +5,6 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use braid_vfs::SharePath;
 use nfs_wire::mount3::*;
 use nfs_wire::rpc::{AUTH_NONE, AUTH_SYS};
 use nfs_wire::XdrWriter;
@@ -45,7 +44,7 @@ pub async fn call(state: &Arc<NfsState>, peer: IpAddr, args: MountArgs3, out: &m
 
 async fn mnt(state: &Arc<NfsState>, peer: IpAddr, dirpath: &[u8]) -> MntRes {
     let export = std::str::from_utf8(dirpath).ok().and_then(|p| state.export_by_path(p));
-    let Some(export) = export else { return MntRes::Fail(MountStat3::Noent) };
+    let Some((export, dir)) = export else { return MntRes::Fail(MountStat3::Noent) };
     let rules = &export.export.rules;
     if !rules.allows(peer) {
         tracing::info!(%peer, export = %export.export.name, "NFS mount refused: client not in nfs_clients");
@@ -53,8 +52,10 @@ async fn mnt(state: &Arc<NfsState>, peer: IpAddr, dirpath: &[u8]) -> MntRes {
     }
     let anon = Identity { uid: rules.anonuid, gid: rules.anongid, groups: Vec::new() };
     let ctx = Ctx { state: state.clone(), export: Some(export.clone()), id: anon };
-    let fhandle = match ctx.stat_with_handle(SharePath::root()).await {
-        Ok((h, _)) => h,
+    let fhandle = match ctx.stat_with_handle(dir).await {
+        Ok((h, a)) if a.posix.kind == braid_vfs::FileKind::Dir => h,
+        Ok(_) => return MntRes::Fail(MountStat3::Notdir),
+        Err(nfs_wire::nfs3::Nfsstat3::Noent) => return MntRes::Fail(MountStat3::Noent),
         Err(s) => {
             tracing::warn!(export = %export.export.name, status = ?s, "NFS mount: no handle for the share root");
             return MntRes::Fail(MountStat3::Serverfault);

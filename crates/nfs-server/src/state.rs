@@ -93,9 +93,17 @@ impl NfsState {
         self.exports.iter().find(|e| e.id == id)
     }
 
-    /// The export mounted as `path` (`/name`, also without the slash or with a trailing one).
-    pub fn export_by_path(&self, path: &str) -> Option<&Arc<ExportState>> {
-        let name = path.trim_start_matches('/').trim_end_matches('/');
-        self.exports.iter().find(|e| e.export.name == name)
+    /// The export a mount path lies in and the directory inside it: `/name` is the share
+    /// root, `/name/a/b` its directory `a/b` (clients such as libnfs mount the directory of
+    /// the file they want). Extra, leading and trailing slashes are ignored.
+    pub fn export_by_path(&self, path: &str) -> Option<(&Arc<ExportState>, braid_vfs::SharePath)> {
+        let mut parts = path.split('/').filter(|c| !c.is_empty());
+        let name = parts.next()?;
+        let export = self.exports.iter().find(|e| e.export.name == name)?;
+        let mut dir = braid_vfs::SharePath::root();
+        for c in parts {
+            dir = dir.join(c).ok()?;
+        }
+        Some((export, dir))
     }
 }
