@@ -54,14 +54,14 @@ fn base_workload(c: &BenchCommonArgs) -> anyhow::Result<Workload> {
 
 /// A target of either protocol.
 enum AnyTarget {
-    Smb(SmbTarget),
+    Smb(Box<SmbTarget>),
     Nfs(NfsTarget),
 }
 
 impl AnyTarget {
     async fn run(&self, wl: &Workload, progress: bool) -> Result<braid_bench::Report, braid_bench::BenchError> {
         match self {
-            AnyTarget::Smb(t) => braid_bench::run_target(t, wl, progress).await,
+            AnyTarget::Smb(t) => braid_bench::run_target(t.as_ref(), wl, progress).await,
             AnyTarget::Nfs(t) => braid_bench::run_target(t, wl, progress).await,
         }
     }
@@ -79,7 +79,11 @@ fn targets(c: &BenchCommonArgs) -> anyhow::Result<Vec<AnyTarget>> {
     }
     let mut out = Vec::new();
     for raw in &c.targets {
-        out.push(if is_nfs(raw) { AnyTarget::Nfs(NfsTarget::new(NfsUrl::parse(raw)?, nconnect)?) } else { AnyTarget::Smb(smb_target(c, raw)?) });
+        out.push(if is_nfs(raw) {
+            AnyTarget::Nfs(NfsTarget::new(NfsUrl::parse(raw)?, nconnect)?)
+        } else {
+            AnyTarget::Smb(Box::new(smb_target(c, raw)?))
+        });
     }
     Ok(out)
 }
@@ -181,7 +185,7 @@ async fn sweep(a: BenchSweepArgs) -> anyhow::Result<()> {
     let files = match (smb.is_empty(), nfs.is_empty()) {
         (false, false) => bail!("bench sweep: the targets must all be smb:// or all nfs://"),
         (false, true) => {
-            let smb: Vec<SmbTarget> = smb.into_iter().filter_map(|t| if let AnyTarget::Smb(t) = t { Some(t) } else { None }).collect();
+            let smb: Vec<SmbTarget> = smb.into_iter().filter_map(|t| if let AnyTarget::Smb(t) = t { Some(*t) } else { None }).collect();
             braid_bench::run_sweep(&smb, &base, &spec, &a.out, true, print_row).await?.1
         }
         _ => {
