@@ -815,6 +815,29 @@ def test_nfs_operations_are_counted(srv, c):
     assert metric("GETATTR") - before >= 5
 
 
+def test_braid_bench_nfs_target_with_verify(srv):
+    """`braid bench` against the export: data with --verify over 2 connections, then a metadata mix."""
+    q = f"?mountport={srv.extra['mount_port']}" if srv.extra.get("mount_port") else ""
+    url = f"nfs://127.0.0.1:{srv.extra['nfs_port']}/data{q}"
+    exe = str(harness.braid_bin())
+    r = subprocess.run([exe, "bench", "--verify", "-w", "50", "-b", "64k", "-c", "2m", "-t", "2", "-o", "2",
+                        "-d", "1", "--nconnect", "2", "--dir", "bench-nfs", "--json", url],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    import json
+    rep = json.loads(r.stdout.strip().splitlines()[-1])
+    assert rep["errors"] == 0 and rep["iops"] > 0, rep
+    assert (srv.shares["data"] / "bench-nfs" / "file0.dat").stat().st_size == 2 << 20
+    r = subprocess.run([exe, "bench", "--meta", "create,open,close,delete,stat,mkdir,rmdir", "-t", "2", "-d", "1",
+                        "--dir", "bench-nfs-meta", "--json", url], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout.strip().splitlines()[-1])
+    assert rep["errors"] == 0 and rep["iops"] > 0, rep
+    # SMB-only flags are refused for NFS targets.
+    r = subprocess.run([exe, "bench", "--encrypt", "-d", "1", url], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "NFS" in r.stderr
+
+
 # --------------------------------------------------------------------------------------------
 # handles across restarts (a server of its own)
 # --------------------------------------------------------------------------------------------
