@@ -838,6 +838,44 @@ def test_braid_bench_nfs_target_with_verify(srv):
     assert r.returncode != 0 and "NFS" in r.stderr
 
 
+LISTEN = 'nfs_listen = ["127.0.0.1:2049"]'
+
+
+@pytest.mark.parametrize("server_lines,share_lines,bad,words", [
+    ([], ["nfs = true"], "nfs = true", "nfs_listen"),
+    ([LISTEN], ["nfs_root_squash = false"], "nfs_root_squash = false", "nfs = true"),
+    ([LISTEN], ["nfs = true", 'nfs_clients = ["not an address"]'], '"not an address"', "nfs_clients"),
+    ([LISTEN], ["nfs = true", "nfs_anonuid = -1"], "nfs_anonuid = -1", "nfs_anonuid"),
+    (['nfs_listen = ["no port"]'], [], '"no port"', "nfs_listen"),
+    (['nfs_listen = ["127.0.0.1:4455"]'], [], "4455", "nfs_listen"),
+])
+def test_braid_check_refuses_bad_nfs_keys(tmp_path, server_lines, share_lines, bad, words):
+    """Each mistake is refused with the line it is on."""
+    if TARGET != "braid":
+        pytest.skip("braid's configuration")
+    cfg = tmp_path / "braid.toml"
+    lines = ["[server]", 'listen = ["127.0.0.1:4455"]', *server_lines, "", "[[share]]", 'name = "s"',
+             f"path = {harness._toml_str(str(tmp_path))}", *share_lines, ""]
+    cfg.write_text("\n".join(lines))
+    line = max(i for i, text in enumerate(lines, 1) if bad in text)
+    r = subprocess.run([str(harness.braid_bin()), "check", "--config", str(cfg)], capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0, f"accepted:\n{cfg.read_text()}"
+    msg = r.stdout + r.stderr
+    assert f"braid.toml:{line}:" in msg and words in msg, msg
+
+
+def test_braid_check_accepts_the_nfs_keys(tmp_path):
+    if TARGET != "braid":
+        pytest.skip("braid's configuration")
+    cfg = tmp_path / "braid.toml"
+    cfg.write_text(harness.braid_config(4455, {"alice": "pw-alice-1", "bob": "pw-bob-22"},
+                                        [dict(sh, path=str(tmp_path)) if sh.get("backend") != "memory" else sh
+                                         for sh in SHARES],
+                                        ['nfs_listen = ["127.0.0.1:2049"]', f"state_dir = {harness._toml_str(str(tmp_path / 'st'))}"]))
+    r = subprocess.run([str(harness.braid_bin()), "check", "--config", str(cfg)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 # --------------------------------------------------------------------------------------------
 # handles across restarts (a server of its own)
 # --------------------------------------------------------------------------------------------
