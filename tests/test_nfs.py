@@ -355,6 +355,27 @@ def test_retransmitted_calls_answered_from_the_duplicate_request_cache(request, 
     assert not (path / "drc.txt").exists()
 
 
+def test_a_duplicate_in_progress_is_not_executed_again(c, scratch):
+    """The same call twice at once on one connection: executed once; the duplicate is dropped
+    or answered with the first one's reply, never with EXIST."""
+    dirfh, path = scratch
+    args = c.create_args(dirfh, "twice.txt", n.GUARDED)
+    xid = n.next_xid()
+    call = n.encode_call(xid, n.PROG_NFS, 3, n.CREATE, c.rpc.cred, args)
+    c.rpc.send_raw(n.mark(len(call)) + call + n.mark(len(call)) + call)
+    replies = [c.rpc.recv_record()]
+    probe = c.rpc.send_call(n.PROG_NFS, 3, n.NFSPROC3_NULL)
+    while True:
+        rec = c.rpc.recv_record()
+        if n.decode_reply(rec)[0] == probe:
+            break
+        replies.append(rec)
+    for rec in replies:
+        rx, u = n.decode_reply(rec)
+        assert rx == xid and not isinstance(u, RpcError)
+        assert u.u32() == n.NFS3_OK, "a duplicate in progress was executed again"
+
+
 # --------------------------------------------------------------------------------------------
 # procedures
 # --------------------------------------------------------------------------------------------
@@ -862,6 +883,14 @@ def test_braid_check_refuses_bad_nfs_keys(tmp_path, server_lines, share_lines, b
     assert r.returncode != 0, f"accepted:\n{cfg.read_text()}"
     msg = r.stdout + r.stderr
     assert f"braid.toml:{line}:" in msg and words in msg, msg
+
+
+def test_serve_without_nfs_says_how_to_turn_it_on(braid_server):
+    """The SMB-only server of the other tests: one line says NFS is off and names nfs_listen."""
+    if braid_server.target != "braid" or TARGET != "braid":
+        pytest.skip("braid's log")
+    lines = [ln for ln in braid_server.log.read_text(errors="replace").splitlines() if "NFS" in ln]
+    assert any("off" in ln and "nfs_listen" in ln for ln in lines), lines
 
 
 def test_braid_check_accepts_the_nfs_keys(tmp_path):
