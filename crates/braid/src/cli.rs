@@ -153,7 +153,8 @@ pub enum BenchSub {
 /// bench module so a bad value is one `braid: error:` line like every other error.
 #[derive(Debug, Args)]
 pub struct BenchCommonArgs {
-    /// Target(s): smb://[DOMAIN;]user[:password]@host[:port]/share.
+    /// Target(s): smb://[DOMAIN;]user[:password]@host[:port]/share or
+    /// nfs://host[:port]/export[?mountport=P&uid=N&gid=N] (NFSv3, AUTH_SYS).
     #[arg(value_name = "URL", required = true)]
     pub targets: Vec<String>,
 
@@ -204,6 +205,10 @@ pub struct BenchCommonArgs {
     /// Directory in the share for the benchmark files.
     #[arg(long, value_name = "DIR", default_value = "braid-bench")]
     pub dir: String,
+
+    /// TCP connections per nfs:// target; calls go round-robin over them.
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub nconnect: String,
 }
 
 /// Arguments of `braid bench`.
