@@ -59,14 +59,18 @@ pub fn run(args: ServeArgs, verbose: u8) -> anyhow::Result<()> {
 }
 
 async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings) -> anyhow::Result<()> {
-    let smb = smb_server::Server::new(cfg.clone())?;
+    let mut smb = smb_server::Server::new(cfg.clone())?;
     let exports = nfs_exports(&cfg, &nfs, smb.backends());
     let coord = coordinator(&smb);
+    let nfs_ops = Arc::new(nfs_server::op_table());
+    if nfs.enabled() {
+        smb.add_op_table(nfs_ops.clone());
+    }
     let nfs_server = async {
         if !nfs.enabled() {
             return std::future::pending().await;
         }
-        nfs_server::serve(nfs.config.clone(), exports, coord, std::future::pending()).await
+        nfs_server::serve_with_metrics(nfs.config.clone(), exports, coord, nfs_ops, std::future::pending()).await
     };
     tokio::select! {
         r = smb.run() => r.context("server stopped"),

@@ -1,7 +1,7 @@
 //! Braid's NFSv3 server (RFC 1813) with MOUNT v3, over TCP with RFC 5531 record marking.
 //!
 //! Layers, each depending only on those before it:
-//! - utilities: [`config`], [`op_metrics`], [`handle`] (file handles and their MAC),
+//! - utilities: [`config`], [`handle`] (file handles and their MAC),
 //!   [`auth`] (credentials, squash, permission bits);
 //! - state: [`drc`] (the duplicate request cache);
 //! - the seam to other protocols: [`coordinator`].
@@ -11,7 +11,6 @@ pub mod config;
 pub mod coordinator;
 pub mod drc;
 pub mod handle;
-pub mod op_metrics;
 
 pub use config::{ClientNet, Export, ExportRules, NfsConfig, DEFAULT_STATE_DIR};
 pub use coordinator::{Alone, BoxFut, Coordinator, Intent, Refusal};
@@ -25,4 +24,6 @@ mod request;
 pub mod state;
 mod status;
 
-pub use listener::{serve, serve_state};
+pub use braid_opmetrics::OpTable;
+pub use listener::{serve, serve_state, serve_with_metrics};
+pub use state::op_table;

@@ -16,8 +16,20 @@ use crate::state::NfsState;
 /// Reads (or creates) the handle key in `cfg.state_dir` and binds every address first, so
 /// a bad state directory or a taken port is an error before anything is served.
 pub async fn serve(cfg: NfsConfig, exports: Vec<Export>, coord: Arc<dyn Coordinator>, shutdown: impl Future<Output = ()> + Send) -> std::io::Result<()> {
+    serve_with_metrics(cfg, exports, coord, Arc::new(crate::state::op_table()), shutdown).await
+}
+
+/// [`serve`], counting into `ops` (a table from [`crate::op_table`] that an admin
+/// endpoint shows).
+pub async fn serve_with_metrics(
+    cfg: NfsConfig,
+    exports: Vec<Export>,
+    coord: Arc<dyn Coordinator>,
+    ops: Arc<braid_opmetrics::OpTable>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
     let key = HandleKey::load_or_create(&cfg.state_dir)?;
-    let state = Arc::new(NfsState::new(cfg, exports, key, coord)?);
+    let state = Arc::new(NfsState::new(cfg, exports, key, coord, ops)?);
     serve_state(state, shutdown).await
 }
 

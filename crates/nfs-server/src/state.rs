@@ -7,7 +7,7 @@ use crate::config::{Export, NfsConfig};
 use crate::coordinator::Coordinator;
 use crate::drc::Drc;
 use crate::handle::{export_id, HandleKey};
-use crate::op_metrics::OpTable;
+use braid_opmetrics::OpTable;
 
 /// One export with its id (the handle's export field).
 #[derive(Debug)]
@@ -25,7 +25,7 @@ pub struct NfsState {
     pub drc: Drc,
     pub coord: Arc<dyn Coordinator>,
     /// Counts and latencies per NFS procedure (MOUNT procedures count as MNT, UMNT, ...).
-    pub ops: OpTable,
+    pub ops: Arc<OpTable>,
     /// WRITE and COMMIT verifier: random per server start, so clients resend unstable
     /// writes a restart may have lost.
     pub write_verf: [u8; 8],
@@ -63,12 +63,17 @@ pub const OP_NAMES: [&str; 28] = [
     "EXPORT",
 ];
 
+/// A metrics table for the NFS procedures (`protocol="nfs"`).
+pub fn op_table() -> OpTable {
+    OpTable::new("nfs", OP_NAMES.to_vec())
+}
+
 /// Index of MOUNT procedure 0 in [`OP_NAMES`].
 pub const MOUNT_OPS: usize = 22;
 
 impl NfsState {
     /// Builds the state; fails when two exports' names hash to the same id (rename one).
-    pub fn new(config: NfsConfig, exports: Vec<Export>, key: HandleKey, coord: Arc<dyn Coordinator>) -> std::io::Result<Self> {
+    pub fn new(config: NfsConfig, exports: Vec<Export>, key: HandleKey, coord: Arc<dyn Coordinator>, ops: Arc<OpTable>) -> std::io::Result<Self> {
         let mut out: Vec<Arc<ExportState>> = Vec::new();
         for export in exports {
             let id = export_id(&export.name);
@@ -83,7 +88,7 @@ impl NfsState {
             key,
             drc: Drc::default(),
             coord,
-            ops: OpTable::new("nfs", OP_NAMES.to_vec()),
+            ops,
             write_verf: rand::random(),
         })
     }

@@ -33,6 +33,14 @@ impl Server {
         self.state.shares.iter().map(|s| s.backend.clone()).collect()
     }
 
+    /// Shows another protocol's per-operation metrics beside SMB's (admin endpoint,
+    /// `braid status`). Only before [`Server::run`].
+    pub fn add_op_table(&mut self, table: Arc<crate::op_metrics::OpTable>) {
+        if let Some(state) = Arc::get_mut(&mut self.state) {
+            state.other_ops.push(table);
+        }
+    }
+
     /// Listens and serves until the process is stopped (see [`run`]).
     pub async fn run(self) -> std::io::Result<()> {
         serve(self.state).await
