@@ -11,7 +11,11 @@ pub use braid_vfs::creds::Creds as Identity;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credential<'a> {
     None,
-    Sys { uid: u32, gid: u32, gids: &'a [u32] },
+    Sys {
+        uid: u32,
+        gid: u32,
+        gids: &'a [u32],
+    },
     /// Another flavor (RPCSEC_GSS, AUTH_DH, ...): not served.
     Other(u32),
 }

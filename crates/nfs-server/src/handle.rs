@@ -83,10 +83,12 @@ impl HandleKey {
             Err(e) => return Err(ctx("cannot create the NFS handle key in", e)),
         }
         let mut bytes = Vec::new();
-        std::fs::File::open(&path).and_then(|f| f.take(KEY_LEN as u64 + 1).read_to_end(&mut bytes)).map_err(|e| ctx("cannot read the NFS handle key in", e))?;
-        let key: [u8; KEY_LEN] = bytes.try_into().map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{} is not a {KEY_LEN}-byte key", path.display()))
-        })?;
+        std::fs::File::open(&path)
+            .and_then(|f| f.take(KEY_LEN as u64 + 1).read_to_end(&mut bytes))
+            .map_err(|e| ctx("cannot read the NFS handle key in", e))?;
+        let key: [u8; KEY_LEN] = bytes
+            .try_into()
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{} is not a {KEY_LEN}-byte key", path.display())))?;
         Ok(HandleKey { key })
     }
 

@@ -15,7 +15,12 @@ use crate::state::NfsState;
 /// Serves NFSv3 and MOUNT v3 on every `cfg.listen` address until `shutdown` completes.
 /// Reads (or creates) the handle key in `cfg.state_dir` and binds every address first, so
 /// a bad state directory or a taken port is an error before anything is served.
-pub async fn serve(cfg: NfsConfig, exports: Vec<Export>, coord: Arc<dyn Coordinator>, shutdown: impl Future<Output = ()> + Send) -> std::io::Result<()> {
+pub async fn serve(
+    cfg: NfsConfig,
+    exports: Vec<Export>,
+    coord: Arc<dyn Coordinator>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
     serve_with_metrics(cfg, exports, coord, Arc::new(crate::state::op_table()), shutdown).await
 }
 

@@ -82,15 +82,7 @@ impl NfsState {
             }
             out.push(Arc::new(ExportState { export, id }));
         }
-        Ok(NfsState {
-            config,
-            exports: out,
-            key,
-            drc: Drc::default(),
-            coord,
-            ops,
-            write_verf: rand::random(),
-        })
+        Ok(NfsState { config, exports: out, key, drc: Drc::default(), coord, ops, write_verf: rand::random() })
     }
 
     /// The export with handle id `id`.

@@ -49,6 +49,6 @@ mod transform;
 mod tree;
 mod write_queue;
 
-pub use config::{EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig, DEFAULT_MAX_WATCHES};
 pub use braid_opmetrics::OpTable;
+pub use config::{EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig, DEFAULT_MAX_WATCHES};
 pub use listener::{run, Server};

@@ -97,8 +97,9 @@ struct Listing<'a> {
 
 impl Listing<'_> {
     /// The entries from `want.cookie` on: `(name, attributes, path)`, cookies from 1.
-    fn from_cookie(&self, cookie: u64) -> impl Iterator<Item = (u64, &[u8], &FileAttrs, Option<SharePath>)> + '_ {
-        let dots = [(1u64, &b"."[..], self.dattrs, Some(self.dir.clone())), (2, &b".."[..], self.parent, self.dir.parent().or(Some(SharePath::root())))];
+    fn after_cookie(&self, cookie: u64) -> impl Iterator<Item = (u64, &[u8], &FileAttrs, Option<SharePath>)> + '_ {
+        let dots =
+            [(1u64, &b"."[..], self.dattrs, Some(self.dir.clone())), (2, &b".."[..], self.parent, self.dir.parent().or(Some(SharePath::root())))];
         let rest = self.entries.iter().enumerate().map(|(i, e)| (i as u64 + 3, e.name.as_bytes(), &e.attrs, self.dir.join(&e.name).ok()));
         dots.into_iter().chain(rest).filter(move |(c, ..)| *c > cookie)
     }
@@ -119,7 +120,7 @@ impl Listing<'_> {
         match want.plus {
             None => {
                 let mut w = DirWriter::new(out, &dir_attributes, verf, want.max);
-                for (cookie, name, a, _) in self.from_cookie(want.cookie) {
+                for (cookie, name, a, _) in self.after_cookie(want.cookie) {
                     if !w.push(&Entry3 { fileid: a.file_id, name, cookie }) {
                         more = true;
                         break;
@@ -133,8 +134,14 @@ impl Listing<'_> {
             }
             Some(dircount) => {
                 let mut w = DirPlusWriter::new(out, &dir_attributes, verf, dircount, want.max);
-                for (cookie, name, a, path) in self.from_cookie(want.cookie) {
-                    let e = EntryPlus3 { fileid: a.file_id, name, cookie, name_attributes: attrs::post_op(Some(a), fsid), name_handle: self.handle(&path) };
+                for (cookie, name, a, path) in self.after_cookie(want.cookie) {
+                    let e = EntryPlus3 {
+                        fileid: a.file_id,
+                        name,
+                        cookie,
+                        name_attributes: attrs::post_op(Some(a), fsid),
+                        name_handle: self.handle(&path),
+                    };
                     if !w.push(&e) {
                         more = true;
                         break;

@@ -9,11 +9,9 @@ pub async fn lookup(ctx: &Ctx, a: LookupArgs, out: &mut Vec<u8>) -> Nfsstat3 {
     let res = match ctx.resolve(&a.what.dir).await {
         Err(s) => LookupRes::Fail(s, PostOpAttr(None)),
         Ok((dir, dattrs)) => match find(ctx, &dir, &dattrs, &a.what.name).await {
-            Ok((object, attrs)) => LookupRes::Ok(LookupResOk {
-                object,
-                obj_attributes: ctx.post_op(Some(&attrs)),
-                dir_attributes: ctx.post_op(Some(&dattrs)),
-            }),
+            Ok((object, attrs)) => {
+                LookupRes::Ok(LookupResOk { object, obj_attributes: ctx.post_op(Some(&attrs)), dir_attributes: ctx.post_op(Some(&dattrs)) })
+            }
             Err(s) => LookupRes::Fail(s, ctx.post_op(Some(&dattrs))),
         },
     };
