@@ -1,29 +1,19 @@
 //! The POSIX calls of [`LocalBackend`] (for NFS): exact names only (never the
 //! case-insensitive fallback), no final symlink followed, links, special files, modes and
-//! owners, and persistent file tokens made of kernel file handles.
-//!
-//! A token is the file system's own handle (`name_to_handle_at`): its type (4 bytes, LE)
-//! and bytes. It survives server restarts and renames, and the kernel makes it stale when
-//! the file is removed (the inode generation). Resolving it (`open_by_handle_at` on the
-//! root's mount, CAP_DAC_READ_SEARCH) gives an fd whose path, read back from
-//! `/proc/self/fd`, must lie beneath the share root and lead to the same inode again
-//! through the ordinary `openat2(RESOLVE_BENEATH)` lookup; anything else is refused.
+//! owners (file tokens are in `token.rs`).
 
 use super::errno::map_errno;
+use super::handle::{FdAccess, LocalHandle};
 use super::meta::{attrs_from, kind_of, proc_fd_path, statx_at, statx_fd, XattrAt};
-use super::sys::{name_to_handle, open_by_handle};
-use super::{at_parent_err, open_beneath, openat2_retry, rename_err, same_object, LocalBackend, Root, RESOLVE};
+use super::{at_parent_err, open_beneath, openat2_retry, rename_err, LocalBackend, Root, RESOLVE};
 use crate::path::validate_component;
-use crate::{DirEntry, FileAttrs, FileKind, Result, SharePath, VfsError, MAX_TOKEN_LEN};
+use crate::{CreateMode, DirEntry, FileAttrs, FileKind, OpenOptions, OpenOutcome, Result, SharePath, VfsError};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{linkat, mkdirat, mknodat, readlinkat, renameat_with, symlinkat, AtFlags, Dir, FileType, Mode, OFlags, RenameFlags, ResolveFlags};
 use rustix::io::Errno;
 
 /// Longest symlink target accepted, in bytes (`PATH_MAX`).
 const MAX_TARGET_LEN: usize = 4096;
-
-/// Bytes of a token before the handle's own bytes (its type).
-const TOKEN_HEAD: usize = 4;
 
 /// The process umask, read once from `/proc/self/status` (reading it with umask(2) would
 /// change it for a moment under every thread); `0o022` if it cannot be read.
@@ -83,6 +73,47 @@ impl LocalBackend {
         };
         self.root.apply_ctime_override(&mut a);
         Ok(a)
+    }
+
+    /// Like [`crate::Backend::open_exact`], returning the concrete handle type.
+    pub fn open_local_posix(&self, path: &SharePath, opts: OpenOptions) -> Result<(LocalHandle, OpenOutcome)> {
+        // The object at the name itself first, so a device is never opened for data.
+        let at = match path.is_root() {
+            true => Ok(FileKind::Dir),
+            false => {
+                self.parent_and_name(path).and_then(|(parent, name)| statx_at(parent.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW)).map(|s| kind_of(&s))
+            }
+        };
+        let kind = match at {
+            Ok(k) => k,
+            // Missing: created (never through a symlink), or the parent's error.
+            Err(VfsError::NotFound) => return self.open_local_exact(path, opts),
+            Err(e) => return Err(e),
+        };
+        if matches!(kind, FileKind::File | FileKind::Dir) {
+            return self.open_local_exact(path, opts);
+        }
+        if opts.create != CreateMode::OpenExisting {
+            return Err(VfsError::Exists);
+        }
+        if opts.directory {
+            return Err(VfsError::NotADirectory);
+        }
+        if opts.read || opts.write || opts.truncate {
+            return Err(VfsError::PermissionDenied);
+        }
+        let (parent, name) = self.parent_and_name(path)?;
+        // O_PATH | O_NOFOLLOW: the symlink (or special file) itself, never what it names.
+        let strict = RESOLVE | ResolveFlags::NO_SYMLINKS;
+        let fd = openat2_retry(parent.as_fd(), name, OFlags::PATH | OFlags::NOFOLLOW, Mode::empty(), strict).map_err(at_parent_err)?;
+        let stx = statx_fd(fd.as_fd())?;
+        if matches!(kind_of(&stx), FileKind::File | FileKind::Dir) {
+            // Replaced meanwhile by a file or directory: open that the ordinary way.
+            return self.open_local_exact(path, opts);
+        }
+        let mut h = self.handle(fd, false, FdAccess::PathOnly, path, opts);
+        h.symlink = kind_of(&stx) == FileKind::Symlink;
+        Ok((h, OpenOutcome::Opened))
     }
 
     /// See [`crate::Backend::stat_exact`].
@@ -215,79 +246,5 @@ impl LocalBackend {
         let (parent, name) = self.parent_and_name(at)?;
         mkdirat(&parent, name, Mode::from_raw_mode(mode & 0o777)).map_err(create_err)?;
         self.fix_mode(parent.as_fd(), name, mode)
-    }
-
-    /// See [`crate::Backend::file_token`].
-    pub(crate) fn token(&self, path: &SharePath) -> Result<Vec<u8>> {
-        let mount = self.root.handle_mount.as_ref().map(|(id, _)| *id).ok_or_else(VfsError::unsupported)?;
-        let h = if path.is_root() {
-            name_to_handle(self.root.fd.as_fd(), "")
-        } else {
-            let (parent, name) = self.parent_and_name(path)?;
-            name_to_handle(parent.as_fd(), name)
-        };
-        let h = h.map_err(|e| match e {
-            Errno::OPNOTSUPP | Errno::OVERFLOW => VfsError::unsupported(),
-            e => map_errno(e),
-        })?;
-        if h.mount_id != mount || TOKEN_HEAD + h.bytes.len() > MAX_TOKEN_LEN {
-            // Another mount inside the share, or a handle too long for a token.
-            return Err(VfsError::unsupported());
-        }
-        let mut t = Vec::with_capacity(TOKEN_HEAD + h.bytes.len());
-        t.extend_from_slice(&h.handle_type.to_le_bytes());
-        t.extend_from_slice(&h.bytes);
-        Ok(t)
-    }
-
-    /// See [`crate::Backend::resolve_token`].
-    pub(crate) fn resolve(&self, token: &[u8]) -> Result<SharePath> {
-        if token.len() <= TOKEN_HEAD || token.len() > MAX_TOKEN_LEN {
-            return Err(VfsError::InvalidName);
-        }
-        if !self.root.proc_ok {
-            return Err(VfsError::unsupported());
-        }
-        let (_, mount_fd) = self.root.handle_mount.as_ref().ok_or_else(VfsError::unsupported)?;
-        let (head, bytes) = token.split_at(TOKEN_HEAD);
-        let handle_type = i32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        let fd = open_by_handle(mount_fd.as_fd(), handle_type, bytes).map_err(|e| match e {
-            Errno::STALE | Errno::NOENT => VfsError::NotFound,
-            Errno::INVAL | Errno::OPNOTSUPP => VfsError::InvalidName,
-            e => map_errno(e),
-        })?;
-        let stx = statx_fd(fd.as_fd())?;
-        if stx.stx_nlink == 0 {
-            // Removed, still held open somewhere.
-            return Err(VfsError::NotFound);
-        }
-        let path = self.path_of(fd.as_fd())?;
-        // The name must lead to this very object through the share's own lookup.
-        let again = if path.is_root() {
-            statx_fd(self.root.fd.as_fd())?
-        } else {
-            let (parent, name) = self.parent_and_name(&path).map_err(|_| VfsError::NotFound)?;
-            statx_at(parent.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW).map_err(|_| VfsError::NotFound)?
-        };
-        if !same_object(&stx, &again) {
-            return Err(VfsError::NotFound);
-        }
-        Ok(path)
-    }
-
-    /// The share path of the object `fd` refers to: its `/proc` link relative to the root's.
-    fn path_of(&self, fd: BorrowedFd<'_>) -> Result<SharePath> {
-        let link = |fd: BorrowedFd<'_>| std::fs::read_link(proc_fd_path(fd)).map_err(VfsError::Io);
-        let root = link(self.root.fd.as_fd())?;
-        let at = link(fd)?;
-        let rel = at.strip_prefix(&root).map_err(|_| VfsError::Escape)?;
-        let mut comps = Vec::new();
-        for c in rel.components() {
-            let std::path::Component::Normal(c) = c else { return Err(VfsError::Escape) };
-            let c = c.to_str().ok_or(VfsError::InvalidName)?;
-            validate_component(c)?;
-            comps.push(c.to_owned());
-        }
-        Ok(SharePath::from_components(comps))
     }
 }

@@ -35,12 +35,26 @@ impl MemoryBackend {
         Ok(l)
     }
 
-    /// Adds a new node at `at` (exact, free).
-    fn make(&self, at: &SharePath, meta: Meta) -> Result<Arc<Node>> {
+    /// Adds a new node at `at` (exact, free), with `data` (a symlink's target) in it before
+    /// any lookup can see it.
+    fn make(&self, at: &SharePath, meta: Meta, data: &[u8]) -> Result<()> {
         self.check_writable()?;
         let _names = self.write_names();
         let l = self.locate_free(at)?;
-        self.create_in(l.parent(), &l.name, meta)
+        let node = self.create_in(l.parent(), &l.name, meta)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let mut st = node.write();
+        let want = st.charge_with_data(data.len() as u64);
+        if let Err(e) = node.recharge(&mut st, want) {
+            drop(st);
+            // No room for the data: the name goes again.
+            self.unlink_in(l.parent(), &l.name);
+            return Err(e);
+        }
+        st.data = data.to_vec();
+        Ok(())
     }
 
     pub(crate) fn posix_stat(&self, path: &SharePath) -> Result<FileAttrs> {
@@ -130,17 +144,7 @@ impl MemoryBackend {
             return Err(VfsError::InvalidName);
         }
         let meta = Meta { mode: 0o777, ..Meta::default_for(FileKind::Symlink) };
-        let node = self.make(at, meta)?;
-        let mut st = node.write();
-        let want = st.charge_with_data(target.len() as u64);
-        if let Err(e) = node.recharge(&mut st, want) {
-            drop(st);
-            // No room for the target: take the name away again.
-            let _ = self.posix_remove(at);
-            return Err(e);
-        }
-        st.data = target.as_bytes().to_vec();
-        Ok(())
+        self.make(at, meta, target.as_bytes())
     }
 
     pub(crate) fn posix_link(&self, existing: &SharePath, new: &SharePath) -> Result<()> {
@@ -172,11 +176,11 @@ impl MemoryBackend {
             return Err(VfsError::PermissionDenied);
         }
         let rdev = if device { rdev } else { (0, 0) };
-        self.make(at, Meta { mode, rdev, ..base }).map(|_| ())
+        self.make(at, Meta { mode, rdev, ..base }, &[])
     }
 
     pub(crate) fn posix_mkdir(&self, at: &SharePath, mode: u32) -> Result<()> {
-        self.make(at, Meta { mode, ..Meta::default_for(FileKind::Dir) }).map(|_| ())
+        self.make(at, Meta { mode, ..Meta::default_for(FileKind::Dir) }, &[])
     }
 
     pub(crate) fn token(&self, path: &SharePath) -> Result<Vec<u8>> {
