@@ -360,10 +360,20 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn cache_stats(&self) -> Option<CacheStats> {
         None
     }
-    /// Like [`Backend::open`] with exact names: no case-insensitive fallback, so a name
-    /// missing in this spelling is missing (and a create adds this spelling, even beside
-    /// another spelling where the backend can hold both). A cache that knows the on-disk
-    /// spelling calls this to skip the directory scan; NFS calls only this.
+    /// Like [`Backend::open`] for a `path` already spelled as on disk, whose missing final
+    /// name has no other spelling either: backends with case-insensitive lookups skip the
+    /// directory scan. Symlinks are followed as by `open`. A cache that knows both calls
+    /// this.
+    fn open_spelled(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+        self.open(path, opts)
+    }
+    /// Like [`Backend::open`], POSIX style, for NFS: exact names (no case-insensitive
+    /// fallback: a create adds this spelling, even beside another spelling where the
+    /// backend can hold both), and a final symlink is not followed. A symlink or special
+    /// file opens for attributes only (neither read, write, truncate nor directory; those
+    /// are `PermissionDenied` or `NotADirectory`), and a create mode on one is `Exists`;
+    /// through such a handle `attrs`, `set_owner` and `set_times` act on the object itself,
+    /// and `set_mode` of a symlink is unsupported (Linux has no lchmod).
     fn open_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
         self.open(path, opts)
     }
@@ -375,7 +385,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     }
 
     // POSIX calls, for NFS. Names are exact: no case-insensitive fallback ever applies to
-    // these (nor to `open_exact`), and a final symlink is never followed.
+    // these (nor to `open_exact`), and a final symlink is never followed (SMB's calls
+    // follow symlinks that stay beneath the root).
 
     /// Metadata of the object at `path` itself (a final symlink is reported as
     /// [`FileKind::Symlink`], not followed), exact spelling only.

@@ -303,7 +303,7 @@ impl LocalBackend {
     }
 
     /// Like [`LocalBackend::open_local`] for a path spelled as on disk whose missing final
-    /// name has no other spelling (see [`Backend::open_exact`]): no case-insensitive scan.
+    /// name has no other spelling (see [`Backend::open_spelled`]): no case-insensitive scan.
     pub fn open_local_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(LocalHandle, OpenOutcome)> {
         let ro = self.check_open(opts)?;
         match opts.create {
@@ -386,7 +386,7 @@ impl LocalBackend {
         }
     }
 
-    fn handle(&self, fd: OwnedFd, is_dir: bool, access: FdAccess, path: &SharePath, opts: OpenOptions) -> LocalHandle {
+    pub(crate) fn handle(&self, fd: OwnedFd, is_dir: bool, access: FdAccess, path: &SharePath, opts: OpenOptions) -> LocalHandle {
         let memory_backed = (opts.read || opts.write) && !is_dir && handle::is_memory_fs(&fd);
         // Memory files are mapped for most large transfers; files on disk only for cached
         // READs, so they look their windows up when they first map one.
@@ -401,6 +401,7 @@ impl LocalBackend {
             allow_read: opts.read,
             allow_write: opts.write,
             memory_backed,
+            symlink: false,
             sticky_ctime: std::sync::atomic::AtomicBool::new(false),
             windows,
             recent_windows: Default::default(),
@@ -537,8 +538,13 @@ impl Backend for LocalBackend {
         Ok((Box::new(h), outcome))
     }
 
-    fn open_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+    fn open_spelled(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
         let (h, outcome) = self.open_local_exact(path, opts)?;
+        Ok((Box::new(h), outcome))
+    }
+
+    fn open_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+        let (h, outcome) = self.open_local_posix(path, opts)?;
         Ok((Box::new(h), outcome))
     }
 

@@ -227,15 +227,16 @@ impl MemoryBackend {
 
     /// Like [`Backend::open_exact`], returning the concrete handle type.
     pub fn open_memory_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(MemoryHandle, OpenOutcome)> {
-        self.open_with(path, opts, true)
+        self.open_with(path, opts, Names::Posix)
     }
 
     /// Like [`Backend::open`], returning the concrete handle type.
     pub fn open_memory(&self, path: &SharePath, opts: OpenOptions) -> Result<(MemoryHandle, OpenOutcome)> {
-        self.open_with(path, opts, false)
+        self.open_with(path, opts, Names::Smb)
     }
 
-    fn open_with(&self, path: &SharePath, opts: OpenOptions, exact: bool) -> Result<(MemoryHandle, OpenOutcome)> {
+    fn open_with(&self, path: &SharePath, opts: OpenOptions, names: Names) -> Result<(MemoryHandle, OpenOutcome)> {
+        let exact = names != Names::Smb;
         if opts.directory && opts.non_directory {
             return Err(VfsError::InvalidName);
         }
@@ -271,7 +272,7 @@ impl MemoryBackend {
             }
         };
         if outcome == OpenOutcome::Opened {
-            check_existing(&node, opts)?;
+            check_existing(&node, opts, names == Names::Posix)?;
         }
         Ok((MemoryHandle::new(node, stored, opts, self.read_only), outcome))
     }
@@ -316,11 +317,36 @@ impl MemoryBackend {
     }
 }
 
-/// Checks an existing node against what `opts` require, truncating it if asked.
-fn check_existing(node: &Node, opts: OpenOptions) -> Result<()> {
+/// How an open looks names up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Names {
+    /// Case-insensitively (`Backend::open`).
+    Smb,
+    /// Exact spelling (`Backend::open_spelled`).
+    Spelled,
+    /// Exact spelling; symlinks and special files open for attributes only
+    /// (`Backend::open_exact`).
+    Posix,
+}
+
+/// Checks an existing node against what `opts` require, truncating it if asked. With
+/// `posix`, a symlink or special file opens for attributes only.
+fn check_existing(node: &Node, opts: OpenOptions, posix: bool) -> Result<()> {
     if !matches!(node.kind, FileKind::File | FileKind::Dir) {
-        // Symlinks and special files are not opened (as on the local backend).
-        return Err(VfsError::PermissionDenied);
+        if !posix {
+            // Symlinks and special files are not opened for SMB (as on the local backend).
+            return Err(VfsError::PermissionDenied);
+        }
+        if opts.create != CreateMode::OpenExisting {
+            return Err(VfsError::Exists);
+        }
+        if opts.directory {
+            return Err(VfsError::NotADirectory);
+        }
+        if opts.read || opts.write || opts.truncate {
+            return Err(VfsError::PermissionDenied);
+        }
+        return Ok(());
     }
     if node.is_dir && opts.non_directory {
         return Err(VfsError::IsADirectory);
@@ -345,6 +371,11 @@ impl Backend for MemoryBackend {
 
     fn open_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
         let (h, outcome) = self.open_memory_exact(path, opts)?;
+        Ok((Box::new(h), outcome))
+    }
+
+    fn open_spelled(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+        let (h, outcome) = self.open_with(path, opts, Names::Spelled)?;
         Ok((Box::new(h), outcome))
     }
 

@@ -654,6 +654,25 @@ fn symlinks_are_not_followed(f: &dyn Fixture) {
     assert_eq!(kinds, [("esc".into(), FileKind::Symlink), ("l".into(), FileKind::Symlink), ("t".into(), FileKind::File)]);
     // The escaping link is never listed for SMB.
     assert!(!names(b, "").contains(&"esc".to_string()));
+    // open_exact opens the link itself, for attributes only; changes never reach the target.
+    let attrs_only = OpenOptions { read: false, write: false, ..opts(CreateMode::OpenExisting) };
+    let target_mode = b.stat_exact(&p("t")).unwrap().posix.mode;
+    let (h, _) = b.open_exact(&p("l"), attrs_only).unwrap();
+    assert_eq!(h.attrs().unwrap().posix.kind, FileKind::Symlink);
+    assert!(h.set_mode(0o600).is_err());
+    assert!(h.set_len(0).is_err());
+    assert_eq!(b.stat_exact(&p("t")).unwrap().posix.mode, target_mode);
+    if creds::can_switch() {
+        h.set_owner(Some(777), Some(778)).unwrap();
+        let (l, t) = (b.stat_exact(&p("l")).unwrap(), b.stat_exact(&p("t")).unwrap());
+        assert_eq!((l.posix.uid, l.posix.gid), (777, 778));
+        assert_ne!(t.posix.uid, 777);
+    }
+    drop(h);
+    assert_eq!(get(b, "t"), b"target data");
+    assert!(matches!(b.open_exact(&p("l"), read_only_opts()), Err(VfsError::PermissionDenied)));
+    assert!(matches!(b.open_exact(&p("l"), opts(CreateMode::OpenOrCreate)), Err(VfsError::Exists)));
+    assert!(matches!(b.open_exact(&p("l"), OpenOptions { directory: true, ..attrs_only }), Err(VfsError::NotADirectory)));
     // Renaming and removing move the link itself.
     b.rename_exact(&p("l"), &p("l2")).unwrap();
     assert_eq!(b.readlink(&p("l2")).unwrap(), "t");
@@ -705,8 +724,15 @@ fn special_files(f: &dyn Fixture) {
         Ok(()) => assert_eq!(b.stat_exact(&p("null")).unwrap().posix.rdev, (1, 3)),
         Err(e) => assert!(matches!(e, VfsError::PermissionDenied), "{e:?}"),
     }
-    // SMB neither opens nor lists them.
+    // SMB neither opens nor lists them; NFS opens them for attributes.
     assert!(matches!(open(b, "fifo", read_only_opts()), Err(VfsError::PermissionDenied)));
+    let attrs_only = OpenOptions { read: false, write: false, ..opts(CreateMode::OpenExisting) };
+    let (h, _) = b.open_exact(&p("fifo"), attrs_only).unwrap();
+    h.set_mode(0o604).unwrap();
+    assert_eq!(b.stat_exact(&p("fifo")).unwrap().posix.mode, 0o604);
+    assert_eq!(h.attrs().unwrap().posix.kind, FileKind::Fifo);
+    drop(h);
+    assert!(matches!(b.open_exact(&p("fifo"), read_only_opts()), Err(VfsError::PermissionDenied)));
     assert!(!names(b, "").contains(&"fifo".to_string()));
     assert!(b.read_dir_exact(&p("")).unwrap().iter().any(|e| e.name == "fifo" && e.attrs.posix.kind == FileKind::Fifo));
     b.remove_exact(&p("fifo")).unwrap();

@@ -417,3 +417,44 @@ fn posix_modes_and_owners_on_disk() {
     assert_eq!(fs::read(s.share().join("Name")).unwrap(), b"1");
     assert_eq!(b.stat_exact(&p("name")).unwrap().size, 0);
 }
+
+#[test]
+fn a_symlink_opened_as_itself_never_changes_its_target() {
+    use std::os::unix::fs::MetadataExt;
+    let s = Scratch::new();
+    let secret = s.0.join("outside/secret");
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+    let before = fs::metadata(&secret).unwrap();
+    symlink(&secret, s.share().join("abs")).unwrap();
+    symlink("../outside/secret", s.share().join("rel")).unwrap();
+    let b = s.backend();
+    let attrs_only = OpenOptions { read: false, write: false, ..opts(CreateMode::OpenExisting) };
+    for name in ["abs", "rel"] {
+        let (h, _) = b.open_exact(&p(name), attrs_only).unwrap();
+        assert_eq!(h.attrs().unwrap().posix.kind, FileKind::Symlink);
+        assert!(h.set_mode(0o777).is_err());
+        h.set_dos_attributes(dos::HIDDEN).unwrap();
+        h.set_security_descriptor(b"sd").unwrap();
+        // Stored nowhere or refused: either way not on the target (checked below).
+        let _ = h.set_extended_attribute("X", b"y");
+        let t = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        h.set_times(braid_vfs::SetTimes { modified: Some(t), ..Default::default() }).unwrap();
+        assert_eq!(fs::symlink_metadata(s.share().join(name)).unwrap().mtime(), 1_000_000);
+        if braid_vfs::creds::can_switch() {
+            h.set_owner(Some(999), Some(999)).unwrap();
+            assert_eq!(fs::symlink_metadata(s.share().join(name)).unwrap().uid(), 999);
+        }
+    }
+    let after = fs::metadata(&secret).unwrap();
+    assert_eq!((after.mode(), after.uid(), after.mtime()), (before.mode(), before.uid(), before.mtime()));
+    assert!(xattr_names(&secret).is_empty(), "{:?}", xattr_names(&secret));
+    assert_eq!(fs::read(&secret).unwrap(), b"top secret");
+}
+
+/// The user xattrs of `path`.
+fn xattr_names(path: &Path) -> Vec<String> {
+    let mut buf = vec![0u8; 4096];
+    let n = rustix::fs::listxattr(path, &mut buf).unwrap();
+    buf.truncate(n);
+    buf.split(|&b| b == 0).filter(|n| !n.is_empty()).map(|n| String::from_utf8_lossy(n).into_owned()).collect()
+}

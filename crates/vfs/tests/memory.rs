@@ -93,3 +93,31 @@ fn a_read_only_view_shares_the_tree() {
         .fast_paths()
         .is_none());
 }
+
+#[test]
+fn links_names_and_tokens_stay_consistent() {
+    let b = MemoryBackend::new(1 << 20, false);
+    create(&b, "x", false).unwrap();
+    let t = b.file_token(&p("x")).unwrap();
+    let one = b.used();
+    b.link(&p("x"), &p("Y")).unwrap();
+    assert!(b.used() > one, "a second name is charged");
+    // SMB's rename of one link onto another spelling of the other's name.
+    b.rename(&p("Y"), &p("X"), true).unwrap();
+    let names: Vec<String> = b.read_dir_exact(&p("")).unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(names, ["X"]);
+    assert_eq!(b.stat_exact(&p("X")).unwrap().nlink, 1);
+    assert_eq!(b.resolve_token(&t).unwrap(), p("X"));
+    assert_eq!(b.used(), one, "the second name's charge is returned");
+    // An exact create beside another spelling: one spelling per name here.
+    assert!(matches!(b.mkdir(&p("x"), 0o755), Err(VfsError::Exists)));
+    assert!(matches!(
+        b.open_exact(&p("x"), OpenOptions { create: CreateMode::OpenOrCreate, ..common::opts(CreateMode::OpenOrCreate) }),
+        Err(VfsError::Exists)
+    ));
+    // Another instance (a restart) never resolves this one's tokens.
+    assert!(matches!(MemoryBackend::new(1 << 20, false).resolve_token(&t), Err(VfsError::NotFound)));
+    b.remove_exact(&p("X")).unwrap();
+    assert!(matches!(b.resolve_token(&t), Err(VfsError::NotFound)));
+    assert_eq!(b.used(), 0);
+}

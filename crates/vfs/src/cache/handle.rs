@@ -59,7 +59,7 @@ impl CachedHandle {
         let opts =
             OpenOptions { create: CreateMode::OpenExisting, truncate: false, directory: self.is_dir, non_directory: !self.is_dir, ..self.opts };
         let at = self.at();
-        let (h, _) = match self.core.inner.open_exact(&at.disk, opts) {
+        let (h, _) = match self.core.inner.open_spelled(&at.disk, opts) {
             // Renamed into a directory spelled otherwise on disk: the backend resolves it.
             Err(VfsError::NotFound | VfsError::PathNotFound) => self.core.inner.open(&at.disk, opts)?,
             r => r?,
@@ -102,7 +102,7 @@ impl CachedHandle {
         let parent = at.disk.parent();
         let fill = self.core.begin(&k, parent_of(&at.folded), parent.as_ref().or(Some(&at.disk)));
         let a = self.inner()?.attrs()?;
-        if super::state::cacheable(&a) && self.file_id.is_none_or(|id| id == a.file_id) {
+        if super::state::cacheable(&a) && super::state::followed_alike(&a) && self.file_id.is_none_or(|id| id == a.file_id) {
             let found = Found { disk: Some(at.disk.clone()), attrs: a.clone(), sd: None, eas: None };
             self.core.finish(k, &at.exact, Data::Found(Arc::new(found)), fill);
         }

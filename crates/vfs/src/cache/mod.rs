@@ -175,7 +175,7 @@ impl CachedBackend {
             }
         }
         let exist = OpenOptions { create: CreateMode::OpenExisting, ..opts };
-        match self.core.inner.open_exact(disk, exist) {
+        match self.core.inner.open_spelled(disk, exist) {
             Ok((h, _)) => {
                 if opts.truncate {
                     self.core.changed_attrs(&folded);
@@ -252,7 +252,8 @@ impl CachedBackend {
             return Ok((Box::new(self.handle(Some(h), (disk, folded), None, is_dir, opts)), outcome));
         }
         let a = h.attrs()?;
-        if state::cacheable(&a) && outcome == OpenOutcome::Opened {
+        // A symlink opened itself (`open_exact`) never stands for what SMB's name follows to.
+        if state::cacheable(&a) && state::followed_alike(&a) && outcome == OpenOutcome::Opened {
             let found = Found { disk: Some(disk.clone()), attrs: a.clone(), sd: None, eas: None };
             self.core.finish(name_key(&folded), &exact(path), Data::Found(Arc::new(found)), fill);
         }
@@ -278,7 +279,7 @@ impl Backend for CachedBackend {
                 // No spelling of the name exists: create it as spelled, without a scan.
                 let fill = self.core.begin(&name_key(&folded), parent_of(&folded), None);
                 self.core.expect(&folded, bits::CREATE);
-                match self.core.inner.open_exact(path, opts) {
+                match self.core.inner.open_spelled(path, opts) {
                     Ok((h, outcome)) => self.opened(path, h, outcome, opts, fill),
                     // The parent is spelled otherwise on disk, or someone created the name
                     // meanwhile: the backend's own resolution decides.
@@ -302,9 +303,13 @@ impl Backend for CachedBackend {
         if opts.directory && opts.non_directory {
             return self.core.inner.open_exact(path, opts);
         }
-        // Only an entry known under exactly this on-disk spelling serves an exact open.
-        match self.core.get(&name_key(&fold(path)), &exact(path)) {
-            Some(Data::Found(f)) if f.disk.as_ref() == Some(path) => self.open_found(path, &f, path, opts, true),
+        // Only a file or directory known under exactly this on-disk spelling, and not a
+        // symlink to one, is opened from what the cache knows.
+        let folded = fold(path);
+        let spelled = exact(path);
+        let plain = matches!(self.core.get(&state::entry_key(&folded), &spelled), Some(Data::Found(e)) if state::followed_alike(&e.attrs));
+        match self.core.get(&name_key(&folded), &spelled) {
+            Some(Data::Found(f)) if plain && f.disk.as_ref() == Some(path) => self.open_found(path, &f, path, opts, true),
             _ => self.open_slow(path, opts, true),
         }
     }
@@ -377,7 +382,7 @@ impl Backend for CachedBackend {
     }
 
     fn read_dir_exact(&self, dir: &SharePath) -> Result<Vec<DirEntry>> {
-        self.core.inner.read_dir_exact(dir)
+        self.posix_read_dir(dir)
     }
 
     fn remove_exact(&self, path: &SharePath) -> Result<()> {

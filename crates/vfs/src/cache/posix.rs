@@ -1,12 +1,13 @@
 //! The cache's side of the POSIX calls (for NFS): exact attributes cached under their own
 //! key kind (a symlink's own attributes must never answer an SMB lookup, which follows it,
 //! nor the reverse), and the names and link counts that links, removals and renames change
-//! dropped as for SMB's calls. Listings, link targets and tokens pass straight through.
+//! dropped as for SMB's calls; listings of every entry as itself likewise under their own
+//! kind. Link targets and tokens pass straight through.
 
 use super::own::bits;
-use super::state::{self, entry_key, exact, fold, parent_of, Data, Found, Missing};
+use super::state::{self, entry_key, entry_listing_key, exact, fold, parent_of, Data, Found, Missing};
 use super::CachedBackend;
-use crate::{Backend, FileAttrs, Result, SharePath, VfsError};
+use crate::{Backend, DirEntry, FileAttrs, Result, SharePath, VfsError};
 use std::sync::Arc;
 
 impl CachedBackend {
@@ -39,6 +40,23 @@ impl CachedBackend {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// See [`Backend::read_dir_exact`]. A listing holding a file with other names
+    /// elsewhere is not kept: those change without touching this directory.
+    pub(crate) fn posix_read_dir(&self, dir: &SharePath) -> Result<Vec<DirEntry>> {
+        let folded = fold(dir);
+        let k = entry_listing_key(&folded);
+        let spelled = exact(dir);
+        if let Some(Data::Listing(l)) = self.core.get(&k, &spelled) {
+            return Ok(l.as_ref().clone());
+        }
+        let fill = self.core.begin(&k, &folded, Some(dir));
+        let l = self.core.inner.read_dir_exact(dir)?;
+        if l.iter().all(|e| state::cacheable(&e.attrs)) {
+            self.core.finish(k, &spelled, Data::Listing(Arc::new(l.clone())), fill);
+        }
+        Ok(l)
     }
 
     /// Runs a call that creates the name `at`, then drops what it changes.

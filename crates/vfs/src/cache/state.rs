@@ -94,6 +94,10 @@ pub(crate) fn entry_key(folded: &str) -> Key {
     Key { kind: Kind::Entry, folded: folded.into() }
 }
 
+pub(crate) fn entry_listing_key(folded: &str) -> Key {
+    Key { kind: Kind::EntryListing, folded: folded.into() }
+}
+
 pub(crate) fn listing_key(folded: &str) -> Key {
     Key { kind: Kind::Listing, folded: folded.into() }
 }
@@ -102,6 +106,12 @@ pub(crate) fn listing_key(folded: &str) -> Key {
 /// whose directory is not watched.
 pub(crate) fn cacheable(attrs: &FileAttrs) -> bool {
     attrs.is_dir || attrs.nlink <= 1
+}
+
+/// Whether `attrs` are the same whether a final symlink is followed or not: a file or a
+/// directory (not a symlink, nor a special file SMB never serves).
+pub(crate) fn followed_alike(attrs: &FileAttrs) -> bool {
+    matches!(attrs.posix.kind, crate::FileKind::File | crate::FileKind::Dir)
 }
 
 /// The shared state of one cached share.
@@ -223,6 +233,7 @@ impl Core {
         self.count(self.table.invalidate(&name_key(folded)));
         self.count(self.table.invalidate(&entry_key(folded)));
         self.count(self.table.invalidate(&listing_key(parent_of(folded))));
+        self.count(self.table.invalidate(&entry_listing_key(parent_of(folded))));
     }
 
     /// The name `folded` appeared, went or moved: also its lingering handles and, if it
@@ -233,6 +244,7 @@ impl Core {
         if maybe_dir {
             self.kills.kill(folded);
             self.count(self.table.invalidate(&listing_key(folded)));
+            self.count(self.table.invalidate(&entry_listing_key(folded)));
         }
     }
 

@@ -15,12 +15,15 @@ pub(crate) const SHARDS: usize = 32;
 const MAX_SPELLINGS: usize = 4;
 
 /// What a table key names: a path's own entry (a final symlink followed), a directory's
-/// listing, or the object at an exact name itself (`Backend::stat_exact`, not followed).
+/// listing, or their POSIX forms: the object at an exact name itself
+/// (`Backend::stat_exact`, not followed) and a listing of every entry as itself
+/// (`Backend::read_dir_exact`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
     Name,
     Listing,
     Entry,
+    EntryListing,
 }
 
 /// A table key: the kind and the case-folded path (`/`-joined components).

@@ -334,3 +334,43 @@ fn exact_attributes_are_cached_apart_and_dropped_by_every_change() {
     std::fs::write(s.dir.join("d/new"), b"x").unwrap();
     assert!(eventually(Duration::from_secs(5), || c.stat_exact(&p("d\\new")).is_ok()));
 }
+
+#[test]
+fn exact_listings_are_cached_and_dropped_by_every_change() {
+    let s = share(true, CacheConfig { ttl: Duration::from_secs(60), ..Default::default() });
+    let c = &s.cache;
+    let list = |dir: &str| -> Vec<(String, u32, u64)> {
+        c.read_dir_exact(&p(dir)).unwrap().into_iter().map(|e| (e.name, e.attrs.posix.mode, e.attrs.size)).collect()
+    };
+    c.mkdir(&p("d"), 0o755).unwrap();
+    put(&s, "d\\f", b"1");
+    c.symlink("f", &p("d\\l")).unwrap();
+    let first = list("d");
+    assert_eq!(first.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(), ["f", "l"]);
+    let h0 = hits(&s);
+    assert_eq!(list("d"), first);
+    assert_eq!(hits(&s), h0 + 1);
+    // Through the cache: a mode, a write, a new name, a removal.
+    let (h, _) = c.open_exact(&p("d\\f"), rw(CreateMode::OpenExisting)).unwrap();
+    h.set_mode(0o600).unwrap();
+    h.write_at(b"123", 0).unwrap();
+    drop(h);
+    assert_eq!(list("d")[0], ("f".to_string(), 0o600, 3));
+    c.mknod(&p("d\\p"), crate::FileKind::Fifo, 0o644, (0, 0)).unwrap();
+    assert_eq!(list("d").len(), 3);
+    c.remove_exact(&p("d\\l")).unwrap();
+    assert_eq!(list("d").len(), 2);
+    // A file with another name elsewhere keeps the listing out of the cache.
+    c.link(&p("d\\f"), &p("f2")).unwrap();
+    let _ = list("d");
+    let h1 = hits(&s);
+    let _ = list("d");
+    assert_eq!(hits(&s), h1);
+    c.remove_exact(&p("f2")).unwrap();
+    // Outside changes, learnt from the watcher.
+    let _ = list("d");
+    std::fs::write(s.dir.join("d/out"), b"x").unwrap();
+    assert!(eventually(Duration::from_secs(5), || list("d").len() == 3));
+    std::fs::set_permissions(s.dir.join("d/out"), std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    assert!(eventually(Duration::from_secs(5), || list("d").iter().any(|e| e.0 == "out" && e.1 == 0o640)));
+}

@@ -38,6 +38,9 @@ pub struct LocalHandle {
     pub(crate) allow_write: bool,
     /// The file lives on tmpfs or ramfs: reads never wait for a device.
     pub(crate) memory_backed: bool,
+    /// An `O_PATH` fd of a symlink itself (`Backend::open_exact`): nothing may go through
+    /// its `/proc` link, which would follow the symlink.
+    pub(crate) symlink: bool,
     /// Path at open time; used to resolve symlinks met while listing (stale after a rename
     /// of an ancestor, which only affects such symlink entries).
     pub(crate) path: SharePath,
@@ -250,6 +253,10 @@ impl LocalHandle {
 
     /// Runs `f` with the xattr location of this handle's object.
     fn with_xattr_at<T>(&self, f: impl FnOnce(Option<&XattrAt<'_>>) -> T) -> T {
+        if self.symlink {
+            // Its /proc link would lead on to the target; symlinks hold no user xattrs.
+            return f(None);
+        }
         if self.access == FdAccess::PathOnly {
             if !self.root.proc_ok {
                 return f(None);
@@ -499,6 +506,10 @@ impl FileHandle for LocalHandle {
     fn set_mode(&self, mode: u32) -> Result<()> {
         if self.root.read_only {
             return Err(VfsError::ReadOnly);
+        }
+        if self.symlink {
+            // Linux has no lchmod; the /proc route would change the target instead.
+            return Err(VfsError::unsupported());
         }
         super::posix::chmod_fd(&self.root, self.fd.as_fd(), mode)
     }

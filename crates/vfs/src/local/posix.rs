@@ -10,11 +10,12 @@
 //! through the ordinary `openat2(RESOLVE_BENEATH)` lookup; anything else is refused.
 
 use super::errno::map_errno;
+use super::handle::{FdAccess, LocalHandle};
 use super::meta::{attrs_from, kind_of, proc_fd_path, statx_at, statx_fd, XattrAt};
 use super::sys::{name_to_handle, open_by_handle};
 use super::{at_parent_err, open_beneath, openat2_retry, rename_err, same_object, LocalBackend, Root, RESOLVE};
 use crate::path::validate_component;
-use crate::{DirEntry, FileAttrs, FileKind, Result, SharePath, VfsError, MAX_TOKEN_LEN};
+use crate::{CreateMode, DirEntry, FileAttrs, FileKind, OpenOptions, OpenOutcome, Result, SharePath, VfsError, MAX_TOKEN_LEN};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{linkat, mkdirat, mknodat, readlinkat, renameat_with, symlinkat, AtFlags, Dir, FileType, Mode, OFlags, RenameFlags, ResolveFlags};
 use rustix::io::Errno;
@@ -83,6 +84,47 @@ impl LocalBackend {
         };
         self.root.apply_ctime_override(&mut a);
         Ok(a)
+    }
+
+    /// Like [`crate::Backend::open_exact`], returning the concrete handle type.
+    pub fn open_local_posix(&self, path: &SharePath, opts: OpenOptions) -> Result<(LocalHandle, OpenOutcome)> {
+        // The object at the name itself first, so a device is never opened for data.
+        let at = match path.is_root() {
+            true => Ok(FileKind::Dir),
+            false => {
+                self.parent_and_name(path).and_then(|(parent, name)| statx_at(parent.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW)).map(|s| kind_of(&s))
+            }
+        };
+        let kind = match at {
+            Ok(k) => k,
+            // Missing: created (never through a symlink), or the parent's error.
+            Err(VfsError::NotFound) => return self.open_local_exact(path, opts),
+            Err(e) => return Err(e),
+        };
+        if matches!(kind, FileKind::File | FileKind::Dir) {
+            return self.open_local_exact(path, opts);
+        }
+        if opts.create != CreateMode::OpenExisting {
+            return Err(VfsError::Exists);
+        }
+        if opts.directory {
+            return Err(VfsError::NotADirectory);
+        }
+        if opts.read || opts.write || opts.truncate {
+            return Err(VfsError::PermissionDenied);
+        }
+        let (parent, name) = self.parent_and_name(path)?;
+        // O_PATH | O_NOFOLLOW: the symlink (or special file) itself, never what it names.
+        let strict = RESOLVE | ResolveFlags::NO_SYMLINKS;
+        let fd = openat2_retry(parent.as_fd(), name, OFlags::PATH | OFlags::NOFOLLOW, Mode::empty(), strict).map_err(at_parent_err)?;
+        let stx = statx_fd(fd.as_fd())?;
+        if matches!(kind_of(&stx), FileKind::File | FileKind::Dir) {
+            // Replaced meanwhile by a file or directory: open that the ordinary way.
+            return self.open_local_exact(path, opts);
+        }
+        let mut h = self.handle(fd, false, FdAccess::PathOnly, path, opts);
+        h.symlink = kind_of(&stx) == FileKind::Symlink;
+        Ok((h, OpenOutcome::Opened))
     }
 
     /// See [`crate::Backend::stat_exact`].

@@ -39,6 +39,10 @@ impl MemoryHandle {
         if self.node.is_dir {
             return Err(VfsError::IsADirectory);
         }
+        if self.node.kind != FileKind::File {
+            // A symlink's data is its target; special files have none.
+            return Err(VfsError::PermissionDenied);
+        }
         Ok(())
     }
 
@@ -154,6 +158,10 @@ impl FileHandle for MemoryHandle {
 
     fn set_mode(&self, mode: u32) -> Result<()> {
         self.check_meta_change()?;
+        if self.node.kind == FileKind::Symlink {
+            // As on the local backend: Linux has no lchmod.
+            return Err(VfsError::unsupported());
+        }
         let mut st = self.node.write();
         let (uid, _) = crate::creds::current_fs_ids();
         // As chmod(2): the owner or root.
