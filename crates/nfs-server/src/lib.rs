@@ -3,7 +3,7 @@
 //! Layers, each depending only on those before it:
 //! - utilities: [`config`], [`handle`] (file handles and their MAC),
 //!   [`auth`] (credentials, squash, permission bits);
-//! - state: [`drc`] (the duplicate request cache);
+//! - state: [`drc`] (the duplicate request cache), `paths` (where handles point), [`state`];
 //! - the seam to other protocols: [`coordinator`].
 
 pub mod auth;
@@ -20,6 +20,7 @@ mod dispatch;
 mod handlers;
 mod listener;
 mod mount;
+mod paths;
 mod request;
 pub mod state;
 mod status;

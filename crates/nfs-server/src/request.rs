@@ -77,10 +77,18 @@ impl Ctx {
     /// The path and attributes of the file `fh` names; NFS3ERR_STALE when it is gone.
     pub async fn resolve(&self, fh: &NfsFh3) -> HResult<(SharePath, FileAttrs)> {
         let token = self.token(fh)?;
+        let export = self.export()?.clone();
         let r = self
             .as_server(move |b| {
+                if let Some((path, file_id, created)) = export.paths.guess(&token) {
+                    match b.stat_exact(&path) {
+                        Ok(a) if a.file_id == file_id && a.created == created => return Ok((path, a)),
+                        _ => export.paths.forget(&token),
+                    }
+                }
                 let p = b.resolve_token(&token)?;
                 let a = b.stat_exact(&p)?;
+                export.paths.remember(&token, &p, &a);
                 Ok((p, a))
             })
             .await;
@@ -100,7 +108,14 @@ impl Ctx {
 
     /// Attributes and handle of `path`, read as the server (after a create or a lookup).
     pub async fn stat_with_handle(&self, path: SharePath) -> HResult<(NfsFh3, FileAttrs)> {
-        let (token, a) = self.as_server(move |b| Ok((b.file_token(&path)?, b.stat_exact(&path)?))).await?;
+        let export = self.export()?.clone();
+        let (token, a) = self
+            .as_server(move |b| {
+                let (token, a) = (b.file_token(&path)?, b.stat_exact(&path)?);
+                export.paths.remember(&token, &path, &a);
+                Ok((token, a))
+            })
+            .await?;
         Ok((self.handle(&token)?, a))
     }
 

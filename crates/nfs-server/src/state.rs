@@ -14,6 +14,8 @@ use braid_opmetrics::OpTable;
 pub struct ExportState {
     pub export: Export,
     pub id: u32,
+    /// Where this export's handles were last seen to point.
+    pub paths: crate::paths::Paths,
 }
 
 /// Everything connections share.
@@ -80,7 +82,7 @@ impl NfsState {
             if let Some(other) = out.iter().find(|e| e.id == id) {
                 return Err(std::io::Error::other(format!("shares {} and {} have the same NFS export id", other.export.name, export.name)));
             }
-            out.push(Arc::new(ExportState { export, id }));
+            out.push(Arc::new(ExportState { export, id, paths: Default::default() }));
         }
         Ok(NfsState { config, exports: out, key, drc: Drc::default(), coord, ops, write_verf: rand::random() })
     }
