@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use nfs_server::handle::HandleKey;
 use nfs_server::state::NfsState;
-use nfs_server::{Alone, ClientNet, Export, ExportRules, NfsConfig};
+use nfs_server::{Alone, BoxFut, ClientNet, Coordinator, Export, ExportRules, Intent, NfsConfig, Refusal};
 use nfs_wire::mount3::{MntArgs, MntRes, MountArgs3, MountProc3};
 use nfs_wire::nfs3::*;
 use nfs_wire::record;
@@ -22,6 +22,10 @@ fn free_addr() -> SocketAddr {
 
 /// A server with one memory export `/mem` (and `/other`, whose client list excludes us).
 fn start() -> (tokio::runtime::Runtime, SocketAddr) {
+    start_with(Arc::new(Alone))
+}
+
+fn start_with(coord: Arc<dyn Coordinator>) -> (tokio::runtime::Runtime, SocketAddr) {
     let addr = free_addr();
     let cfg = NfsConfig { listen: vec![addr], ..NfsConfig::default() };
     let rules = ExportRules { root_squash: false, ..ExportRules::default() };
@@ -33,7 +37,7 @@ fn start() -> (tokio::runtime::Runtime, SocketAddr) {
     };
     let refused = ExportRules { clients: vec![ClientNet::parse("192.0.2.0/24").unwrap()], ..rules.clone() };
     let exports = vec![mem("mem", rules, 0), mem("other", refused, 1)];
-    let state = NfsState::new(cfg, exports, HandleKey::from_bytes([9; 32]), Arc::new(Alone), Arc::new(nfs_server::op_table())).unwrap();
+    let state = NfsState::new(cfg, exports, HandleKey::from_bytes([9; 32]), coord, Arc::new(nfs_server::op_table())).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.spawn(nfs_server::serve_state(Arc::new(state), std::future::pending()));
     for _ in 0..100 {
@@ -215,4 +219,50 @@ fn oversize_record_closes_the_connection_only() {
     assert_eq!(c.sock.read(&mut buf).unwrap_or(0), 0, "closed");
     let mut c = Client::new(addr);
     assert_eq!(c.call(rpc::PROG_NFS, 3, 0, |_| {}), Ok(vec![]));
+}
+
+/// Refuses what a test says and records what it is asked and told.
+#[derive(Debug, Default)]
+struct Strict {
+    refuse: std::sync::Mutex<Vec<(Intent, Refusal)>>,
+    asked: std::sync::Mutex<Vec<Intent>>,
+    told: std::sync::Mutex<Vec<(String, braid_vfs::ChangeKind)>>,
+}
+
+impl Coordinator for Strict {
+    fn prepare<'a>(&'a self, share: usize, _file_id: u64, intent: Intent) -> BoxFut<'a, Result<(), Refusal>> {
+        assert_eq!(share, 0);
+        self.asked.lock().unwrap().push(intent);
+        let r = self.refuse.lock().unwrap().iter().find(|(i, _)| *i == intent).map(|(_, r)| *r);
+        Box::pin(async move { r.map_or(Ok(()), Err) })
+    }
+
+    fn changed(&self, _share: usize, change: &braid_vfs::Change) {
+        self.told.lock().unwrap().push((change.path.components().join("/"), change.kind));
+    }
+}
+
+#[test]
+fn the_coordinator_is_asked_and_told() {
+    let coord = Arc::new(Strict::default());
+    let (_rt, addr) = start_with(coord.clone());
+    let mut c = Client::new(addr);
+    let root = c.root();
+    let fh = created_fh(create(&mut c, root, "f"));
+    coord.refuse.lock().unwrap().extend([(Intent::Write, Refusal::Busy), (Intent::Remove, Refusal::ShareMode)]);
+    let w = c.nfs(Args3::Write(WriteArgs { file: fh, offset: 0, count: 1, stable: StableHow::Unstable, data: b"x" }));
+    assert_eq!(WriteRes::decode(&mut XdrReader::new(&w)).unwrap().status(), Nfsstat3::Jukebox);
+    let rm = c.nfs(Args3::Remove(RemoveArgs { object: dirop(root, "f") }));
+    assert_eq!(RemoveRes::decode(&mut XdrReader::new(&rm)).unwrap().status(), Nfsstat3::Acces);
+    coord.refuse.lock().unwrap().clear();
+    let r = c.nfs(Args3::Read(ReadArgs { file: fh, offset: 0, count: 10 }));
+    assert_eq!(ReadRes::decode(&mut XdrReader::new(&r)).unwrap().status(), Nfsstat3::Ok);
+    let rm = c.nfs(Args3::Remove(RemoveArgs { object: dirop(root, "f") }));
+    assert_eq!(RemoveRes::decode(&mut XdrReader::new(&rm)).unwrap().status(), Nfsstat3::Ok);
+    let asked = coord.asked.lock().unwrap().clone();
+    for i in [Intent::Write, Intent::Remove, Intent::Read] {
+        assert!(asked.contains(&i), "{i:?} in {asked:?}");
+    }
+    let told = coord.told.lock().unwrap().clone();
+    assert_eq!(told, [("f".to_string(), braid_vfs::ChangeKind::Added), ("f".to_string(), braid_vfs::ChangeKind::Removed)]);
 }
