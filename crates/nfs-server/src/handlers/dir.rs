@@ -104,10 +104,12 @@ impl Listing<'_> {
         dots.into_iter().chain(rest).filter(move |(c, ..)| *c > cookie)
     }
 
-    fn handle(&self, path: &Option<SharePath>) -> PostOpFh3 {
-        let token = path.as_ref().and_then(|p| self.b.file_token(p).ok());
-        let h = token.and_then(|t| self.state.key.make(self.export.id, &t)).and_then(|h| NfsFh3::new(&h));
-        PostOpFh3(h)
+    /// The entry's handle; its path is remembered for the calls that follow a listing.
+    fn handle(&self, path: &Option<SharePath>, a: &FileAttrs) -> PostOpFh3 {
+        let Some(path) = path else { return PostOpFh3(None) };
+        let Ok(token) = self.b.file_token(path) else { return PostOpFh3(None) };
+        self.export.paths.remember(&token, path, a);
+        PostOpFh3(self.state.key.make(self.export.id, &token).and_then(|h| NfsFh3::new(&h)))
     }
 
     /// Writes the result; false when not even one entry fitted (NFS3ERR_TOOSMALL).
@@ -140,7 +142,7 @@ impl Listing<'_> {
                         name,
                         cookie,
                         name_attributes: attrs::post_op(Some(a), fsid),
-                        name_handle: self.handle(&path),
+                        name_handle: self.handle(&path, a),
                     };
                     if !w.push(&e) {
                         more = true;
