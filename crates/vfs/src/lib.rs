@@ -450,8 +450,10 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Err(VfsError::unsupported())
     }
     /// The current path of the object a [`Backend::file_token`] token names, always inside
-    /// the share. `NotFound` when the object is gone (stale); `InvalidName` for a token this
-    /// backend never made.
+    /// the share. `NotFound` when the object is gone (stale); `Escape` when it now lies
+    /// outside the share (moved out; as good as stale for a client); `InvalidName` for a
+    /// token this backend never made; `PermissionDenied` on the local backend without
+    /// CAP_DAC_READ_SEARCH (call it as the server, not inside [`creds::with_creds`]).
     fn resolve_token(&self, token: &[u8]) -> Result<SharePath> {
         let _ = token;
         Err(VfsError::unsupported())
