@@ -405,6 +405,43 @@ def test_getattr_and_lookup_match_the_disk(srv, c, scratch):
     assert c.lookup(r.fh, "x").status == n.NFS3ERR_NOTDIR
 
 
+def disk_times(p: Path):
+    st = os.stat(p)
+    return ((st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9), (st.st_ctime_ns // 10**9, st.st_ctime_ns % 10**9),
+            st.st_nlink)
+
+
+def test_directory_attributes_follow_every_change(c, scratch):
+    """After each change in a directory, its GETATTR (and the change's own wcc "after"
+    attributes) match the disk: clients revalidate their caches by a directory's mtime."""
+    dirfh, path = scratch
+    fh = must(c.create(dirfh, "f")).fh
+    steps = [
+        ("CREATE", lambda: c.create(dirfh, "g")),
+        ("MKDIR", lambda: c.mkdir(dirfh, "sub")),
+        ("SYMLINK", lambda: c.symlink(dirfh, "ln", "f")),
+        ("LINK", lambda: c.link(fh, dirfh, "f2")),
+        ("RENAME", lambda: c.rename(dirfh, "g", dirfh, "g2")),
+        ("REMOVE", lambda: c.remove(dirfh, "g2")),
+        ("RMDIR", lambda: c.rmdir(dirfh, "sub")),
+        ("SETATTR", lambda: c.setattr(dirfh, Sattr3(mode=0o751))),
+    ]
+    for what, step in steps:
+        r = must(step())
+        want = disk_times(path)
+        a = must(c.getattr(dirfh)).attr
+        assert (a.mtime, a.ctime, a.nlink) == want, f"GETATTR of the directory after {what}: stale"
+        after = getattr(r, "dir_wcc", None) or getattr(r, "wcc", None) or getattr(r, "from_wcc", None)
+        if after is not None and after.after is not None:
+            assert (after.after.mtime, after.after.ctime, after.after.nlink) == want, f"wcc after {what}: stale"
+    # A file's attributes follow its WRITEs and SETATTRs the same way.
+    for what, step in (("WRITE", lambda: c.write(fh, 0, b"12345")), ("SETATTR", lambda: c.setattr(fh, Sattr3(size=2)))):
+        must(step())
+        st = os.stat(path / "f")
+        a = must(c.getattr(fh)).attr
+        assert a.size == st.st_size and a.mtime == (st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9), what
+
+
 def test_lookup_never_leaves_the_export(request, srv, c, scratch):
     ganesha_deviates(request, srv, "a name with a NUL byte is cut there")
     root = c.root("/data")
