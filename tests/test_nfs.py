@@ -769,6 +769,85 @@ def test_root_squash(srv):
         assert (st.st_uid, st.st_gid) == (0, 0)
 
 
+def test_squashed_root_gets_no_root_powers(srv):
+    braid_only(srv)
+    d = srv.shares["squash"] / f"private-{secrets.token_hex(3)}"
+    d.write_bytes(b"root's")
+    os.chmod(d, 0o600)
+    with nfs_harness.client(srv) as c:
+        root = c.root("/squash")
+        fh = must(c.lookup(root, d.name)).fh
+        assert c.read(fh, 0, 10).status == n.NFS3ERR_ACCES
+        assert c.write(fh, 0, b"x").status == n.NFS3ERR_ACCES
+        assert c.setattr(fh, Sattr3(mode=0o666)).status in (n.NFS3ERR_PERM, n.NFS3ERR_ACCES)
+        assert must(c.access(fh, n.ACCESS3_READ | n.ACCESS3_MODIFY)).access == 0
+    assert d.read_bytes() == b"root's" and stat.S_IMODE(os.stat(d).st_mode) == 0o600
+
+
+def test_create_and_mkdir_apply_owner_and_mode(c, scratch):
+    """The sattr3 of CREATE, MKDIR, SYMLINK and MKNOD is applied, owner included (for root)."""
+    dirfh, path = scratch
+    attrs = Sattr3(mode=0o640, uid=1234, gid=4321)
+    must(c.create(dirfh, "f", n.GUARDED, attrs))
+    must(c.mkdir(dirfh, "d", attrs))
+    must(c.mknod(dirfh, "p", n.NF3FIFO, attrs))
+    for name in ("f", "d", "p"):
+        st = os.lstat(path / name)
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1234, 4321, 0o640), name
+
+
+def test_setattr_of_someone_elses_file_is_refused(c, scratch):
+    dirfh, path = scratch
+    c.cred = AuthSys(1000, 1000)
+    fh = must(c.create(dirfh, "mine", attrs=Sattr3(mode=0o644))).fh
+    assert os.stat(path / "mine").st_uid == 1000
+    assert c.setattr(fh, Sattr3(uid=2000)).status == n.NFS3ERR_PERM, "a user gave a file away"
+    c.cred = AuthSys(2000, 2000)
+    assert c.setattr(fh, Sattr3(mode=0o777)).status == n.NFS3ERR_PERM
+    assert c.setattr(fh, Sattr3(mtime=(1, 0))).status == n.NFS3ERR_PERM
+    assert c.setattr(fh, Sattr3(size=0)).status == n.NFS3ERR_ACCES
+    st = os.stat(path / "mine")
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (1000, 0o644)
+
+
+def test_memory_share_checks_permissions(srv):
+    """A memory share has no kernel to check modes: the server must."""
+    braid_only(srv)
+    with nfs_harness.client(srv) as c:
+        root = c.root("/mem")
+        name = f"perm-{secrets.token_hex(3)}"
+        d = must(c.mkdir(root, name, Sattr3(mode=0o755))).fh
+        must(c.setattr(d, Sattr3(uid=1000, gid=1000)))
+        assert (must(c.getattr(d)).attr.uid, must(c.getattr(d)).attr.mode & 0o777) == (1000, 0o755)
+        c.cred = AuthSys(1000, 1000)
+        fh = must(c.create(d, "secret", attrs=Sattr3(mode=0o600))).fh
+        must(c.write(fh, 0, b"mine"))
+        a = must(c.getattr(fh)).attr
+        assert (a.uid, a.gid, a.mode & 0o777) == (1000, 1000, 0o600)
+        c.cred = AuthSys(2000, 2000)
+        assert c.read(fh, 0, 10).status == n.NFS3ERR_ACCES
+        assert c.write(fh, 0, b"x").status == n.NFS3ERR_ACCES
+        assert c.create(d, "intruder").status == n.NFS3ERR_ACCES
+        assert c.remove(d, "secret").status == n.NFS3ERR_ACCES
+        assert c.setattr(fh, Sattr3(mode=0o666)).status == n.NFS3ERR_PERM
+        c.cred = AuthSys(1000, 1000)
+        assert must(c.read(fh, 0, 10)).data == b"mine"
+
+
+def test_dot_names_are_refused_everywhere(c, scratch):
+    dirfh, path = scratch
+    fh = must(c.create(dirfh, "f")).fh
+    for bad in (".", ".."):
+        assert c.create(dirfh, bad).status != n.NFS3_OK, bad
+        assert c.mkdir(dirfh, bad).status != n.NFS3_OK, bad
+        assert c.symlink(dirfh, bad, "x").status != n.NFS3_OK, bad
+        assert c.link(fh, dirfh, bad).status != n.NFS3_OK, bad
+        assert c.rename(dirfh, "f", dirfh, bad).status != n.NFS3_OK, bad
+        assert c.mknod(dirfh, bad, n.NF3FIFO).status != n.NFS3_OK, bad
+    assert sorted(p.name for p in path.iterdir()) == ["f"]
+    assert must(c.read(fh, 0, 1)).eof
+
+
 def test_all_squash(srv):
     braid_only(srv)
     with nfs_harness.client(srv, cred=AuthSys(1000, 1000, [10, 20])) as c:
