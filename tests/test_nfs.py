@@ -511,6 +511,31 @@ def test_create_write_read_commit(srv, c, scratch):
         assert st == n.NFS3ERR_INVAL
 
 
+def test_huge_counts_are_bounded(c, scratch):
+    """Counts far over the server's limits are cut to them (never allocated as asked)."""
+    dirfh, path = scratch
+    (path / "big.bin").write_bytes(os.urandom(3 * MiB))
+    for i in range(300):
+        (path / f"e{i:03d}").write_bytes(b"")
+    fh = must(c.lookup(dirfh, "big.bin")).fh
+    rtmax = must(c.fsinfo(dirfh)).rtmax
+    r = must(c.read(fh, 0, 0xFFFFFFFF))
+    assert 0 < r.count <= rtmax and r.data == (path / "big.bin").read_bytes()[:r.count]
+    r = must(c.readdir(dirfh, count=0xFFFFFFFF))
+    assert len(r.entries) >= 300
+    r = must(c.readdirplus(dirfh, dircount=0xFFFFFFFF, maxcount=0xFFFFFFFF))
+    assert len(r.entries) >= 1
+    # Names and link targets of 60,000 bytes: refused (an error status, or garbage arguments).
+    for call in (lambda: c.lookup(dirfh, "x" * 60000), lambda: c.create(dirfh, "x" * 60000),
+                 lambda: c.symlink(dirfh, "long", "y" * 60000)):
+        try:
+            assert call().status != n.NFS3_OK
+        except RpcError as e:
+            assert (e.kind, e.stat) == ("accepted", n.GARBAGE_ARGS)
+    assert not (path / "long").exists()
+    must(c.getattr(fh))
+
+
 def test_write_and_read_of_a_directory_fail(c, scratch):
     dirfh, _ = scratch
     assert c.write(dirfh, 0, b"x").status in (n.NFS3ERR_ISDIR, n.NFS3ERR_INVAL)
