@@ -87,6 +87,10 @@ def test_smb_write_then_nfs_read(nfs, smb, where):
     f.close()
     lk = must(nfs.lookup(dirfh, "from-smb.bin"))
     assert lk.attr.size == len(data)
+    assert b"from-smb.bin" in [e.name for e in nfs.list_all(dirfh)]
+    st = os.stat(path)
+    assert must(nfs.getattr(dirfh)).attr.mtime == (st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9), \
+        "NFS sees a stale directory mtime after an SMB create"
     assert nfs.read_all(lk.fh) == data
     # Overwritten and shrunk over SMB: NFS sees the new size and bytes at once.
     f = smb.open(rf"{name}\from-smb.bin", disposition=CreateDisposition.FILE_OVERWRITE)
