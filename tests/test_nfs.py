@@ -620,6 +620,33 @@ def test_mkdir_readdir_readdirplus_rmdir(request, srv, c, scratch):
     assert c.readdirplus(dirfh, dircount=10, maxcount=10).status == n.NFS3ERR_TOOSMALL
 
 
+@pytest.mark.parametrize("plus", [False, True])
+def test_listing_while_removing_skips_nothing_that_stays(c, scratch, plus):
+    """`rm -rf` over NFS lists a page, removes it, asks for the next page: every entry that is
+    never removed must be listed exactly once, whatever was removed before the cookie."""
+    dirfh, path = scratch
+    names = [f"n{i:04d}" for i in range(600)]
+    for nm in names:
+        (path / nm).write_bytes(b"")
+    keep = set(names[1::3])
+    seen: dict[bytes, int] = {}
+    cookie, verf = 0, b"\0" * 8
+    for _ in range(10000):
+        r = c.readdirplus(dirfh, cookie, verf, 1024, 4096) if plus else c.readdir(dirfh, cookie, verf, 1024)
+        assert r.ok, r
+        for e in r.entries:
+            seen[e.name] = seen.get(e.name, 0) + 1
+            if e.name.decode() not in keep and e.name not in (b".", b".."):
+                c.remove(dirfh, e.name)
+        if r.eof:
+            break
+        cookie, verf = r.entries[-1].cookie, r.verf
+    missing = sorted(k for k in keep if k.encode() not in seen)
+    twice = sorted(k for k, v in seen.items() if v > 1)
+    assert not missing and not twice, f"missing {missing[:10]}, listed twice {twice[:10]}"
+    assert sorted(p.name for p in path.iterdir()) == sorted(keep)
+
+
 def test_remove_makes_the_handle_stale(c, scratch):
     dirfh, path = scratch
     fh = must(c.create(dirfh, "gone.txt")).fh
