@@ -116,6 +116,11 @@ def test_nfs_write_then_smb_read(nfs, smb, where):
     assert f.end_of_file == len(data) + 4, "SMB sees a stale size after an NFS WRITE"
     assert f.read(len(data), 4) == b"tail"
     f.close()
+    # Truncated over NFS: SMB sees the new size.
+    must(nfs.setattr(fh, Sattr3(size=10)))
+    f = smb.open(rf"{name}\from-nfs.bin", access=A.GENERIC_READ, disposition=CreateDisposition.FILE_OPEN)
+    assert f.end_of_file == 10 and f.read(0, 10) == data[:10]
+    f.close()
     assert sorted(e for e in smb_list(smb, name)) == ["from-nfs.bin"]
 
 
