@@ -299,6 +299,41 @@ def test_many_calls_in_flight(srv, c, scratch):
         assert u.opaque() == data[i * 65536:(i + 1) * 65536], f"READ {i}: wrong data"
 
 
+def test_random_and_truncated_arguments_are_answered(srv, c, scratch):
+    """Every procedure of both programs with random bytes and with valid arguments cut at
+    every length: each call gets a reply (GARBAGE_ARGS or a status) and the server lives."""
+    import random
+    rnd = random.Random(1813)
+    dirfh, _ = scratch
+    fh = must(c.create(dirfh, "victim")).fh
+    valid = {
+        n.SETATTR: n.Packer().opaque(fh).raw(b"\0\0\0\1\0\0\1\xa4" + b"\0" * 20).bool(False).bytes(),
+        n.LOOKUP: n.Packer().opaque(dirfh).string("victim").bytes(),
+        n.READ: n.Packer().opaque(fh).u64(0).u32(10).bytes(),
+        n.WRITE: n.Packer().opaque(fh).u64(0).u32(3).u32(2).opaque(b"abc").bytes(),
+        n.CREATE: c.create_args(dirfh, "made", n.GUARDED),
+        n.RENAME: n.Packer().opaque(dirfh).string("victim").opaque(dirfh).string("victim2").bytes(),
+        n.READDIRPLUS: n.Packer().opaque(dirfh).u64(0).opaque_fixed(b"\0" * 8).u32(1000).u32(4000).bytes(),
+        n.MKNOD: n.Packer().opaque(dirfh).string("nod").u32(n.NF3CHR).raw(b"\0" * 24).u32(1).u32(3).bytes(),
+    }
+    calls = []
+    for proc in range(22):
+        for _ in range(20):
+            calls.append((n.PROG_NFS, proc, rnd.randbytes(rnd.choice((0, 3, 8, 40, 100, 300)))))
+    for proc in range(6):
+        for _ in range(10):
+            calls.append((n.PROG_MOUNT, proc, rnd.randbytes(rnd.choice((0, 4, 30)))))
+    for proc, args in valid.items():
+        calls += [(n.PROG_NFS, proc, args[:cut]) for cut in range(len(args))]
+    for prog, proc, args in calls:
+        try:
+            c.rpc.call(prog, 3, proc, args, timeout=10)
+        except RpcError:
+            pass
+    c.null()
+    assert srv.target != "braid" or srv.health() is None, srv.health()
+
+
 def test_oversize_record_closes_only_that_connection(srv, c):
     braid_only(srv)
     other = nfs_harness.client(srv)
