@@ -299,6 +299,41 @@ def test_many_calls_in_flight(srv, c, scratch):
         assert u.opaque() == data[i * 65536:(i + 1) * 65536], f"READ {i}: wrong data"
 
 
+def test_random_and_truncated_arguments_are_answered(srv, c, scratch):
+    """Every procedure of both programs with random bytes and with valid arguments cut at
+    every length: each call gets a reply (GARBAGE_ARGS or a status) and the server lives."""
+    import random
+    rnd = random.Random(1813)
+    dirfh, _ = scratch
+    fh = must(c.create(dirfh, "victim")).fh
+    valid = {
+        n.SETATTR: n.Packer().opaque(fh).raw(b"\0\0\0\1\0\0\1\xa4" + b"\0" * 20).bool(False).bytes(),
+        n.LOOKUP: n.Packer().opaque(dirfh).string("victim").bytes(),
+        n.READ: n.Packer().opaque(fh).u64(0).u32(10).bytes(),
+        n.WRITE: n.Packer().opaque(fh).u64(0).u32(3).u32(2).opaque(b"abc").bytes(),
+        n.CREATE: c.create_args(dirfh, "made", n.GUARDED),
+        n.RENAME: n.Packer().opaque(dirfh).string("victim").opaque(dirfh).string("victim2").bytes(),
+        n.READDIRPLUS: n.Packer().opaque(dirfh).u64(0).opaque_fixed(b"\0" * 8).u32(1000).u32(4000).bytes(),
+        n.MKNOD: n.Packer().opaque(dirfh).string("nod").u32(n.NF3CHR).raw(b"\0" * 24).u32(1).u32(3).bytes(),
+    }
+    calls = []
+    for proc in range(22):
+        for _ in range(20):
+            calls.append((n.PROG_NFS, proc, rnd.randbytes(rnd.choice((0, 3, 8, 40, 100, 300)))))
+    for proc in range(6):
+        for _ in range(10):
+            calls.append((n.PROG_MOUNT, proc, rnd.randbytes(rnd.choice((0, 4, 30)))))
+    for proc, args in valid.items():
+        calls += [(n.PROG_NFS, proc, args[:cut]) for cut in range(len(args))]
+    for prog, proc, args in calls:
+        try:
+            c.rpc.call(prog, 3, proc, args, timeout=10)
+        except RpcError:
+            pass
+    c.null()
+    assert srv.target != "braid" or srv.health() is None, srv.health()
+
+
 def test_oversize_record_closes_only_that_connection(srv, c):
     braid_only(srv)
     other = nfs_harness.client(srv)
@@ -405,6 +440,43 @@ def test_getattr_and_lookup_match_the_disk(srv, c, scratch):
     assert c.lookup(r.fh, "x").status == n.NFS3ERR_NOTDIR
 
 
+def disk_times(p: Path):
+    st = os.stat(p)
+    return ((st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9), (st.st_ctime_ns // 10**9, st.st_ctime_ns % 10**9),
+            st.st_nlink)
+
+
+def test_directory_attributes_follow_every_change(c, scratch):
+    """After each change in a directory, its GETATTR (and the change's own wcc "after"
+    attributes) match the disk: clients revalidate their caches by a directory's mtime."""
+    dirfh, path = scratch
+    fh = must(c.create(dirfh, "f")).fh
+    steps = [
+        ("CREATE", lambda: c.create(dirfh, "g")),
+        ("MKDIR", lambda: c.mkdir(dirfh, "sub")),
+        ("SYMLINK", lambda: c.symlink(dirfh, "ln", "f")),
+        ("LINK", lambda: c.link(fh, dirfh, "f2")),
+        ("RENAME", lambda: c.rename(dirfh, "g", dirfh, "g2")),
+        ("REMOVE", lambda: c.remove(dirfh, "g2")),
+        ("RMDIR", lambda: c.rmdir(dirfh, "sub")),
+        ("SETATTR", lambda: c.setattr(dirfh, Sattr3(mode=0o751))),
+    ]
+    for what, step in steps:
+        r = must(step())
+        want = disk_times(path)
+        a = must(c.getattr(dirfh)).attr
+        assert (a.mtime, a.ctime, a.nlink) == want, f"GETATTR of the directory after {what}: stale"
+        after = getattr(r, "dir_wcc", None) or getattr(r, "wcc", None) or getattr(r, "from_wcc", None)
+        if after is not None and after.after is not None:
+            assert (after.after.mtime, after.after.ctime, after.after.nlink) == want, f"wcc after {what}: stale"
+    # A file's attributes follow its WRITEs and SETATTRs the same way.
+    for what, step in (("WRITE", lambda: c.write(fh, 0, b"12345")), ("SETATTR", lambda: c.setattr(fh, Sattr3(size=2)))):
+        must(step())
+        st = os.stat(path / "f")
+        a = must(c.getattr(fh)).attr
+        assert a.size == st.st_size and a.mtime == (st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9), what
+
+
 def test_lookup_never_leaves_the_export(request, srv, c, scratch):
     ganesha_deviates(request, srv, "a name with a NUL byte is cut there")
     root = c.root("/data")
@@ -472,6 +544,31 @@ def test_create_write_read_commit(srv, c, scratch):
         assert (e.kind, e.stat) == ("accepted", n.GARBAGE_ARGS)
     else:
         assert st == n.NFS3ERR_INVAL
+
+
+def test_huge_counts_are_bounded(c, scratch):
+    """Counts far over the server's limits are cut to them (never allocated as asked)."""
+    dirfh, path = scratch
+    (path / "big.bin").write_bytes(os.urandom(3 * MiB))
+    for i in range(300):
+        (path / f"e{i:03d}").write_bytes(b"")
+    fh = must(c.lookup(dirfh, "big.bin")).fh
+    rtmax = must(c.fsinfo(dirfh)).rtmax
+    r = must(c.read(fh, 0, 0xFFFFFFFF))
+    assert 0 < r.count <= rtmax and r.data == (path / "big.bin").read_bytes()[:r.count]
+    r = must(c.readdir(dirfh, count=0xFFFFFFFF))
+    assert len(r.entries) >= 300
+    r = must(c.readdirplus(dirfh, dircount=0xFFFFFFFF, maxcount=0xFFFFFFFF))
+    assert len(r.entries) >= 1
+    # Names and link targets of 60,000 bytes: refused (an error status, or garbage arguments).
+    for call in (lambda: c.lookup(dirfh, "x" * 60000), lambda: c.create(dirfh, "x" * 60000),
+                 lambda: c.symlink(dirfh, "long", "y" * 60000)):
+        try:
+            assert call().status != n.NFS3_OK
+        except RpcError as e:
+            assert (e.kind, e.stat) == ("accepted", n.GARBAGE_ARGS)
+    assert not (path / "long").exists()
+    must(c.getattr(fh))
 
 
 def test_write_and_read_of_a_directory_fail(c, scratch):
@@ -556,6 +653,33 @@ def test_mkdir_readdir_readdirplus_rmdir(request, srv, c, scratch):
     assert c.getattr(d.fh).status == n.NFS3ERR_STALE
     # Room for not even one entry.
     assert c.readdirplus(dirfh, dircount=10, maxcount=10).status == n.NFS3ERR_TOOSMALL
+
+
+@pytest.mark.parametrize("plus", [False, True])
+def test_listing_while_removing_skips_nothing_that_stays(c, scratch, plus):
+    """`rm -rf` over NFS lists a page, removes it, asks for the next page: every entry that is
+    never removed must be listed exactly once, whatever was removed before the cookie."""
+    dirfh, path = scratch
+    names = [f"n{i:04d}" for i in range(600)]
+    for nm in names:
+        (path / nm).write_bytes(b"")
+    keep = set(names[1::3])
+    seen: dict[bytes, int] = {}
+    cookie, verf = 0, b"\0" * 8
+    for _ in range(10000):
+        r = c.readdirplus(dirfh, cookie, verf, 1024, 4096) if plus else c.readdir(dirfh, cookie, verf, 1024)
+        assert r.ok, r
+        for e in r.entries:
+            seen[e.name] = seen.get(e.name, 0) + 1
+            if e.name.decode() not in keep and e.name not in (b".", b".."):
+                c.remove(dirfh, e.name)
+        if r.eof:
+            break
+        cookie, verf = r.entries[-1].cookie, r.verf
+    missing = sorted(k for k in keep if k.encode() not in seen)
+    twice = sorted(k for k, v in seen.items() if v > 1)
+    assert not missing and not twice, f"missing {missing[:10]}, listed twice {twice[:10]}"
+    assert sorted(p.name for p in path.iterdir()) == sorted(keep)
 
 
 def test_remove_makes_the_handle_stale(c, scratch):
@@ -730,6 +854,85 @@ def test_root_squash(srv):
         must(c.create(root, name))
         st = os.stat(srv.shares["data"] / name)
         assert (st.st_uid, st.st_gid) == (0, 0)
+
+
+def test_squashed_root_gets_no_root_powers(srv):
+    braid_only(srv)
+    d = srv.shares["squash"] / f"private-{secrets.token_hex(3)}"
+    d.write_bytes(b"root's")
+    os.chmod(d, 0o600)
+    with nfs_harness.client(srv) as c:
+        root = c.root("/squash")
+        fh = must(c.lookup(root, d.name)).fh
+        assert c.read(fh, 0, 10).status == n.NFS3ERR_ACCES
+        assert c.write(fh, 0, b"x").status == n.NFS3ERR_ACCES
+        assert c.setattr(fh, Sattr3(mode=0o666)).status in (n.NFS3ERR_PERM, n.NFS3ERR_ACCES)
+        assert must(c.access(fh, n.ACCESS3_READ | n.ACCESS3_MODIFY)).access == 0
+    assert d.read_bytes() == b"root's" and stat.S_IMODE(os.stat(d).st_mode) == 0o600
+
+
+def test_create_and_mkdir_apply_owner_and_mode(c, scratch):
+    """The sattr3 of CREATE, MKDIR, SYMLINK and MKNOD is applied, owner included (for root)."""
+    dirfh, path = scratch
+    attrs = Sattr3(mode=0o640, uid=1234, gid=4321)
+    must(c.create(dirfh, "f", n.GUARDED, attrs))
+    must(c.mkdir(dirfh, "d", attrs))
+    must(c.mknod(dirfh, "p", n.NF3FIFO, attrs))
+    for name in ("f", "d", "p"):
+        st = os.lstat(path / name)
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1234, 4321, 0o640), name
+
+
+def test_setattr_of_someone_elses_file_is_refused(c, scratch):
+    dirfh, path = scratch
+    c.cred = AuthSys(1000, 1000)
+    fh = must(c.create(dirfh, "mine", attrs=Sattr3(mode=0o644))).fh
+    assert os.stat(path / "mine").st_uid == 1000
+    assert c.setattr(fh, Sattr3(uid=2000)).status == n.NFS3ERR_PERM, "a user gave a file away"
+    c.cred = AuthSys(2000, 2000)
+    assert c.setattr(fh, Sattr3(mode=0o777)).status == n.NFS3ERR_PERM
+    assert c.setattr(fh, Sattr3(mtime=(1, 0))).status == n.NFS3ERR_PERM
+    assert c.setattr(fh, Sattr3(size=0)).status == n.NFS3ERR_ACCES
+    st = os.stat(path / "mine")
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (1000, 0o644)
+
+
+def test_memory_share_checks_permissions(srv):
+    """A memory share has no kernel to check modes: the server must."""
+    braid_only(srv)
+    with nfs_harness.client(srv) as c:
+        root = c.root("/mem")
+        name = f"perm-{secrets.token_hex(3)}"
+        d = must(c.mkdir(root, name, Sattr3(mode=0o755))).fh
+        must(c.setattr(d, Sattr3(uid=1000, gid=1000)))
+        assert (must(c.getattr(d)).attr.uid, must(c.getattr(d)).attr.mode & 0o777) == (1000, 0o755)
+        c.cred = AuthSys(1000, 1000)
+        fh = must(c.create(d, "secret", attrs=Sattr3(mode=0o600))).fh
+        must(c.write(fh, 0, b"mine"))
+        a = must(c.getattr(fh)).attr
+        assert (a.uid, a.gid, a.mode & 0o777) == (1000, 1000, 0o600)
+        c.cred = AuthSys(2000, 2000)
+        assert c.read(fh, 0, 10).status == n.NFS3ERR_ACCES
+        assert c.write(fh, 0, b"x").status == n.NFS3ERR_ACCES
+        assert c.create(d, "intruder").status == n.NFS3ERR_ACCES
+        assert c.remove(d, "secret").status == n.NFS3ERR_ACCES
+        assert c.setattr(fh, Sattr3(mode=0o666)).status == n.NFS3ERR_PERM
+        c.cred = AuthSys(1000, 1000)
+        assert must(c.read(fh, 0, 10)).data == b"mine"
+
+
+def test_dot_names_are_refused_everywhere(c, scratch):
+    dirfh, path = scratch
+    fh = must(c.create(dirfh, "f")).fh
+    for bad in (".", ".."):
+        assert c.create(dirfh, bad).status != n.NFS3_OK, bad
+        assert c.mkdir(dirfh, bad).status != n.NFS3_OK, bad
+        assert c.symlink(dirfh, bad, "x").status != n.NFS3_OK, bad
+        assert c.link(fh, dirfh, bad).status != n.NFS3_OK, bad
+        assert c.rename(dirfh, "f", dirfh, bad).status != n.NFS3_OK, bad
+        assert c.mknod(dirfh, bad, n.NF3FIFO).status != n.NFS3_OK, bad
+    assert sorted(p.name for p in path.iterdir()) == ["f"]
+    assert must(c.read(fh, 0, 1)).eof
 
 
 def test_all_squash(srv):

@@ -87,6 +87,10 @@ def test_smb_write_then_nfs_read(nfs, smb, where):
     f.close()
     lk = must(nfs.lookup(dirfh, "from-smb.bin"))
     assert lk.attr.size == len(data)
+    assert b"from-smb.bin" in [e.name for e in nfs.list_all(dirfh)]
+    st = os.stat(path)
+    assert must(nfs.getattr(dirfh)).attr.mtime == (st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9), \
+        "NFS sees a stale directory mtime after an SMB create"
     assert nfs.read_all(lk.fh) == data
     # Overwritten and shrunk over SMB: NFS sees the new size and bytes at once.
     f = smb.open(rf"{name}\from-smb.bin", disposition=CreateDisposition.FILE_OVERWRITE)
@@ -111,6 +115,11 @@ def test_nfs_write_then_smb_read(nfs, smb, where):
     f = smb.open(rf"{name}\from-nfs.bin", access=A.GENERIC_READ, disposition=CreateDisposition.FILE_OPEN)
     assert f.end_of_file == len(data) + 4, "SMB sees a stale size after an NFS WRITE"
     assert f.read(len(data), 4) == b"tail"
+    f.close()
+    # Truncated over NFS: SMB sees the new size.
+    must(nfs.setattr(fh, Sattr3(size=10)))
+    f = smb.open(rf"{name}\from-nfs.bin", access=A.GENERIC_READ, disposition=CreateDisposition.FILE_OPEN)
+    assert f.end_of_file == 10 and f.read(0, 10) == data[:10]
     f.close()
     assert sorted(e for e in smb_list(smb, name)) == ["from-nfs.bin"]
 

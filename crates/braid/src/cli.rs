@@ -371,6 +371,10 @@ mod tests {
         assert!(b.sub.is_none());
         assert_eq!((b.run.block_size.as_str(), b.run.threads.as_str()), ("64k", "4"));
         assert!(b.run.common.sequential);
+        assert_eq!(b.run.common.nconnect, "1");
+        let cli = Cli::try_parse_from(["braid", "bench", "--nconnect", "4", "nfs://h:2049/data"]).unwrap();
+        let Command::Bench(b) = cli.command else { panic!("not bench") };
+        assert_eq!((b.run.common.nconnect.as_str(), b.run.common.targets[0].as_str()), ("4", "nfs://h:2049/data"));
         let cli = Cli::try_parse_from(["braid", "bench", "sweep", "--bs", "4k,1m", "--out", "o", "smb://u@h/s", "smb://v@h/s"]).unwrap();
         let Command::Bench(b) = cli.command else { panic!("not bench") };
         let Some(BenchSub::Sweep(s)) = b.sub else { panic!("not sweep") };
