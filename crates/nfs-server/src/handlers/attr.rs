@@ -61,14 +61,12 @@ async fn set(ctx: &Ctx, a: &SetattrArgs, path: &braid_vfs::SharePath, before: &F
         return Ok(before.clone());
     }
     ctx.writable()?;
+    may_change(ctx, before, &s)?;
     if s.size.is_some() {
         match before.posix.kind {
             FileKind::Dir => return Err(Nfsstat3::Isdir),
             FileKind::File => {}
             _ => return Err(Nfsstat3::Inval),
-        }
-        if !ctx.owns(before) {
-            ctx.check(before, ACCESS3_MODIFY)?;
         }
         ctx.prepare(before.file_id, Intent::Truncate, Nfsstat3::Jukebox).await?;
     }
@@ -98,6 +96,28 @@ async fn set(ctx: &Ctx, a: &SetattrArgs, path: &braid_vfs::SharePath, before: &F
         h.attrs()
     })
     .await
+}
+
+/// What only the owner (or root) may change, as chmod, chown, chgrp and utimes decide:
+/// NFS3ERR_PERM ("not owner"); what needs write permission (size, times set to the server's
+/// clock): NFS3ERR_ACCES. Checked here because a memory share has no kernel to check it.
+fn may_change(ctx: &Ctx, before: &FileAttrs, s: &Sattr3) -> HResult<()> {
+    let root = ctx.id.uid == 0;
+    let owner = root || ctx.id.uid == before.posix.uid;
+    let member = |g: u32| ctx.id.gid == g || ctx.id.groups.contains(&g);
+    let client_time = matches!(s.atime, SetTime::Client(_)) || matches!(s.mtime, SetTime::Client(_));
+    let perm = (s.mode.is_some() && !owner)
+        || s.uid.is_some_and(|u| !root && u != before.posix.uid)
+        || s.gid.is_some_and(|g| !root && g != before.posix.gid && !(owner && member(g)))
+        || (client_time && !owner);
+    if perm {
+        return Err(Nfsstat3::Perm);
+    }
+    let server_time = s.atime == SetTime::ServerTime || s.mtime == SetTime::ServerTime;
+    if (s.size.is_some() || server_time) && !owner {
+        ctx.check(before, ACCESS3_MODIFY)?;
+    }
+    Ok(())
 }
 
 /// The change-notify bits of what a SETATTR sets.

@@ -111,9 +111,19 @@ fn create_file(b: &dyn braid_vfs::Backend, p: &SharePath, how: CreateHow3) -> br
     }
 }
 
+/// Gives the new object at `p` the owner `s` asks for (root may; others get an error from
+/// the kernel unless it is their own).
+fn give_owner(b: &dyn braid_vfs::Backend, p: &SharePath, s: &Sattr3, directory: bool) -> braid_vfs::Result<()> {
+    if s.uid.is_none() && s.gid.is_none() {
+        return Ok(());
+    }
+    let (h, _) = b.open_exact(p, OpenOptions { directory, ..META_ONLY })?;
+    h.set_owner(s.uid, s.gid)
+}
+
 pub async fn mkdir(ctx: &Ctx, a: MkdirArgs, out: &mut Vec<u8>) -> Nfsstat3 {
-    let mode = a.attributes.mode.unwrap_or(DEFAULT_DIR_MODE) & 0o7777;
-    let r = create_with(ctx, &a.where_, true, move |b, p| b.mkdir(p, mode)).await;
+    let (mode, s) = (a.attributes.mode.unwrap_or(DEFAULT_DIR_MODE) & 0o7777, a.attributes);
+    let r = create_with(ctx, &a.where_, true, move |b, p| b.mkdir(p, mode).and_then(|()| give_owner(b, p, &s, true))).await;
     let res = match r {
         Ok(ok) => MkdirRes::Ok(ok),
         Err((s, wcc)) => MkdirRes::Fail(s, wcc),
@@ -149,7 +159,7 @@ pub async fn mknod(ctx: &Ctx, a: MknodArgs, out: &mut Vec<u8>) -> Nfsstat3 {
         }
     };
     let mode = sattr.mode.unwrap_or(DEFAULT_FILE_MODE) & 0o7777;
-    let r = create_with(ctx, &a.where_, false, move |b, p| b.mknod(p, kind, mode, rdev)).await;
+    let r = create_with(ctx, &a.where_, false, move |b, p| b.mknod(p, kind, mode, rdev).and_then(|()| give_owner(b, p, &sattr, false))).await;
     let res = match r {
         Ok(ok) => MknodRes::Ok(ok),
         Err((s, wcc)) => MknodRes::Fail(s, wcc),
