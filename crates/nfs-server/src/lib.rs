@@ -3,7 +3,8 @@
 //! Layers, each depending only on those before it:
 //! - utilities: [`config`], [`handle`] (file handles and their MAC),
 //!   [`auth`] (credentials, squash, permission bits);
-//! - state: [`drc`] (the duplicate request cache), `paths` (where handles point), [`state`];
+//! - state: [`drc`] (the duplicate request cache), `paths` (where handles point), `cookies`
+//!   (READDIR positions), [`state`];
 //! - the seam to other protocols: [`coordinator`].
 
 pub mod auth;
@@ -16,6 +17,7 @@ pub use config::{ClientNet, Export, ExportRules, NfsConfig, DEFAULT_STATE_DIR};
 pub use coordinator::{Alone, BoxFut, Coordinator, Intent, Refusal};
 mod attrs;
 mod connection;
+mod cookies;
 mod dispatch;
 mod handlers;
 mod listener;

@@ -16,6 +16,8 @@ pub struct ExportState {
     pub id: u32,
     /// Where this export's handles were last seen to point.
     pub paths: crate::paths::Paths,
+    /// Names behind the READDIR cookies that ended pages.
+    pub cookies: crate::cookies::Cookies,
 }
 
 /// Everything connections share.
@@ -82,7 +84,7 @@ impl NfsState {
             if let Some(other) = out.iter().find(|e| e.id == id) {
                 return Err(std::io::Error::other(format!("shares {} and {} have the same NFS export id", other.export.name, export.name)));
             }
-            out.push(Arc::new(ExportState { export, id, paths: Default::default() }));
+            out.push(Arc::new(ExportState { export, id, paths: Default::default(), cookies: Default::default() }));
         }
         Ok(NfsState { config, exports: out, key, drc: Drc::default(), coord, ops, write_verf: rand::random() })
     }
