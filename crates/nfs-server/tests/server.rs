@@ -266,3 +266,35 @@ fn the_coordinator_is_asked_and_told() {
     let told = coord.told.lock().unwrap().clone();
     assert_eq!(told, [("f".to_string(), braid_vfs::ChangeKind::Added), ("f".to_string(), braid_vfs::ChangeKind::Removed)]);
 }
+
+#[test]
+fn random_calls_never_hurt_the_server() {
+    let (_rt, addr) = start();
+    let mut c = Client::new(addr);
+    let root = c.root();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for i in 0..3000u32 {
+        let proc_ = (next() % 24) as u32;
+        let len = (next() % 200) as usize;
+        let junk: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        // Half the calls start with a valid handle, so the handlers see their arguments.
+        let with_root = i % 2 == 0;
+        let prog = if i % 7 == 0 { rpc::PROG_MOUNT } else { rpc::PROG_NFS };
+        c.xid += 1;
+        c.send(c.xid, prog, 3, proc_, |w| {
+            if with_root {
+                root.encode(w);
+            }
+            w.buf().extend_from_slice(&junk);
+        });
+        let rec = c.recv();
+        assert!(rpc::decode_reply(&rec).is_ok(), "call {i}: an RPC reply");
+    }
+    assert_eq!(c.call(rpc::PROG_NFS, 3, 0, |_| {}), Ok(vec![]));
+}
