@@ -1,6 +1,5 @@
 //! READ: file data straight into the reply buffer (no intermediate copy).
 
-use braid_vfs::creds::with_creds;
 use braid_vfs::{Backend, FileAttrs, FileKind, OpenOptions, SharePath, VfsError};
 use nfs_wire::nfs3::*;
 use nfs_wire::xdr::pad_len;
@@ -113,7 +112,7 @@ async fn read_known(ctx: &Ctx, a: &ReadArgs, out: Vec<u8>) -> Result<Vec<u8>, Ve
             if !owner && auth::allowed(&id, &crate::attrs::owner(&attrs), ACCESS3_READ, false) == 0 {
                 return Ok(Err(out));
             }
-            match with_creds(&id, || read_file(b, &path, offset, count, fsid, out)) {
+            match crate::request::run_as(&id, || read_file(b, &path, offset, count, fsid, out)) {
                 Ok(Ok(buf)) => Ok(Ok(buf)),
                 Ok(Err((_, buf))) => Ok(Err(buf)),
                 Err(e) => Err(e),

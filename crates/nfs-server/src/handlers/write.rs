@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use braid_vfs::creds::with_creds;
 use braid_vfs::{what, ChangeKind, FileAttrs, FileKind, OpenOptions, SharePath};
 use nfs_wire::nfs3::*;
 use nfs_wire::record::Record;
@@ -61,7 +60,7 @@ async fn write_known(ctx: &Ctx, a: &WriteArgs<'_>, record: &Arc<Record>, start: 
                 return Ok(None);
             }
             let data = &record[start..start + len];
-            let after = with_creds(&id, || write_file(b, &path, data, offset, stable))?;
+            let after = crate::request::run_as(&id, || write_file(b, &path, data, offset, stable))?;
             Ok(after.ok().map(|after| (path, before, after)))
         })
         .await;
