@@ -44,7 +44,7 @@ pub fn run(args: ServeArgs, verbose: u8) -> anyhow::Result<()> {
         tracing::warn!("no [[share]] configured: clients can connect but see nothing");
     }
     if cfg.users.is_empty() && !cfg.shares.iter().any(|s| s.guest_ok) {
-        tracing::warn!("no [[user]] configured and no guest_ok share: nobody can connect");
+        tracing::warn!("no [[user]] configured and no guest_ok share: nobody can connect over SMB");
     }
 
     if !loaded.nfs.enabled() {
