@@ -7,8 +7,16 @@ use super::read::MAX_READ;
 use super::write::MAX_WRITE;
 use crate::request::Ctx;
 
-/// File counts reported where the backend does not count inodes.
+/// File counts reported where the file system does not count inodes (it says 0).
 const FILES: u64 = 1 << 32;
+
+fn files(n: u64, total: u64) -> u64 {
+    if total == 0 {
+        FILES
+    } else {
+        n
+    }
+}
 
 pub async fn fsstat(ctx: &Ctx, a: FsstatArgs, out: &mut Vec<u8>) -> Nfsstat3 {
     let res = match ctx.resolve(&a.fsroot).await {
@@ -19,9 +27,9 @@ pub async fn fsstat(ctx: &Ctx, a: FsstatArgs, out: &mut Vec<u8>) -> Nfsstat3 {
                 tbytes: st.total_bytes,
                 fbytes: st.free_bytes,
                 abytes: st.avail_bytes,
-                tfiles: FILES,
-                ffiles: FILES,
-                afiles: FILES,
+                tfiles: files(st.total_files, st.total_files),
+                ffiles: files(st.free_files, st.total_files),
+                afiles: files(st.avail_files, st.total_files),
                 invarsec: 0,
             }),
             Err(s) => FsstatRes::Fail(s, ctx.post_op(Some(&attrs))),
