@@ -9,6 +9,7 @@ pub mod chart;
 pub mod cpu;
 pub mod csv;
 mod meta;
+pub mod nfs;
 pub mod offsets;
 pub mod pattern;
 pub mod report;

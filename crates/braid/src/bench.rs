@@ -4,6 +4,7 @@
 use std::io::IsTerminal;
 
 use anyhow::{bail, Context};
+use braid_bench::nfs::{NfsTarget, NfsUrl};
 use braid_bench::smb::{parse_cipher, SmbOptions, SmbTarget};
 use braid_bench::sweep::{parse_counts, parse_rw};
 use braid_bench::{format_size, parse_meta_mix, parse_size, table, SweepSpec, TargetUrl, Workload};
@@ -51,24 +52,56 @@ fn base_workload(c: &BenchCommonArgs) -> anyhow::Result<Workload> {
     })
 }
 
-/// Parses the URLs and finds their passwords (URL, then BRAID_BENCH_PASSWORD, then a prompt).
-fn targets(c: &BenchCommonArgs) -> anyhow::Result<Vec<SmbTarget>> {
-    let cipher = c.cipher.as_deref().map(parse_cipher).transpose()?;
-    let opts = SmbOptions { sign: c.sign, encrypt: c.encrypt, cipher };
+/// A target of either protocol.
+enum AnyTarget {
+    Smb(Box<SmbTarget>),
+    Nfs(NfsTarget),
+}
+
+impl AnyTarget {
+    async fn run(&self, wl: &Workload, progress: bool) -> Result<braid_bench::Report, braid_bench::BenchError> {
+        match self {
+            AnyTarget::Smb(t) => braid_bench::run_target(t.as_ref(), wl, progress).await,
+            AnyTarget::Nfs(t) => braid_bench::run_target(t, wl, progress).await,
+        }
+    }
+}
+
+/// Parses the URLs: nfs:// ones (with --nconnect), and smb:// ones with their passwords.
+fn targets(c: &BenchCommonArgs) -> anyhow::Result<Vec<AnyTarget>> {
+    let nconnect = count("--nconnect", &c.nconnect)?;
+    let is_nfs = |t: &String| t.starts_with("nfs://");
+    if c.targets.iter().any(is_nfs) && (c.sign || c.encrypt) {
+        bail!("--sign and --encrypt are SMB's: NFS (AUTH_SYS) has neither");
+    }
+    if !c.targets.iter().any(is_nfs) && nconnect > 1 {
+        bail!("--nconnect applies to nfs:// targets only (SMB: --channels)");
+    }
     let mut out = Vec::new();
     for raw in &c.targets {
-        let url = TargetUrl::parse(raw)?;
-        let password = match (&url.password, std::env::var("BRAID_BENCH_PASSWORD")) {
-            (Some(p), _) => p.clone(),
-            (None, Ok(p)) => p,
-            (None, Err(_)) if std::io::stdin().is_terminal() => {
-                rpassword::prompt_password(format!("Password for {url}: ")).context("reading the password")?
-            }
-            (None, Err(_)) => bail!("{url}: no password: put it in the URL, set BRAID_BENCH_PASSWORD, or run on a terminal"),
-        };
-        out.push(SmbTarget::new(url, password, opts.clone())?);
+        out.push(if is_nfs(raw) {
+            AnyTarget::Nfs(NfsTarget::new(NfsUrl::parse(raw)?, nconnect)?)
+        } else {
+            AnyTarget::Smb(Box::new(smb_target(c, raw)?))
+        });
     }
     Ok(out)
+}
+
+/// Parses an smb:// URL and finds its password (URL, then BRAID_BENCH_PASSWORD, then a prompt).
+fn smb_target(c: &BenchCommonArgs, raw: &str) -> anyhow::Result<SmbTarget> {
+    let cipher = c.cipher.as_deref().map(parse_cipher).transpose()?;
+    let opts = SmbOptions { sign: c.sign, encrypt: c.encrypt, cipher };
+    let url = TargetUrl::parse(raw)?;
+    let password = match (&url.password, std::env::var("BRAID_BENCH_PASSWORD")) {
+        (Some(p), _) => p.clone(),
+        (None, Ok(p)) => p,
+        (None, Err(_)) if std::io::stdin().is_terminal() => {
+            rpassword::prompt_password(format!("Password for {url}: ")).context("reading the password")?
+        }
+        (None, Err(_)) => bail!("{url}: no password: put it in the URL, set BRAID_BENCH_PASSWORD, or run on a terminal"),
+    };
+    Ok(SmbTarget::new(url, password, opts)?)
 }
 
 async fn single(a: BenchRunArgs) -> anyhow::Result<()> {
@@ -98,7 +131,7 @@ async fn single(a: BenchRunArgs) -> anyhow::Result<()> {
     }
     let mut reports = Vec::new();
     for t in &targets {
-        let r = braid_bench::run_target(t, &wl, progress).await?;
+        let r = t.run(&wl, progress).await?;
         if a.json {
             println!("{}", r.to_json());
         }
@@ -127,7 +160,7 @@ async fn sweep(a: BenchSweepArgs) -> anyhow::Result<()> {
     let points = spec.points().len();
     eprintln!("sweep: {points} point(s) x {} target(s), {}s each, into {}", targets.len(), base.duration_s + base.warmup_s, a.out.display());
     let json = a.json;
-    let (_, files) = braid_bench::run_sweep(&targets, &base, &spec, &a.out, true, |row| {
+    let print_row = |row: &braid_bench::SweepRow| {
         let r = &row.report;
         if json {
             println!("{}", r.to_json());
@@ -146,8 +179,20 @@ async fn sweep(a: BenchSweepArgs) -> anyhow::Result<()> {
                 r.errors
             );
         }
-    })
-    .await?;
+    };
+    // A sweep runs targets of one protocol (its engine is generic over one target type).
+    let (smb, nfs): (Vec<_>, Vec<_>) = targets.into_iter().partition(|t| matches!(t, AnyTarget::Smb(_)));
+    let files = match (smb.is_empty(), nfs.is_empty()) {
+        (false, false) => bail!("bench sweep: the targets must all be smb:// or all nfs://"),
+        (false, true) => {
+            let smb: Vec<SmbTarget> = smb.into_iter().filter_map(|t| if let AnyTarget::Smb(t) = t { Some(*t) } else { None }).collect();
+            braid_bench::run_sweep(&smb, &base, &spec, &a.out, true, print_row).await?.1
+        }
+        _ => {
+            let nfs: Vec<NfsTarget> = nfs.into_iter().filter_map(|t| if let AnyTarget::Nfs(t) = t { Some(t) } else { None }).collect();
+            braid_bench::run_sweep(&nfs, &base, &spec, &a.out, true, print_row).await?.1
+        }
+    };
     eprintln!("wrote {} file(s) into {}", files.len(), a.out.display());
     Ok(())
 }

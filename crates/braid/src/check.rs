@@ -49,5 +49,43 @@ fn summary(path: &Path, loaded: &config::Loaded) -> String {
             }
         );
     }
+    nfs_summary(loaded, &mut s);
     s
+}
+
+/// The NFS lines: listeners, state directory and each export's rules.
+fn nfs_summary(loaded: &config::Loaded, s: &mut String) {
+    let n = &loaded.nfs;
+    if !n.enabled() {
+        let _ = writeln!(s, "  nfs:          off (set [server] nfs_listen and nfs = true on a share)");
+        return;
+    }
+    let listen: Vec<String> = n.config.listen.iter().map(ToString::to_string).collect();
+    let _ = writeln!(s, "  nfs:          {} (state in {})", listen.join(", "), n.config.state_dir.display());
+    if n.exports.is_empty() {
+        let _ = writeln!(s, "  nfs exports:  (none: no share has nfs = true)");
+    }
+    for (i, rules) in &n.exports {
+        let name = loaded.server.shares.get(*i).map_or("?", |sh| sh.name.as_str());
+        let _ = writeln!(s, "  nfs export /{name}: {rules}{}", if rules.read_only { "; read-only" } else { "" });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nfs_lines() {
+        let dir = std::env::temp_dir().join(format!("braid-check-nfs-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        let text = "[server]\nnfs_listen = [\"127.0.0.1:2049\"]\nstate_dir = \"st\"\n[[share]]\nname = \"data\"\npath = \"data\"\nnfs = true\nnfs_all_squash = true\nread_only = true\n";
+        let loaded = config::parse(text, "braid.toml", &dir).unwrap();
+        let s = summary(Path::new("braid.toml"), &loaded);
+        assert!(s.contains("  nfs:          127.0.0.1:2049 (state in "), "{s}");
+        assert!(s.contains("nfs export /data: every client; all squashed to 65534:65534; read-only"), "{s}");
+        let off = config::parse("", "braid.toml", &dir).unwrap();
+        assert!(summary(Path::new("braid.toml"), &off).contains("nfs:          off"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -153,7 +153,8 @@ pub enum BenchSub {
 /// bench module so a bad value is one `braid: error:` line like every other error.
 #[derive(Debug, Args)]
 pub struct BenchCommonArgs {
-    /// Target(s): smb://[DOMAIN;]user[:password]@host[:port]/share.
+    /// Target(s): smb://[DOMAIN;]user[:password]@host[:port]/share or
+    /// nfs://host[:port]/export[?mountport=P&uid=N&gid=N] (NFSv3, AUTH_SYS).
     #[arg(value_name = "URL", required = true)]
     pub targets: Vec<String>,
 
@@ -204,6 +205,10 @@ pub struct BenchCommonArgs {
     /// Directory in the share for the benchmark files.
     #[arg(long, value_name = "DIR", default_value = "braid-bench")]
     pub dir: String,
+
+    /// TCP connections per nfs:// target; calls go round-robin over them.
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub nconnect: String,
 }
 
 /// Arguments of `braid bench`.
@@ -366,6 +371,10 @@ mod tests {
         assert!(b.sub.is_none());
         assert_eq!((b.run.block_size.as_str(), b.run.threads.as_str()), ("64k", "4"));
         assert!(b.run.common.sequential);
+        assert_eq!(b.run.common.nconnect, "1");
+        let cli = Cli::try_parse_from(["braid", "bench", "--nconnect", "4", "nfs://h:2049/data"]).unwrap();
+        let Command::Bench(b) = cli.command else { panic!("not bench") };
+        assert_eq!((b.run.common.nconnect.as_str(), b.run.common.targets[0].as_str()), ("4", "nfs://h:2049/data"));
         let cli = Cli::try_parse_from(["braid", "bench", "sweep", "--bs", "4k,1m", "--out", "o", "smb://u@h/s", "smb://v@h/s"]).unwrap();
         let Command::Bench(b) = cli.command else { panic!("not bench") };
         let Some(BenchSub::Sweep(s)) = b.sub else { panic!("not sweep") };

@@ -26,6 +26,8 @@ pub struct Loaded {
     pub server: ServerConfig,
     /// The `log` tracing filter, if the file sets one.
     pub log: Option<String>,
+    /// NFS listeners and exported shares (`config/nfs.rs`).
+    pub nfs: NfsSettings,
 }
 
 /// A configuration problem, located in the file where possible.
@@ -102,6 +104,8 @@ struct RawServer {
     splice_min_concurrent: Option<Spanned<i64>>,
     max_channels: Option<Spanned<i64>>,
     interface: Option<Vec<Spanned<RawInterface>>>,
+    nfs_listen: Option<Spanned<Vec<Spanned<String>>>>,
+    state_dir: Option<Spanned<String>>,
 }
 
 /// `[[server.interface]]`: one interface reported to multichannel clients.
@@ -149,6 +153,13 @@ struct RawShare {
     // Integer bytes or a string like "64MiB".
     metadata_cache_bytes: Option<Spanned<toml::Value>>,
     max_watches: Option<Spanned<i64>>,
+    nfs: Option<Spanned<bool>>,
+    nfs_clients: Option<Spanned<Vec<Spanned<String>>>>,
+    nfs_root_squash: Option<Spanned<bool>>,
+    nfs_all_squash: Option<Spanned<bool>>,
+    nfs_anonuid: Option<Spanned<i64>>,
+    nfs_anongid: Option<Spanned<i64>>,
+    nfs_auth_none: Option<Spanned<bool>>,
 }
 
 // ---- validation --------------------------------------------------------------------------
@@ -194,17 +205,62 @@ impl Ctx<'_> {
         let mut server = ServerConfig::default();
         let mut log = None;
         let mut admin_set = false;
-        if let Some(s) = raw.server {
+        let mut nfs = NfsSettings::default();
+        if let Some(mut s) = raw.server {
             admin_set = s.admin.is_some();
+            let nfs_keys = (s.nfs_listen.take(), s.state_dir.take());
             self.apply_server(s, &mut server, &mut log)?;
+            self.apply_nfs_server(nfs_keys, &server.listen, base_dir, &mut nfs)?;
         }
         if !admin_set {
             server.admin = default_admin(&server.listen);
         }
+        let user_names = self.users(&raw.user, &mut server)?;
 
-        // Windows treats user and share names case-insensitively, so duplicates do too.
+        let mut share_names = HashSet::new();
+        for share in raw.share {
+            let span = share.span();
+            let s = share.into_inner();
+            let name = s.name.get_ref();
+            let what = format!("share {name:?}");
+            names::check_share_name(name).map_err(|m| self.err(s.name.span(), format!("{what}: name {m}")))?;
+            if !share_names.insert(name.to_lowercase()) {
+                return Err(self.err(s.name.span(), format!("{what}: duplicate share name")));
+            }
+            let storage = self.share_storage(&s, span, base_dir, &what)?;
+            let metadata_cache = self.share_metadata_cache(&s, &what)?;
+            let max_watches = self.max_watches(&s, &what)?;
+            if let Some(rules) = self.share_nfs(&s, &what, &nfs)? {
+                nfs.exports.push((server.shares.len(), rules));
+            }
+            let mut users = Vec::new();
+            for u in s.users.unwrap_or_default() {
+                if !user_names.contains(&u.get_ref().to_lowercase()) {
+                    return Err(self.err(u.span(), format!("{what}: users: unknown user {:?}", u.get_ref())));
+                }
+                users.push(u.into_inner());
+            }
+            server.shares.push(ShareConfig {
+                name: name.clone(),
+                storage,
+                read_only: s.read_only,
+                users,
+                guest_ok: s.guest_ok,
+                encrypt: s.encrypt,
+                directory_leases: s.directory_leases.unwrap_or(true),
+                comment: s.comment,
+                metadata_cache,
+                max_watches,
+            });
+        }
+        Ok(Loaded { server, log, nfs })
+    }
+
+    /// The `[[user]]` entries; returns their lowercased names (Windows treats user and
+    /// share names case-insensitively, so duplicates do too).
+    fn users(&self, raw: &[Spanned<RawUser>], server: &mut ServerConfig) -> Result<HashSet<String>, ConfigError> {
         let mut user_names = HashSet::new();
-        for user in &raw.user {
+        for user in raw {
             let span = user.span();
             let u = user.get_ref();
             let name = u.name.get_ref();
@@ -229,41 +285,7 @@ impl Ctx<'_> {
                 parse_nt_hash(hash.get_ref()).ok_or_else(|| self.err(hash.span(), format!("{who}: nt_hash must be exactly 32 hex digits")))?;
             server.users.push(UserConfig { name: name.clone(), nt_hash });
         }
-
-        let mut share_names = HashSet::new();
-        for share in raw.share {
-            let span = share.span();
-            let s = share.into_inner();
-            let name = s.name.get_ref();
-            let what = format!("share {name:?}");
-            names::check_share_name(name).map_err(|m| self.err(s.name.span(), format!("{what}: name {m}")))?;
-            if !share_names.insert(name.to_lowercase()) {
-                return Err(self.err(s.name.span(), format!("{what}: duplicate share name")));
-            }
-            let storage = self.share_storage(&s, span, base_dir, &what)?;
-            let metadata_cache = self.share_metadata_cache(&s, &what)?;
-            let max_watches = self.max_watches(&s, &what)?;
-            let mut users = Vec::new();
-            for u in s.users.unwrap_or_default() {
-                if !user_names.contains(&u.get_ref().to_lowercase()) {
-                    return Err(self.err(u.span(), format!("{what}: users: unknown user {:?}", u.get_ref())));
-                }
-                users.push(u.into_inner());
-            }
-            server.shares.push(ShareConfig {
-                name: name.clone(),
-                storage,
-                read_only: s.read_only,
-                users,
-                guest_ok: s.guest_ok,
-                encrypt: s.encrypt,
-                directory_leases: s.directory_leases.unwrap_or(true),
-                comment: s.comment,
-                metadata_cache,
-                max_watches,
-            });
-        }
-        Ok(Loaded { server, log })
+        Ok(user_names)
     }
 
     /// A share's `max_watches`: how many directory handles may watch for changes at once,
@@ -635,6 +657,8 @@ fn parse_size(s: &str) -> Option<u64> {
 }
 
 mod locate;
+mod nfs;
+pub use nfs::NfsSettings;
 
 #[cfg(test)]
 mod tests;

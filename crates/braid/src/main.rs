@@ -8,6 +8,7 @@ mod first_run;
 mod fsutil;
 mod logging;
 mod names;
+mod nfs_smb;
 mod password;
 mod serve;
 mod status;

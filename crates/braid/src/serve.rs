@@ -2,12 +2,14 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use smb_server::ServerConfig;
 
 use crate::cli::ServeArgs;
+use crate::config::NfsSettings;
 use crate::{config, first_run, logging};
 
 /// Runs `braid serve`.
@@ -42,25 +44,56 @@ pub fn run(args: ServeArgs, verbose: u8) -> anyhow::Result<()> {
         tracing::warn!("no [[share]] configured: clients can connect but see nothing");
     }
     if cfg.users.is_empty() && !cfg.shares.iter().any(|s| s.guest_ok) {
-        tracing::warn!("no [[user]] configured and no guest_ok share: nobody can connect");
+        tracing::warn!("no [[user]] configured and no guest_ok share: nobody can connect over SMB");
+    }
+
+    if !loaded.nfs.enabled() {
+        println!("braid: NFS is off (to serve NFSv3, set [server] nfs_listen = [\"0.0.0.0:2049\"] and nfs = true on a share)");
     }
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("braid").build().context("cannot start the async runtime")?;
-    let result = runtime.block_on(serve_until_signal(cfg));
+    let result = runtime.block_on(serve_until_signal(cfg, loaded.nfs));
     // Do not hang on stuck blocking I/O at exit.
     runtime.shutdown_timeout(Duration::from_secs(5));
     result
 }
 
-async fn serve_until_signal(cfg: ServerConfig) -> anyhow::Result<()> {
+async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings) -> anyhow::Result<()> {
+    let mut smb = smb_server::Server::new(cfg.clone())?;
+    let exports = nfs_exports(&cfg, &nfs, smb.backends());
+    let nfs_ops = Arc::new(nfs_server::op_table());
+    if nfs.enabled() {
+        smb.add_op_table(nfs_ops.clone());
+    }
+    // After add_op_table, which needs the server state unshared.
+    let coord: Arc<dyn nfs_server::Coordinator> = Arc::new(crate::nfs_smb::SmbCoordinator::new(smb.foreign()));
+    let nfs_server = async {
+        if !nfs.enabled() {
+            return std::future::pending().await;
+        }
+        nfs_server::serve_with_metrics(nfs.config.clone(), exports, coord, nfs_ops, std::future::pending()).await
+    };
     tokio::select! {
-        r = smb_server::run(cfg) => r.context("server stopped"),
+        r = smb.run() => r.context("server stopped"),
+        r = nfs_server => r.context("NFS server stopped"),
         s = shutdown_signal() => {
             s?;
             tracing::info!("shutting down");
             Ok(())
         }
     }
+}
+
+/// The shares exported over NFS, each with the backend SMB serves it with (so both
+/// protocols go through one metadata cache).
+fn nfs_exports(cfg: &ServerConfig, nfs: &NfsSettings, backends: Vec<Arc<dyn braid_vfs::Backend>>) -> Vec<nfs_server::Export> {
+    nfs.exports
+        .iter()
+        .filter_map(|(i, rules)| {
+            let backend = backends.get(*i)?.clone();
+            Some(nfs_server::Export { share: *i, name: cfg.shares.get(*i)?.name.clone(), backend, rules: rules.clone() })
+        })
+        .collect()
 }
 
 /// Waits for Ctrl-C, or SIGTERM on Unix (what service managers send).

@@ -161,12 +161,11 @@ pub fn status(state: &ServerState) -> Status {
 
 fn ops(state: &ServerState) -> Vec<OpStatus> {
     let us = |ns: Option<u64>| ns.unwrap_or(0) as f64 / 1000.0;
-    state
-        .ops
-        .snapshot()
-        .into_iter()
-        .map(|s| OpStatus {
-            protocol: state.ops.protocol(),
+    let tables = std::iter::once(&state.ops).chain(state.other_ops.iter().map(|t| &**t));
+    tables
+        .flat_map(|t| t.snapshot().into_iter().map(move |s| (t.protocol(), s)))
+        .map(|(protocol, s)| OpStatus {
+            protocol,
             op: s.op,
             count: s.count(),
             errors: s.errors,
@@ -236,7 +235,8 @@ fn metrics(state: &ServerState) -> String {
         st.sessions.len(),
         st.sessions.iter().map(|s| s.current_channels).sum::<usize>(),
     );
-    crate::op_metrics::write_prometheus(&[&state.ops], &mut out);
+    let tables: Vec<&crate::op_metrics::OpTable> = std::iter::once(&state.ops).chain(state.other_ops.iter().map(|t| &**t)).collect();
+    crate::op_metrics::write_prometheus(&tables, &mut out);
     write_cache_metrics(&st.caches, &mut out);
     out
 }

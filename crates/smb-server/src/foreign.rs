@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use braid_filestate::{Access, ShareMode};
-use braid_vfs::{Backend, Change};
+use braid_vfs::Change;
 use tokio::time::Instant;
 
 use crate::changes::Origin;
@@ -39,26 +39,12 @@ pub enum ForeignRefusal {
     Busy,
 }
 
-/// The SMB server's state, to run it, and to let another protocol serving the same shares
-/// use the same backends (and so the same metadata cache) and the same file state.
+/// SMB's file state as another protocol serving the same shares meets it
+/// ([`crate::Server::foreign`]).
 #[derive(Debug, Clone)]
 pub struct SmbState(pub(crate) Arc<ServerState>);
 
 impl SmbState {
-    pub fn new(config: crate::ServerConfig) -> std::io::Result<Self> {
-        Ok(SmbState(Arc::new(ServerState::new(config)?)))
-    }
-
-    /// Every share's backend, by share index (the order of the configuration).
-    pub fn share_backends(&self) -> Vec<Arc<dyn Backend>> {
-        self.0.shares.iter().map(|s| s.backend.clone()).collect()
-    }
-
-    /// Serves SMB until an error stops a listener.
-    pub async fn run(self) -> std::io::Result<()> {
-        crate::listener::run_state(self.0).await
-    }
-
     /// Before `intent` on the file `file_id` of share `share`: breaks what SMB clients
     /// cache that conflicts, waiting for acknowledgments as an SMB open would (bounded by
     /// the break timeout), and checks SMB share modes.
@@ -133,6 +119,10 @@ mod tests {
     use smb_wire::{FileId, SessionId};
 
     fn state() -> SmbState {
+        SmbState(Arc::new(crate::server::ServerState::new(config()).expect("state")))
+    }
+
+    fn config() -> ServerConfig {
         let share = ShareConfig {
             name: "data".into(),
             storage: ShareStorage::Memory { capacity: 1 << 20 },
@@ -145,7 +135,7 @@ mod tests {
             metadata_cache: Default::default(),
             max_watches: 0,
         };
-        SmbState::new(ServerConfig { shares: vec![share], ..ServerConfig::default() }).expect("state")
+        ServerConfig { shares: vec![share], ..ServerConfig::default() }
     }
 
     /// An SMB open of file 9 with share mode `share` and, when `lease`, an RWH lease

@@ -31,7 +31,8 @@ mod interfaces;
 mod listener;
 mod locks;
 mod notify;
-mod op_metrics;
+// Per-command metrics, shared with the NFS server (one table per protocol).
+use braid_opmetrics as op_metrics;
 mod open;
 mod oplocks;
 mod outbox;
@@ -49,6 +50,7 @@ mod transform;
 mod tree;
 mod write_queue;
 
+pub use braid_opmetrics::OpTable;
 pub use config::{EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig, DEFAULT_MAX_WATCHES};
 pub use foreign::{ForeignIntent, ForeignRefusal, SmbState};
-pub use listener::run;
+pub use listener::{run, Server};

@@ -12,11 +12,48 @@ use crate::server::ServerState;
 /// Runs the server until the process is stopped. Binds every `listen` address first and
 /// returns an error if any bind fails or a share cannot be opened.
 pub async fn run(config: ServerConfig) -> std::io::Result<()> {
-    run_state(Arc::new(ServerState::new(config)?)).await
+    Server::new(config)?.run().await
 }
 
-/// Serves SMB on the listeners `state`'s configuration names.
-pub(crate) async fn run_state(state: Arc<ServerState>) -> std::io::Result<()> {
+/// A server whose shares are open but which does not listen yet, so that another protocol
+/// (NFS) can serve the same storage through the same backends and metadata caches.
+#[derive(Debug)]
+pub struct Server {
+    state: Arc<ServerState>,
+}
+
+impl Server {
+    /// Opens every share; fails if one cannot be opened.
+    pub fn new(config: ServerConfig) -> std::io::Result<Self> {
+        Ok(Server { state: Arc::new(ServerState::new(config)?) })
+    }
+
+    /// Each share's storage, in configuration order.
+    pub fn backends(&self) -> Vec<Arc<dyn braid_vfs::Backend>> {
+        self.state.shares.iter().map(|s| s.backend.clone()).collect()
+    }
+
+    /// Shows another protocol's per-operation metrics beside SMB's (admin endpoint,
+    /// `braid status`). Only before [`Server::run`].
+    pub fn add_op_table(&mut self, table: Arc<crate::op_metrics::OpTable>) {
+        if let Some(state) = Arc::get_mut(&mut self.state) {
+            state.other_ops.push(table);
+        }
+    }
+
+    /// The seam for other protocols serving the same shares (their operations meet SMB's
+    /// opens, leases and watchers). Take it after [`Server::add_op_table`].
+    pub fn foreign(&self) -> crate::SmbState {
+        crate::SmbState(self.state.clone())
+    }
+
+    /// Listens and serves until the process is stopped (see [`run`]).
+    pub async fn run(self) -> std::io::Result<()> {
+        serve(self.state).await
+    }
+}
+
+async fn serve(state: Arc<ServerState>) -> std::io::Result<()> {
     crate::changes::subscribe_all(&state);
     let mut listeners = Vec::new();
     for addr in &state.config.listen {

@@ -50,6 +50,8 @@ pub struct ServerState {
     pub pipes: Arc<crate::splice::PipePool>,
     /// Counts and latencies per SMB command, for the admin endpoint.
     pub ops: crate::op_metrics::OpTable,
+    /// Other protocols' tables (NFS), shown beside SMB's by the admin endpoint.
+    pub other_ops: Vec<Arc<crate::op_metrics::OpTable>>,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
 }
 
@@ -117,6 +119,7 @@ impl ServerState {
             dir_leases: Default::default(),
             pipes,
             ops: smb_ops(),
+            other_ops: Vec::new(),
             failures: Mutex::new(HashMap::new()),
         })
     }

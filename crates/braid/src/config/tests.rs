@@ -323,3 +323,5 @@ fn share_watch_limits() {
     error(&share("max_watches = 2000000\n"), 4, &["share \"ram\"", "max_watches"]);
     error(&share("max_watches = \"many\"\n"), 4, &["max_watches"]);
 }
+
+mod nfs;

@@ -236,10 +236,15 @@ impl Core {
         self.count(self.table.invalidate(&entry_listing_key(parent_of(folded))));
     }
 
-    /// The name `folded` appeared, went or moved: also its lingering handles and, if it
-    /// may be a directory, everything beneath it.
+    /// The name `folded` appeared, went or moved: also its lingering handles, its parent's
+    /// own attributes (times, and the link count when a directory comes or goes: NFS
+    /// clients compare them to decide whether their cached listing is still good) and, if
+    /// it may be a directory, everything beneath it.
     pub(crate) fn changed_name(&self, folded: &str, maybe_dir: bool) {
         self.changed_attrs(folded);
+        if !folded.is_empty() {
+            self.changed_attrs(parent_of(folded));
+        }
         self.pool.invalidate(folded);
         if maybe_dir {
             self.kills.kill(folded);

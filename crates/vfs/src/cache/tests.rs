@@ -374,3 +374,32 @@ fn exact_listings_are_cached_and_dropped_by_every_change() {
     std::fs::set_permissions(s.dir.join("d/out"), std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
     assert!(eventually(Duration::from_secs(5), || list("d").iter().any(|e| e.0 == "out" && e.1 == 0o640)));
 }
+
+#[test]
+fn a_directory_s_own_attributes_follow_the_names_made_and_removed_in_it() {
+    // Every kind of share: with events, and ttl-bound with a long ttl (only Braid's own
+    // changes can refresh it then).
+    for watch in [true, false] {
+        let s = share(watch, CacheConfig { ttl: Duration::from_secs(60), ..Default::default() });
+        let c = &s.cache;
+        c.mkdir(&p("d"), 0o755).unwrap();
+        let dir = |c: &CachedBackend| c.stat_exact(&p("d")).unwrap();
+        let (before, root_before) = (dir(c), c.stat_exact(&p("")).unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+        c.mkdir(&p("d\\sub"), 0o755).unwrap();
+        let after = dir(c);
+        assert!(after.modified > before.modified, "mtime after mkdir (watch {watch})");
+        assert_eq!(after.nlink, before.nlink + 1, "link count after mkdir (watch {watch})");
+        std::thread::sleep(Duration::from_millis(20));
+        c.symlink("sub", &p("d\\l")).unwrap();
+        assert!(dir(c).modified > after.modified, "mtime after symlink (watch {watch})");
+        let t = dir(c).modified;
+        std::thread::sleep(Duration::from_millis(20));
+        c.remove_exact(&p("d\\l")).unwrap();
+        assert!(dir(c).modified > t, "mtime after remove (watch {watch})");
+        // The grandparent's listing carries d's attributes too.
+        let listed = c.read_dir_exact(&p("")).unwrap().into_iter().find(|e| e.name == "d").unwrap();
+        assert_eq!(listed.attrs.modified, dir(c).modified);
+        assert!(c.stat_exact(&p("")).unwrap().nlink > root_before.nlink - 1);
+    }
+}

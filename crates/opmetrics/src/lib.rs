@@ -265,8 +265,8 @@ mod tests {
     }
 
     /// What recording costs on the request path (two clock reads and three relaxed atomic
-    /// adds on this thread's shard), one thread and two: `cargo test --release -p smb-server
-    /// op_metrics::tests::cost -- --ignored --nocapture`.
+    /// adds on this thread's shard), one thread and two: `cargo test --release -p braid-opmetrics
+    /// tests::cost -- --ignored --nocapture`.
     #[test]
     #[ignore = "a measurement: run by hand"]
     fn cost() {

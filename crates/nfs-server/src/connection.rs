@@ -1,0 +1,81 @@
+//! One TCP connection: the reader loop takes whole RPC records off the socket and runs each
+//! call in its own task; replies go out in completion order through the connection's
+//! writer, one record (single fragment) each.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use nfs_wire::record::{set_mark, RecordReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{Mutex, Semaphore};
+
+use crate::dispatch;
+use crate::state::NfsState;
+
+/// Calls of one connection running at once; the next record is not read until one ends,
+/// so a client that floods is back-pressured at TCP.
+pub const MAX_IN_FLIGHT: usize = 128;
+/// Largest record: a maximal WRITE (1 MiB) plus its headers.
+pub const MAX_RECORD: usize = (1 << 20) + 4096;
+/// Bytes received at least per read.
+const READ_AHEAD: usize = 64 * 1024;
+
+/// Serves one accepted socket until it closes.
+pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
+    let _ = sock.set_nodelay(true);
+    let (mut rd, wr) = sock.into_split();
+    let wr = Arc::new(Mutex::new(wr));
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let mut records = RecordReader::new(MAX_RECORD as u32);
+    tracing::debug!(%peer, "nfs connection");
+    'conn: loop {
+        loop {
+            let record = match records.next_record() {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "bad RPC record; disconnecting");
+                    break 'conn;
+                }
+            };
+            let Ok(permit) = in_flight.clone().acquire_owned().await else { break 'conn };
+            let (state, wr) = (state.clone(), wr.clone());
+            tokio::spawn(async move {
+                if let Some(reply) = dispatch::call(&state, peer.ip(), record).await {
+                    send(&wr, reply).await;
+                }
+                drop(permit);
+            });
+        }
+        // Room for what the current fragment still needs (the reader bounds it), at least
+        // a read-ahead's worth so small calls come several per receive.
+        let want = records.wanted().clamp(READ_AHEAD, MAX_RECORD + 4);
+        let buf = records.read_buf();
+        buf.reserve(want);
+        match rd.read_buf(buf).await {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "nfs connection lost");
+                break;
+            }
+        }
+    }
+    // Close our side now; replies still being produced find the writer shut.
+    let _ = wr.lock().await.shutdown().await;
+    tracing::debug!(%peer, "nfs connection closed");
+}
+
+/// Writes one reply record. `reply` starts with four bytes reserved for the record mark.
+async fn send(wr: &Mutex<OwnedWriteHalf>, mut reply: Vec<u8>) {
+    if reply.len() < 4 {
+        return;
+    }
+    set_mark(&mut reply, 0);
+    let mut w = wr.lock().await;
+    if let Err(e) = w.write_all(&reply).await {
+        tracing::debug!(error = %e, "cannot send an NFS reply");
+    }
+}

@@ -1,0 +1,32 @@
+//! Braid's NFSv3 server (RFC 1813) with MOUNT v3, over TCP with RFC 5531 record marking.
+//!
+//! Layers, each depending only on those before it:
+//! - utilities: [`config`], [`handle`] (file handles and their MAC),
+//!   [`auth`] (credentials, squash, permission bits);
+//! - state: [`drc`] (the duplicate request cache), `paths` (where handles point), `cookies`
+//!   (READDIR positions), [`state`];
+//! - the seam to other protocols: [`coordinator`].
+
+pub mod auth;
+pub mod config;
+pub mod coordinator;
+pub mod drc;
+pub mod handle;
+
+pub use config::{ClientNet, Export, ExportRules, NfsConfig, DEFAULT_STATE_DIR};
+pub use coordinator::{Alone, BoxFut, Coordinator, Intent, Refusal};
+mod attrs;
+mod connection;
+mod cookies;
+mod dispatch;
+mod handlers;
+mod listener;
+mod mount;
+mod paths;
+mod request;
+pub mod state;
+mod status;
+
+pub use braid_opmetrics::OpTable;
+pub use listener::{serve, serve_state, serve_with_metrics};
+pub use state::op_table;

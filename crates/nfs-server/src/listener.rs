@@ -1,0 +1,84 @@
+//! Accepting connections on every NFS address: [`serve`], the crate's entry point.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::config::{Export, NfsConfig};
+use crate::connection;
+use crate::coordinator::Coordinator;
+use crate::handle::HandleKey;
+use crate::state::NfsState;
+
+/// Serves NFSv3 and MOUNT v3 on every `cfg.listen` address until `shutdown` completes.
+/// Reads (or creates) the handle key in `cfg.state_dir` and binds every address first, so
+/// a bad state directory or a taken port is an error before anything is served.
+pub async fn serve(
+    cfg: NfsConfig,
+    exports: Vec<Export>,
+    coord: Arc<dyn Coordinator>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
+    serve_with_metrics(cfg, exports, coord, Arc::new(crate::state::op_table()), shutdown).await
+}
+
+/// [`serve`], counting into `ops` (a table from [`crate::op_table`] that an admin
+/// endpoint shows).
+pub async fn serve_with_metrics(
+    cfg: NfsConfig,
+    exports: Vec<Export>,
+    coord: Arc<dyn Coordinator>,
+    ops: Arc<braid_opmetrics::OpTable>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
+    let key = HandleKey::load_or_create(&cfg.state_dir)?;
+    let state = Arc::new(NfsState::new(cfg, exports, key, coord, ops)?);
+    serve_state(state, shutdown).await
+}
+
+/// [`serve`] with the state built (tests build it with their own key).
+pub async fn serve_state(state: Arc<NfsState>, shutdown: impl Future<Output = ()> + Send) -> std::io::Result<()> {
+    let mut listeners = Vec::new();
+    for addr in &state.config.listen {
+        let l = TcpListener::bind(addr).await.map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen for NFS on {addr}: {e}")))?;
+        tracing::info!(%addr, exports = state.exports.len(), "listening for NFS");
+        listeners.push(l);
+    }
+    let limit = Arc::new(Semaphore::new(state.config.max_connections));
+    let mut tasks = tokio::task::JoinSet::new();
+    for l in listeners {
+        tasks.spawn(accept_loop(l, state.clone(), limit.clone()));
+    }
+    tokio::select! {
+        _ = shutdown => Ok(()),
+        Some(r) = tasks.join_next() => match r {
+            Ok(r) => r,
+            Err(e) => Err(std::io::Error::other(format!("NFS listener failed: {e}"))),
+        },
+    }
+}
+
+async fn accept_loop(l: TcpListener, state: Arc<NfsState>, limit: Arc<Semaphore>) -> std::io::Result<()> {
+    loop {
+        let (sock, peer) = match l.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends are transient: log, back off, keep serving.
+                tracing::warn!(error = %e, "NFS accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, "NFS connection limit reached; refusing");
+            continue;
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            connection::serve(state, sock, peer).await;
+            drop(permit);
+        });
+    }
+}

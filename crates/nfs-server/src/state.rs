@@ -1,0 +1,110 @@
+//! State every connection shares: the exports, the handle key, the duplicate request cache,
+//! the coordinator, the write verifier and the metrics.
+
+use std::sync::Arc;
+
+use crate::config::{Export, NfsConfig};
+use crate::coordinator::Coordinator;
+use crate::drc::Drc;
+use crate::handle::{export_id, HandleKey};
+use braid_opmetrics::OpTable;
+
+/// One export with its id (the handle's export field).
+#[derive(Debug)]
+pub struct ExportState {
+    pub export: Export,
+    pub id: u32,
+    /// Where this export's handles were last seen to point.
+    pub paths: crate::paths::Paths,
+    /// Names behind the READDIR cookies that ended pages.
+    pub cookies: crate::cookies::Cookies,
+}
+
+/// Everything connections share.
+#[derive(Debug)]
+pub struct NfsState {
+    pub config: NfsConfig,
+    pub exports: Vec<Arc<ExportState>>,
+    pub key: HandleKey,
+    pub drc: Drc,
+    pub coord: Arc<dyn Coordinator>,
+    /// Counts and latencies per NFS procedure (MOUNT procedures count as MNT, UMNT, ...).
+    pub ops: Arc<OpTable>,
+    /// WRITE and COMMIT verifier: random per server start, so clients resend unstable
+    /// writes a restart may have lost.
+    pub write_verf: [u8; 8],
+}
+
+/// Names of the metric table's operations: the 22 NFSv3 procedures, then MOUNT's.
+pub const OP_NAMES: [&str; 28] = [
+    "NULL",
+    "GETATTR",
+    "SETATTR",
+    "LOOKUP",
+    "ACCESS",
+    "READLINK",
+    "READ",
+    "WRITE",
+    "CREATE",
+    "MKDIR",
+    "SYMLINK",
+    "MKNOD",
+    "REMOVE",
+    "RMDIR",
+    "RENAME",
+    "LINK",
+    "READDIR",
+    "READDIRPLUS",
+    "FSSTAT",
+    "FSINFO",
+    "PATHCONF",
+    "COMMIT",
+    "MOUNT_NULL",
+    "MNT",
+    "DUMP",
+    "UMNT",
+    "UMNTALL",
+    "EXPORT",
+];
+
+/// A metrics table for the NFS procedures (`protocol="nfs"`).
+pub fn op_table() -> OpTable {
+    OpTable::new("nfs", OP_NAMES.to_vec())
+}
+
+/// Index of MOUNT procedure 0 in [`OP_NAMES`].
+pub const MOUNT_OPS: usize = 22;
+
+impl NfsState {
+    /// Builds the state; fails when two exports' names hash to the same id (rename one).
+    pub fn new(config: NfsConfig, exports: Vec<Export>, key: HandleKey, coord: Arc<dyn Coordinator>, ops: Arc<OpTable>) -> std::io::Result<Self> {
+        let mut out: Vec<Arc<ExportState>> = Vec::new();
+        for export in exports {
+            let id = export_id(&export.name);
+            if let Some(other) = out.iter().find(|e| e.id == id) {
+                return Err(std::io::Error::other(format!("shares {} and {} have the same NFS export id", other.export.name, export.name)));
+            }
+            out.push(Arc::new(ExportState { export, id, paths: Default::default(), cookies: Default::default() }));
+        }
+        Ok(NfsState { config, exports: out, key, drc: Drc::default(), coord, ops, write_verf: rand::random() })
+    }
+
+    /// The export with handle id `id`.
+    pub fn export_by_id(&self, id: u32) -> Option<&Arc<ExportState>> {
+        self.exports.iter().find(|e| e.id == id)
+    }
+
+    /// The export a mount path lies in and the directory inside it: `/name` is the share
+    /// root, `/name/a/b` its directory `a/b` (clients such as libnfs mount the directory of
+    /// the file they want). Extra, leading and trailing slashes are ignored.
+    pub fn export_by_path(&self, path: &str) -> Option<(&Arc<ExportState>, braid_vfs::SharePath)> {
+        let mut parts = path.split('/').filter(|c| !c.is_empty());
+        let name = parts.next()?;
+        let export = self.exports.iter().find(|e| e.export.name == name)?;
+        let mut dir = braid_vfs::SharePath::root();
+        for c in parts {
+            dir = dir.join(c).ok()?;
+        }
+        Some((export, dir))
+    }
+}
