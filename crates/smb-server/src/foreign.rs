@@ -21,7 +21,7 @@ use crate::server::ServerState;
 pub enum ForeignIntent {
     /// Read data: write caching elsewhere must be flushed first.
     Read,
-    /// Write data: write caching is flushed, read caching ends.
+    /// Write data: write caching is flushed, read and handle caching end.
     Write,
     /// Cut the file's size: everything cached ends.
     Truncate,
@@ -67,9 +67,11 @@ impl SmbState {
         let open = |truncate| Event::Open { truncate, spare_leases: false, share_conflict: false, retry: false };
         match intent {
             ForeignIntent::Read => settle(&self.0, &node, open(false)).await,
+            // A write by a protocol without opens changes the data under every cache at
+            // once: everything goes in one break (as for a truncating open), waited for
+            // only where W must be flushed first.
             ForeignIntent::Write | ForeignIntent::Truncate => {
-                settle(&self.0, &node, open(intent == ForeignIntent::Truncate)).await?;
-                // Read caching ends with the write itself; nobody waits for that.
+                settle(&self.0, &node, open(true)).await?;
                 settle(&self.0, &node, Event::Write).await
             }
             ForeignIntent::Remove | ForeignIntent::Rename => settle(&self.0, &node, Event::Namespace).await,
@@ -116,7 +118,7 @@ mod tests {
     use crate::config::{ServerConfig, ShareConfig, ShareStorage};
     use crate::oplocks::{Owner, Reach};
     use smb_wire::msg::oplock::{lease_state as ls, LeaseContext};
-    use smb_wire::{FileId, SessionId};
+    use smb_wire::{FileId, NtStatus, SessionId};
 
     fn state() -> SmbState {
         SmbState(Arc::new(crate::server::ServerState::new(config()).expect("state")))
@@ -179,11 +181,13 @@ mod tests {
         });
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert!(!waiting.is_finished(), "the write waits for the W break");
-        let (state, _) = node.oplocks.ack_lease([1; 16], [5; 16], ls::READ | ls::HANDLE).expect("ack");
-        assert_eq!(state, ls::READ | ls::HANDLE);
-        assert_eq!(waiting.await.expect("task"), Ok(()));
-        // The write itself breaks the rest (RH -> none), without waiting for it.
+        assert_eq!(
+            node.oplocks.ack_lease([1; 16], [5; 16], ls::READ | ls::HANDLE).map(|a| a.0),
+            Err(NtStatus::REQUEST_NOT_ACCEPTED),
+            "one break, to none"
+        );
         assert_eq!(node.oplocks.ack_lease([1; 16], [5; 16], 0).map(|a| a.0), Ok(0));
+        assert_eq!(waiting.await.expect("task"), Ok(()));
     }
 
     #[tokio::test(start_paused = true)]
