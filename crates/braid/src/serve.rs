@@ -62,8 +62,10 @@ async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings) -> anyhow::Resu
     let mut smb = smb_server::Server::new(cfg.clone())?;
     let exports = nfs_exports(&cfg, &nfs, smb.backends());
     let nfs_ops = Arc::new(nfs_server::op_table());
+    let nfs_peers = Arc::new(nfs_server::peer_table());
     if nfs.enabled() {
         smb.add_op_table(nfs_ops.clone());
+        smb.add_peer_table(nfs_peers.clone());
     }
     // After add_op_table, which needs the server state unshared.
     let coord: Arc<dyn nfs_server::Coordinator> = Arc::new(crate::nfs_smb::SmbCoordinator::new(smb.foreign()));
@@ -71,7 +73,7 @@ async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings) -> anyhow::Resu
         if !nfs.enabled() {
             return std::future::pending().await;
         }
-        nfs_server::serve_with_metrics(nfs.config.clone(), exports, coord, nfs_ops, std::future::pending()).await
+        nfs_server::serve_with_metrics(nfs.config.clone(), exports, coord, (nfs_ops, nfs_peers), std::future::pending()).await
     };
     tokio::select! {
         r = smb.run() => r.context("server stopped"),

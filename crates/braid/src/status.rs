@@ -76,9 +76,33 @@ fn table(v: &Value) -> String {
             );
         }
     }
+    peers_table(v, &mut out);
     ops_table(v, &mut out);
     caches_table(v, &mut out);
     out
+}
+
+/// Clients of the other protocols (NFS): address, live connections (nconnect), traffic.
+fn peers_table(v: &Value, out: &mut String) {
+    use std::fmt::Write as _;
+    let peers = v["peers"].as_array().cloned().unwrap_or_default();
+    if peers.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n  {:<5} {:<40} {:>11} {:>12} {:>14} {:>14}", "proto", "client", "connections", "calls", "bytes in", "bytes out");
+    for p in &peers {
+        let n = |k: &str| p[k].as_u64().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "  {:<5} {:<40} {:>11} {:>12} {:>14} {:>14}",
+            p["protocol"].as_str().unwrap_or("?"),
+            p["client"].as_str().unwrap_or("?"),
+            n("connections"),
+            n("calls"),
+            n("bytes_in"),
+            n("bytes_out")
+        );
+    }
 }
 
 /// Per operation since the server started: count, errors and latency percentiles.
@@ -184,5 +208,17 @@ mod tests {
         assert!(row.contains(" 120 ") && row.contains(" 3 ") && row.contains("42 us") && row.contains("2.50 ms"), "{row}");
         let row = t.lines().find(|l| l.trim_start().starts_with("data")).expect(&t);
         assert!(row.contains("90.0%"), "{row}");
+    }
+
+    #[test]
+    fn table_lists_nfs_clients_with_their_connections() {
+        let v: Value = serde_json::from_str(
+            r#"{"connections":0,"sessions":[],
+            "peers":[{"protocol":"nfs","client":"10.1.2.3","connections":8,"calls":1000,"bytes_in":5000,"bytes_out":7000}]}"#,
+        )
+        .unwrap();
+        let t = table(&v);
+        let row = t.lines().find(|l| l.contains("10.1.2.3")).expect(&t);
+        assert!(row.contains(" 8 ") && row.contains(" 1000 ") && row.contains(" 7000"), "{row}");
     }
 }

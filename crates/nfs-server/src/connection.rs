@@ -29,6 +29,7 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
     let wr = Arc::new(Mutex::new(wr));
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let mut records = RecordReader::new(MAX_RECORD as u32);
+    let counts = state.peers.connect(peer.ip());
     tracing::debug!(%peer, "nfs connection");
     'conn: loop {
         loop {
@@ -41,9 +42,12 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
                 }
             };
             let Ok(permit) = in_flight.clone().acquire_owned().await else { break 'conn };
-            let (state, wr) = (state.clone(), wr.clone());
+            let (state, wr, counts) = (state.clone(), wr.clone(), counts.clone());
             tokio::spawn(async move {
-                if let Some(reply) = dispatch::call(&state, peer.ip(), record).await {
+                let len_in = record.len();
+                let reply = dispatch::call(&state, peer.ip(), record).await;
+                counts.record(len_in, reply.as_ref().map_or(0, Vec::len));
+                if let Some(reply) = reply {
                     send(&wr, reply).await;
                 }
                 drop(permit);
@@ -65,6 +69,7 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
     }
     // Close our side now; replies still being produced find the writer shut.
     let _ = wr.lock().await.shutdown().await;
+    state.peers.disconnect(peer.ip(), &counts);
     tracing::debug!(%peer, "nfs connection closed");
 }
 

@@ -29,4 +29,4 @@ mod status;
 
 pub use braid_opmetrics::OpTable;
 pub use listener::{serve, serve_state, serve_with_metrics};
-pub use state::op_table;
+pub use state::{op_table, peer_table};

@@ -21,20 +21,23 @@ pub async fn serve(
     coord: Arc<dyn Coordinator>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
-    serve_with_metrics(cfg, exports, coord, Arc::new(crate::state::op_table()), shutdown).await
+    let seen = (Arc::new(crate::state::op_table()), Arc::new(crate::state::peer_table()));
+    serve_with_metrics(cfg, exports, coord, seen, shutdown).await
 }
 
-/// [`serve`], counting into `ops` (a table from [`crate::op_table`] that an admin
-/// endpoint shows).
+/// [`serve`], counting into `ops` and `peers` (tables from [`crate::op_table`] and
+/// [`crate::peer_table`] that an admin endpoint shows).
 pub async fn serve_with_metrics(
     cfg: NfsConfig,
     exports: Vec<Export>,
     coord: Arc<dyn Coordinator>,
-    ops: Arc<braid_opmetrics::OpTable>,
+    (ops, peers): (Arc<braid_opmetrics::OpTable>, Arc<braid_opmetrics::PeerTable>),
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
     let key = HandleKey::load_or_create(&cfg.state_dir)?;
-    let state = Arc::new(NfsState::new(cfg, exports, key, coord, ops)?);
+    let mut state = NfsState::new(cfg, exports, key, coord, ops)?;
+    state.peers = peers;
+    let state = Arc::new(state);
     serve_state(state, shutdown).await
 }
 

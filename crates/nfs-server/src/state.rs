@@ -30,6 +30,8 @@ pub struct NfsState {
     pub coord: Arc<dyn Coordinator>,
     /// Counts and latencies per NFS procedure (MOUNT procedures count as MNT, UMNT, ...).
     pub ops: Arc<OpTable>,
+    /// Client addresses with their live connections and traffic (`braid status`).
+    pub peers: Arc<braid_opmetrics::PeerTable>,
     /// WRITE and COMMIT verifier: random per server start, so clients resend unstable
     /// writes a restart may have lost.
     pub write_verf: [u8; 8],
@@ -72,6 +74,11 @@ pub fn op_table() -> OpTable {
     OpTable::new("nfs", OP_NAMES.to_vec())
 }
 
+/// A table of NFS clients and their connections, for an admin endpoint to show.
+pub fn peer_table() -> braid_opmetrics::PeerTable {
+    braid_opmetrics::PeerTable::new("nfs")
+}
+
 /// Index of MOUNT procedure 0 in [`OP_NAMES`].
 pub const MOUNT_OPS: usize = 22;
 
@@ -86,7 +93,7 @@ impl NfsState {
             }
             out.push(Arc::new(ExportState { export, id, paths: Default::default(), cookies: Default::default() }));
         }
-        Ok(NfsState { config, exports: out, key, drc: Drc::default(), coord, ops, write_verf: rand::random() })
+        Ok(NfsState { config, exports: out, key, drc: Drc::default(), coord, ops, peers: Arc::new(peer_table()), write_verf: rand::random() })
     }
 
     /// The export with handle id `id`.

@@ -9,6 +9,10 @@
 //! while it reads is off by the requests in flight, never inconsistent within one
 //! histogram (the count is the sum of its buckets).
 
+mod peers;
+
+pub use peers::{PeerConn, PeerStatus, PeerTable};
+
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;

@@ -69,6 +69,8 @@ pub struct Status {
     pub sessions: Vec<SessionStatus>,
     pub ops: Vec<OpStatus>,
     pub caches: Vec<CacheStatus>,
+    /// Clients of the other protocols (NFS), with their connections.
+    pub peers: Vec<braid_opmetrics::PeerStatus>,
 }
 
 /// Serves the admin endpoint until the process ends. A bind failure is logged, not fatal:
@@ -156,7 +158,8 @@ pub fn status(state: &ServerState) -> Status {
         });
     }
     sessions.sort_by(|a, b| a.id.cmp(&b.id));
-    Status { connections: conns.len(), sessions, ops: ops(state), caches: caches(state) }
+    let peers = state.other_peers.iter().flat_map(|t| t.snapshot()).collect();
+    Status { connections: conns.len(), sessions, ops: ops(state), caches: caches(state), peers }
 }
 
 fn ops(state: &ServerState) -> Vec<OpStatus> {

@@ -41,6 +41,14 @@ impl Server {
         }
     }
 
+    /// Shows another protocol's clients beside SMB's sessions. Only before
+    /// [`Server::run`] and [`Server::foreign`].
+    pub fn add_peer_table(&mut self, table: Arc<braid_opmetrics::PeerTable>) {
+        if let Some(state) = Arc::get_mut(&mut self.state) {
+            state.other_peers.push(table);
+        }
+    }
+
     /// The seam for other protocols serving the same shares (their operations meet SMB's
     /// opens, leases and watchers). Take it after [`Server::add_op_table`].
     pub fn foreign(&self) -> crate::SmbState {

@@ -52,6 +52,8 @@ pub struct ServerState {
     pub ops: crate::op_metrics::OpTable,
     /// Other protocols' tables (NFS), shown beside SMB's by the admin endpoint.
     pub other_ops: Vec<Arc<crate::op_metrics::OpTable>>,
+    /// Other protocols' clients (NFS), shown beside SMB's sessions.
+    pub other_peers: Vec<Arc<braid_opmetrics::PeerTable>>,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
 }
 
@@ -120,6 +122,7 @@ impl ServerState {
             pipes,
             ops: smb_ops(),
             other_ops: Vec::new(),
+            other_peers: Vec::new(),
             failures: Mutex::new(HashMap::new()),
         })
     }
