@@ -68,6 +68,19 @@ def kill(conn: n.Nfs3):
     s.close()
 
 
+def retransmit(conn: n.Nfs3, proc: int, args: bytes, xid: int) -> n.Unpacker:
+    """Sends call `xid` again until answered. A duplicate of a call still running is dropped
+    (the running one's reply answers it, here on a dead connection), so the client, hearing
+    nothing, sends it again, as real clients do after their timeout."""
+    for _ in range(5):
+        conn.rpc.send_call(n.PROG_NFS, 3, proc, args, xid=xid)
+        try:
+            return conn.rpc.wait_reply(xid, timeout=1.0)
+        except TimeoutError:
+            continue
+    raise AssertionError(f"call {xid:#x} was never answered")
+
+
 def test_eight_connections_a_killed_one_and_a_retransmission_lose_nothing(srv):
     conns = [nfs_harness.client(srv) for _ in range(CONNECTIONS)]
     try:
@@ -88,7 +101,7 @@ def test_eight_connections_a_killed_one_and_a_retransmission_lose_nothing(srv):
                 kill(conns[victim])
                 conns[victim] = nfs_harness.client(srv)
                 # The client sends it again on another connection, same xid.
-                again = conns[(victim + 1) % CONNECTIONS].nfs(n.WRITE, args, xid=xid)
+                again = retransmit(conns[(victim + 1) % CONNECTIONS], n.WRITE, args, xid)
                 assert again.u32() == n.NFS3_OK
                 continue
             w = c.write(fh, i * CHUNK, chunk(i), stable=n.UNSTABLE)
@@ -126,17 +139,7 @@ def test_a_retransmitted_create_on_another_connection_is_not_applied_twice(srv):
         xid = n.next_xid()
         a.rpc.send_call(n.PROG_NFS, 3, n.REMOVE, rm, xid=xid)
         kill(a)
-        # A duplicate of a call still running is dropped (its own reply will answer), so the
-        # client, hearing nothing, sends it again, as real clients do after their timeout.
-        reply = None
-        for _ in range(5):
-            b.rpc.send_call(n.PROG_NFS, 3, n.REMOVE, rm, xid=xid)
-            try:
-                reply = b.rpc.wait_reply(xid, timeout=1.0)
-                break
-            except TimeoutError:
-                continue
-        assert reply is not None, "a retransmitted REMOVE was never answered"
+        reply = retransmit(b, n.REMOVE, rm, xid)
         assert reply.u32() == n.NFS3_OK, "the REMOVE was applied again (NOENT) instead of answered from the cache"
         assert b.lookup(root, "once.txt").status == n.NFS3ERR_NOENT
     finally:
