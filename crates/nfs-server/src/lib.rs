@@ -22,6 +22,7 @@ mod dispatch;
 mod handlers;
 mod listener;
 mod mount;
+mod open_files;
 mod paths;
 mod request;
 pub mod state;

@@ -54,12 +54,37 @@ pub async fn serve_state(state: Arc<NfsState>, shutdown: impl Future<Output = ()
     for l in listeners {
         tasks.spawn(accept_loop(l, state.clone(), limit.clone()));
     }
+    let sweeper = tokio::spawn(sweep_open_files(Arc::downgrade(&state)));
+    let _stop_sweeper = AbortOnDrop(sweeper);
     tokio::select! {
         _ = shutdown => Ok(()),
         Some(r) = tasks.join_next() => match r {
             Ok(r) => r,
             Err(e) => Err(std::io::Error::other(format!("NFS listener failed: {e}"))),
         },
+    }
+}
+
+/// Closes files kept open past their idle time, once a second, on the blocking pool (a
+/// close may unmap).
+async fn sweep_open_files(state: std::sync::Weak<NfsState>) {
+    let mut tick = tokio::time::interval(crate::open_files::IDLE / 2);
+    loop {
+        tick.tick().await;
+        let Some(state) = state.upgrade() else { return };
+        if state.exports.iter().all(|e| e.open_files.is_empty()) {
+            continue;
+        }
+        let _ = tokio::task::spawn_blocking(move || state.exports.iter().for_each(|e| e.open_files.sweep())).await;
+    }
+}
+
+/// Aborts a task when the server stops.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -18,6 +18,8 @@ pub struct ExportState {
     pub paths: crate::paths::Paths,
     /// Names behind the READDIR cookies that ended pages.
     pub cookies: crate::cookies::Cookies,
+    /// Files kept open between READs and WRITEs.
+    pub open_files: crate::open_files::OpenFiles,
 }
 
 /// Everything connections share.
@@ -91,7 +93,7 @@ impl NfsState {
             if let Some(other) = out.iter().find(|e| e.id == id) {
                 return Err(std::io::Error::other(format!("shares {} and {} have the same NFS export id", other.export.name, export.name)));
             }
-            out.push(Arc::new(ExportState { export, id, paths: Default::default(), cookies: Default::default() }));
+            out.push(Arc::new(ExportState { export, id, paths: Default::default(), cookies: Default::default(), open_files: Default::default() }));
         }
         Ok(NfsState { config, exports: out, key, drc: Drc::default(), coord, ops, peers: Arc::new(peer_table()), write_verf: rand::random() })
     }

@@ -64,11 +64,17 @@ async fn read_into(ctx: &Ctx, a: &ReadArgs, path: braid_vfs::SharePath, attrs: &
 
 /// Opens the file at `path` and reads up to `count` bytes at `offset` into `out`, behind
 /// room for the result head, then writes the head: the whole success result is appended.
-fn read_file(b: &dyn Backend, path: &SharePath, offset: u64, count: u32, fsid: u64, mut out: Vec<u8>) -> Result<Vec<u8>, (VfsError, Vec<u8>)> {
-    let (h, _) = match b.open_exact(path, OpenOptions { read: true, non_directory: true, ..META_ONLY }) {
-        Ok(h) => h,
-        Err(e) => return Err((e, out)),
-    };
+fn read_file(b: &dyn Backend, path: &SharePath, offset: u64, count: u32, fsid: u64, out: Vec<u8>) -> Result<Vec<u8>, (VfsError, Vec<u8>)> {
+    match b.open_exact(path, READING) {
+        Ok((h, _)) => read_from(&*h, offset, count, fsid, out),
+        Err(e) => Err((e, out)),
+    }
+}
+
+const READING: OpenOptions = OpenOptions { read: true, non_directory: true, ..META_ONLY };
+
+/// Reads up to `count` bytes at `offset` through `h` into `out`, as [`read_file`].
+fn read_from(h: &dyn braid_vfs::FileHandle, offset: u64, count: u32, fsid: u64, mut out: Vec<u8>) -> Result<Vec<u8>, (VfsError, Vec<u8>)> {
     let head_at = out.len();
     out.resize(head_at + OK_HEAD + count as usize, 0);
     let mut got = 0usize;
@@ -112,10 +118,10 @@ async fn read_known(ctx: &Ctx, a: &ReadArgs, out: Vec<u8>) -> Result<Vec<u8>, Ve
             if !owner && auth::allowed(&id, &crate::attrs::owner(&attrs), ACCESS3_READ, false) == 0 {
                 return Ok(Err(out));
             }
-            match crate::request::run_as(&id, || read_file(b, &path, offset, count, fsid, out)) {
-                Ok(Ok(buf)) => Ok(Ok(buf)),
-                Ok(Err((_, buf))) => Ok(Err(buf)),
-                Err(e) => Err(e),
+            let open = || crate::request::run_as(&id, || b.open_exact(&path, READING).map(|(h, _)| h))?;
+            match export.open_files.get(file_id, &path, false, open) {
+                Ok(h) => Ok(read_from(&**h, offset, count, fsid, out).map_err(|(_, buf)| buf)),
+                Err(_) => Ok(Err(out)),
             }
         })
         .await;

@@ -60,7 +60,9 @@ async fn write_known(ctx: &Ctx, a: &WriteArgs<'_>, record: &Arc<Record>, start: 
                 return Ok(None);
             }
             let data = &record[start..start + len];
-            let after = crate::request::run_as(&id, || write_file(b, &path, data, offset, stable))?;
+            let opts = OpenOptions { write: true, non_directory: true, ..META_ONLY };
+            let open = || crate::request::run_as(&id, || b.open_exact(&path, opts).map(|(h, _)| h))?;
+            let after = export.open_files.get(file_id, &path, true, open).and_then(|h| write_to(&**h, data, offset, stable));
             Ok(after.ok().map(|after| (path, before, after)))
         })
         .await;
@@ -71,6 +73,12 @@ async fn write_known(ctx: &Ctx, a: &WriteArgs<'_>, record: &Arc<Record>, start: 
 /// attributes after.
 fn write_file(b: &dyn braid_vfs::Backend, path: &SharePath, data: &[u8], offset: u64, stable: StableHow) -> braid_vfs::Result<FileAttrs> {
     let (h, _) = b.open_exact(path, OpenOptions { write: true, non_directory: true, ..META_ONLY })?;
+    write_to(&*h, data, offset, stable)
+}
+
+/// Writes all of `data` at `offset` through `h`, synced unless UNSTABLE; the attributes
+/// after.
+fn write_to(h: &dyn braid_vfs::FileHandle, data: &[u8], offset: u64, stable: StableHow) -> braid_vfs::Result<FileAttrs> {
     let mut done = 0;
     while done < data.len() {
         match h.write_at(&data[done..], offset + done as u64)? {
