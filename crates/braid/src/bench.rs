@@ -148,10 +148,24 @@ async fn single(a: BenchRunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The --rw and --bs lists of a named sweep (`--preset`).
+fn preset(name: &str) -> Option<(&'static str, &'static str)> {
+    match name {
+        // Azure NetApp Files' Linux NFS benchmarks: 25% read/write steps, 4 KiB and 8 KiB
+        // (random) and 64 KiB and 256 KiB (sequential) I/O.
+        "anf-nfs" => Some(("100:0,75:25,50:50,25:75,0:100", "4k,8k,64k,256k")),
+        _ => None,
+    }
+}
+
 async fn sweep(a: BenchSweepArgs) -> anyhow::Result<()> {
+    let (rw, bs) = match a.preset.as_deref() {
+        Some(p) => preset(p).ok_or_else(|| anyhow::anyhow!("unknown --preset {p}"))?,
+        None => (a.rw.as_str(), a.bs.as_str()),
+    };
     let spec = SweepSpec {
-        write_pcts: parse_rw(&a.rw)?,
-        block_sizes: braid_bench::size::parse_list(&a.bs, "--bs", parse_size)?,
+        write_pcts: parse_rw(rw)?,
+        block_sizes: braid_bench::size::parse_list(bs, "--bs", parse_size)?,
         channels: parse_counts(&a.channels, "--channels")?,
         threads: parse_counts(&a.threads, "--threads")?,
     };
@@ -195,4 +209,17 @@ async fn sweep(a: BenchSweepArgs) -> anyhow::Result<()> {
     };
     eprintln!("wrote {} file(s) into {}", files.len(), a.out.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_anf_preset_is_its_matrix() {
+        let (rw, bs) = preset("anf-nfs").unwrap();
+        assert_eq!(parse_rw(rw).unwrap().len(), 5);
+        assert_eq!(braid_bench::size::parse_list(bs, "--bs", parse_size).unwrap(), vec![4096, 8192, 65536, 262144]);
+        assert!(preset("x").is_none());
+    }
 }

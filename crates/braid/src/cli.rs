@@ -144,7 +144,8 @@ pub enum BenchSub {
         after_long_help = "Examples:\n  \
             braid bench sweep --bs 4k,8k,64k,256k,1m -t 4 -o 8 --out bs URL\n  \
             braid bench sweep --rw 100:0,75:25,50:50,25:75,0:100 --out rw URL1 URL2\n  \
-            braid bench sweep --channels 1,2,4,8 --bs 1m -s --out mc URL"
+            braid bench sweep --channels 1,2,4,8 --bs 1m -s --out mc URL\n  \
+            braid bench sweep --preset anf-nfs -t 4 -o 8 --nconnect 8 --out anf nfs://HOST/data URL2"
     )]
     Sweep(BenchSweepArgs),
 }
@@ -252,6 +253,12 @@ pub struct BenchRunArgs {
 pub struct BenchSweepArgs {
     #[command(flatten)]
     pub common: BenchCommonArgs,
+
+    /// A named matrix in place of --rw and --bs. anf-nfs: the Azure NetApp Files NFS
+    /// benchmark's, read:write in 25% steps x 4k, 8k, 64k, 256k (add -s for its sequential
+    /// half, --nconnect for its connection counts).
+    #[arg(long, value_name = "NAME", value_parser = ["anf-nfs"], conflicts_with_all = ["rw", "bs"])]
+    pub preset: Option<String>,
 
     /// Read:write ratios, e.g. 100:0,75:25,50:50,25:75,0:100.
     #[arg(long, value_name = "LIST", default_value = "100:0")]
@@ -382,5 +389,11 @@ mod tests {
         assert_eq!(s.common.targets.len(), 2);
         assert!(Cli::try_parse_from(["braid", "bench"]).is_err());
         assert!(Cli::try_parse_from(["braid", "bench", "-r", "-s", "smb://u@h/s"]).is_err());
+        let cli = Cli::try_parse_from(["braid", "bench", "sweep", "--preset", "anf-nfs", "nfs://h/data"]).unwrap();
+        let Command::Bench(b) = cli.command else { panic!("not bench") };
+        let Some(BenchSub::Sweep(s)) = b.sub else { panic!("not sweep") };
+        assert_eq!(s.preset.as_deref(), Some("anf-nfs"));
+        assert!(Cli::try_parse_from(["braid", "bench", "sweep", "--preset", "anf-nfs", "--bs", "4k", "nfs://h/d"]).is_err(), "a preset sets --bs");
+        assert!(Cli::try_parse_from(["braid", "bench", "sweep", "--preset", "other", "nfs://h/d"]).is_err());
     }
 }
