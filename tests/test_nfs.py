@@ -334,6 +334,26 @@ def test_random_and_truncated_arguments_are_answered(srv, c, scratch):
     assert srv.target != "braid" or srv.health() is None, srv.health()
 
 
+def test_closed_connections_are_released(srv):
+    """200 clients come and go (some mid-record): the server's open descriptors return to
+    what they were."""
+    braid_only(srv)
+    fds = lambda: len(os.listdir(f"/proc/{srv.proc.pid}/fd"))
+    with nfs_harness.client(srv) as c:
+        c.null()
+    before = fds()
+    for i in range(200):
+        with nfs_harness.client(srv) as c:
+            if i % 3 == 0:
+                c.rpc.send_raw(n.mark(1000) + b"\0" * 10)  # a record cut short by the close
+            else:
+                must(c.getattr(c.root("/data")))
+    deadline = time.monotonic() + 10
+    while fds() > before + 2:
+        assert time.monotonic() < deadline, f"{fds()} descriptors open, {before} before"
+        time.sleep(0.05)
+
+
 def test_oversize_record_closes_only_that_connection(srv, c):
     braid_only(srv)
     other = nfs_harness.client(srv)
