@@ -40,6 +40,8 @@ pytestmark = [
 ]
 
 MiB = 1 << 20
+# How soon a change made behind the server's back must be seen (as in test_metadata_cache.py).
+EVENT_BOUND = 2.0
 ANON = 65534
 ALL_UID, ALL_GID = 4321, 4322
 NONE_UID = 4400
@@ -334,6 +336,26 @@ def test_random_and_truncated_arguments_are_answered(srv, c, scratch):
     assert srv.target != "braid" or srv.health() is None, srv.health()
 
 
+def test_closed_connections_are_released(srv):
+    """200 clients come and go (some mid-record): the server's open descriptors return to
+    what they were."""
+    braid_only(srv)
+    fds = lambda: len(os.listdir(f"/proc/{srv.proc.pid}/fd"))
+    with nfs_harness.client(srv) as c:
+        c.null()
+    before = fds()
+    for i in range(200):
+        with nfs_harness.client(srv) as c:
+            if i % 3 == 0:
+                c.rpc.send_raw(n.mark(1000) + b"\0" * 10)  # a record cut short by the close
+            else:
+                must(c.getattr(c.root("/data")))
+    deadline = time.monotonic() + 10
+    while fds() > before + 2:
+        assert time.monotonic() < deadline, f"{fds()} descriptors open, {before} before"
+        time.sleep(0.05)
+
+
 def test_oversize_record_closes_only_that_connection(srv, c):
     braid_only(srv)
     other = nfs_harness.client(srv)
@@ -551,7 +573,7 @@ def test_huge_counts_are_bounded(c, scratch):
     dirfh, path = scratch
     (path / "big.bin").write_bytes(os.urandom(3 * MiB))
     for i in range(300):
-        (path / f"e{i:03d}").write_bytes(b"")
+        must(c.create(dirfh, f"e{i:03d}"))
     fh = must(c.lookup(dirfh, "big.bin")).fh
     rtmax = must(c.fsinfo(dirfh)).rtmax
     r = must(c.read(fh, 0, 0xFFFFFFFF))
@@ -628,7 +650,7 @@ def test_mkdir_readdir_readdirplus_rmdir(request, srv, c, scratch):
     assert c.mkdir(dirfh, "many").status == n.NFS3ERR_EXIST
     names = {f"entry-{i:04d}-{'x' * (i % 37)}" for i in range(300)}
     for nm in names:
-        (path / "many" / nm).write_bytes(nm.encode())
+        must(c.write(must(c.create(d.fh, nm)).fh, 0, nm.encode()))
     for plus in (False, True):
         got = c.list_all(d.fh, plus=plus, count=1024)
         listed = [e.name.decode() for e in got if e.name not in (b".", b"..")]
@@ -662,7 +684,7 @@ def test_listing_while_removing_skips_nothing_that_stays(c, scratch, plus):
     dirfh, path = scratch
     names = [f"n{i:04d}" for i in range(600)]
     for nm in names:
-        (path / nm).write_bytes(b"")
+        must(c.create(dirfh, nm))
     keep = set(names[1::3])
     seen: dict[bytes, int] = {}
     cookie, verf = 0, b"\0" * 8
@@ -722,6 +744,43 @@ def test_rename(c, scratch):
     assert c.rename(dirfh, "a", a, "inside").status != n.NFS3_OK
     must(c.create(a, "keep"))
     assert c.rename(dirfh, "b", dirfh, "a").status in (n.NFS3ERR_NOTEMPTY, n.NFS3ERR_EXIST)
+
+
+@pytest.mark.parametrize("how", ["nfs", "outside"])
+def test_handles_survive_a_rename_of_an_ancestor(c, scratch, how):
+    """Handles (from LOOKUP, CREATE and READDIRPLUS) stay valid when a directory above them is
+    renamed, through NFS or behind the server's back, and lead to the file at its new path."""
+    dirfh, path = scratch
+    top = must(c.mkdir(dirfh, "top")).fh
+    mid = must(c.mkdir(top, "mid")).fh
+    made = must(c.create(mid, "made")).fh
+    must(c.write(made, 0, b"made"))
+    must(c.write(must(c.create(mid, "local")).fh, 0, b"local"))
+    listed = {e.name: e.fh for e in c.list_all(mid, plus=True)}
+    handles = {"made": made, "local": listed[b"local"], "mid": mid}
+    if how == "nfs":
+        must(c.rename(dirfh, "top", dirfh, "moved"))
+    else:
+        os.rename(path / "top", path / "moved")
+
+    def soon(call):
+        """An NFS rename holds at once; one behind the server's back once its file system
+        event is in (within EVENT_BOUND, as for the metadata cache), never later."""
+        deadline = time.monotonic() + (0 if how == "nfs" else EVENT_BOUND)
+        while True:
+            r = call()
+            if r.ok or time.monotonic() >= deadline:
+                return must(r)
+            time.sleep(0.02)
+
+    for name in ("made", "local"):
+        fh = handles[name]
+        assert soon(lambda: c.read(fh, 0, 10)).data == name.encode(), name
+        soon(lambda: c.write(fh, 0, name.upper().encode()))
+        assert (path / "moved" / "mid" / name).read_bytes() == name.upper().encode(), name
+    soon(lambda: c.create(handles["mid"], "after"))
+    assert (path / "moved" / "mid" / "after").exists()
+    assert not (path / "top").exists()
 
 
 def test_link(c, scratch):
