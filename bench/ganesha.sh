@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # ganesha.sh - a private nfs-ganesha, the NFSv3 peer for Braid's NFS tests and comparisons.
 #   bench/ganesha.sh up     start it (idempotent); prints
-#                           "ganesha up: nfs=127.0.0.1:NFS_PORT mount=127.0.0.1:MNT_PORT export=EXPORT dir=DIR/data pid=N"
+#                           "ganesha up: nfs=BIND_ADDR:NFS_PORT mount=BIND_ADDR:MNT_PORT export=EXPORT dir=DIR/data pid=N"
 #   bench/ganesha.sh down   stop it (only the pid recorded in DIR, never by name)
 # Environment: DIR (default /dev/shm/braid-ganesha: config, log, pid and the exported data/),
-#   NFS_PORT (20490), MNT_PORT (20491), EXPORT (/export: the path clients mount).
-# What it is: FSAL_VFS over DIR/data, NFSv3 only, TCP only, bound to 127.0.0.1, no NLM, RQUOTA,
+#   NFS_PORT (20490), MNT_PORT (20491), EXPORT (/export: the path clients mount),
+#   BIND_ADDR (127.0.0.1: the address it listens on; to serve inside a network namespace run
+#   this script under `ip netns exec NS` with BIND_ADDR an address of that namespace).
+# What it is: FSAL_VFS over DIR/data, NFSv3 only, TCP only, bound to BIND_ADDR, no NLM, RQUOTA,
 # NFSACL or UDP, no root squash. ganesha registers its programs with rpcbind and treats a
 # failed registration as fatal, with no setting to turn it off; the fixed ports make rpcbind
 # useless here, so a tiny LD_PRELOAD shim (built into DIR with gcc) answers the registration
@@ -15,6 +17,7 @@ DIR="${DIR:-/dev/shm/braid-ganesha}"
 NFS_PORT="${NFS_PORT:-20490}"
 MNT_PORT="${MNT_PORT:-20491}"
 EXPORT="${EXPORT:-/export}"
+BIND_ADDR="${BIND_ADDR:-127.0.0.1}"
 CONF="$DIR/ganesha.conf"; PIDF="$DIR/ganesha.pid"; LOG="$DIR/ganesha.log"
 
 running() {
@@ -22,7 +25,7 @@ running() {
     grep -qF "$CONF" "/proc/$(cat "$PIDF")/cmdline" 2>/dev/null
 }
 
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+port_open() { (exec 3<>"/dev/tcp/$BIND_ADDR/$1") 2>/dev/null; }
 
 build_shim() {
   # svc_reg/svc_unreg/rpcb_set/rpcb_unset (libntirpc) replaced by no-ops that succeed.
@@ -42,7 +45,7 @@ C
 write_conf() {
   cat >"$CONF" <<CFG
 NFS_CORE_PARAM {
-    Bind_addr = 127.0.0.1;
+    Bind_addr = $BIND_ADDR;
     NFS_Port = $NFS_PORT;
     MNT_Port = $MNT_PORT;
     Protocols = 3;
@@ -76,7 +79,7 @@ up() {
   mkdir -p "$DIR"/{data,recov}
   chmod 0777 "$DIR/data"
   if running; then
-    echo "ganesha up: nfs=127.0.0.1:$NFS_PORT mount=127.0.0.1:$MNT_PORT export=$EXPORT dir=$DIR/data pid=$(cat "$PIDF") (already running)"
+    echo "ganesha up: nfs=$BIND_ADDR:$NFS_PORT mount=$BIND_ADDR:$MNT_PORT export=$EXPORT dir=$DIR/data pid=$(cat "$PIDF") (already running)"
     return 0
   fi
   for p in "$NFS_PORT" "$MNT_PORT"; do
@@ -92,7 +95,7 @@ up() {
   echo "$pid" >"$PIDF"
   for _ in $(seq 1 150); do
     if port_open "$NFS_PORT" && port_open "$MNT_PORT"; then
-      echo "ganesha up: nfs=127.0.0.1:$NFS_PORT mount=127.0.0.1:$MNT_PORT export=$EXPORT dir=$DIR/data pid=$pid"
+      echo "ganesha up: nfs=$BIND_ADDR:$NFS_PORT mount=$BIND_ADDR:$MNT_PORT export=$EXPORT dir=$DIR/data pid=$pid"
       return 0
     fi
     kill -0 "$pid" 2>/dev/null || break
@@ -120,5 +123,5 @@ down() {
 case "${1:-}" in
   up) up ;;
   down) down ;;
-  *) echo "usage: $0 up|down   (env: DIR NFS_PORT MNT_PORT EXPORT)" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down   (env: DIR NFS_PORT MNT_PORT EXPORT BIND_ADDR)" >&2; exit 2 ;;
 esac
