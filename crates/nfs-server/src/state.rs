@@ -39,41 +39,12 @@ pub struct NfsState {
     pub write_verf: [u8; 8],
 }
 
-/// Names of the metric table's operations: the 22 NFSv3 procedures, then MOUNT's.
-pub const OP_NAMES: [&str; 28] = [
-    "NULL",
-    "GETATTR",
-    "SETATTR",
-    "LOOKUP",
-    "ACCESS",
-    "READLINK",
-    "READ",
-    "WRITE",
-    "CREATE",
-    "MKDIR",
-    "SYMLINK",
-    "MKNOD",
-    "REMOVE",
-    "RMDIR",
-    "RENAME",
-    "LINK",
-    "READDIR",
-    "READDIRPLUS",
-    "FSSTAT",
-    "FSINFO",
-    "PATHCONF",
-    "COMMIT",
-    "MOUNT_NULL",
-    "MNT",
-    "DUMP",
-    "UMNT",
-    "UMNTALL",
-    "EXPORT",
-];
+/// Names of MOUNT's procedures in the metric table, after the 22 NFSv3 procedures.
+const MOUNT_OP_NAMES: [&str; 6] = ["MOUNT_NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT"];
 
 /// A metrics table for the NFS procedures (`protocol="nfs"`).
 pub fn op_table() -> OpTable {
-    OpTable::new("nfs", OP_NAMES.to_vec())
+    OpTable::new("nfs", nfs_wire::nfs3::PROC3_NAMES.iter().chain(&MOUNT_OP_NAMES).copied().collect())
 }
 
 /// A table of NFS clients and their connections, for an admin endpoint to show.
@@ -81,8 +52,8 @@ pub fn peer_table() -> braid_opmetrics::PeerTable {
     braid_opmetrics::PeerTable::new("nfs")
 }
 
-/// Index of MOUNT procedure 0 in [`OP_NAMES`].
-pub const MOUNT_OPS: usize = 22;
+/// Index of MOUNT procedure 0 in the metric table.
+pub const MOUNT_OPS: usize = nfs_wire::nfs3::PROC3_NAMES.len();
 
 impl NfsState {
     /// Builds the state; fails when two exports' names hash to the same id (rename one).

@@ -39,34 +39,36 @@ types::u32_enum! {
     }
 }
 
+/// Upper-case procedure names, by procedure number, as in RFC 1813 and metrics labels.
+pub const PROC3_NAMES: [&str; 22] = [
+    "NULL",
+    "GETATTR",
+    "SETATTR",
+    "LOOKUP",
+    "ACCESS",
+    "READLINK",
+    "READ",
+    "WRITE",
+    "CREATE",
+    "MKDIR",
+    "SYMLINK",
+    "MKNOD",
+    "REMOVE",
+    "RMDIR",
+    "RENAME",
+    "LINK",
+    "READDIR",
+    "READDIRPLUS",
+    "FSSTAT",
+    "FSINFO",
+    "PATHCONF",
+    "COMMIT",
+];
+
 impl Proc3 {
     /// Upper-case procedure name, as in RFC 1813 and metrics labels.
     pub fn name(self) -> &'static str {
-        const NAMES: [&str; 22] = [
-            "NULL",
-            "GETATTR",
-            "SETATTR",
-            "LOOKUP",
-            "ACCESS",
-            "READLINK",
-            "READ",
-            "WRITE",
-            "CREATE",
-            "MKDIR",
-            "SYMLINK",
-            "MKNOD",
-            "REMOVE",
-            "RMDIR",
-            "RENAME",
-            "LINK",
-            "READDIR",
-            "READDIRPLUS",
-            "FSSTAT",
-            "FSINFO",
-            "PATHCONF",
-            "COMMIT",
-        ];
-        NAMES[self as usize]
+        PROC3_NAMES[self as usize]
     }
 }
 
