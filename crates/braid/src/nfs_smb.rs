@@ -4,6 +4,7 @@
 //! other; this binary, which links both, joins them.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -15,35 +16,42 @@ use smb_server::{ForeignIntent, ForeignRefusal, SmbState};
 /// write-time changes when the writer closes; NFS never closes, so a stream of WRITEs is
 /// told at most this often per file rather than once per WRITE.
 const WRITE_ANNOUNCE_EVERY: Duration = Duration::from_secs(1);
-/// Files whose last announcement is remembered; past it the memory starts afresh.
-const MAX_REMEMBERED: usize = 4096;
+/// Files whose last announcement is remembered, per shard; past it the shard starts afresh.
+const MAX_REMEMBERED: usize = 256;
+/// Shards of that memory, so WRITEs to different files do not meet on one lock.
+const SHARDS: usize = 16;
 
 #[derive(Debug)]
 pub struct SmbCoordinator {
     smb: SmbState,
-    announced: Mutex<HashMap<(usize, SharePath), Instant>>,
+    /// When a file's data change was last announced, by a hash of (share, path): a
+    /// collision only delays another file's announcement by at most a second.
+    announced: Vec<Mutex<HashMap<u64, Instant>>>,
+    hasher: RandomState,
 }
 
 impl SmbCoordinator {
     pub fn new(smb: SmbState) -> Self {
-        SmbCoordinator { smb, announced: Mutex::new(HashMap::new()) }
+        let announced = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
+        SmbCoordinator { smb, announced, hasher: RandomState::new() }
     }
 
     /// Whether a data change of `path` was announced too recently to announce again.
     fn recently_announced(&self, share: usize, path: &SharePath) -> bool {
         let now = Instant::now();
-        let mut seen = self.announced.lock().unwrap_or_else(|p| p.into_inner());
+        let key = self.hasher.hash_one((share, path));
+        let mut seen = self.announced[key as usize % SHARDS].lock().unwrap_or_else(|p| p.into_inner());
         if seen.len() >= MAX_REMEMBERED {
             seen.clear();
         }
-        match seen.get_mut(&(share, path.clone())) {
+        match seen.get_mut(&key) {
             Some(at) if now.duration_since(*at) < WRITE_ANNOUNCE_EVERY => true,
             Some(at) => {
                 *at = now;
                 false
             }
             None => {
-                seen.insert((share, path.clone()), now);
+                seen.insert(key, now);
                 false
             }
         }
@@ -76,5 +84,38 @@ impl Coordinator for SmbCoordinator {
             return;
         }
         self.smb.foreign_changed(share, change);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smb_server::{ServerConfig, ShareConfig, ShareStorage};
+
+    fn coordinator() -> SmbCoordinator {
+        let share = ShareConfig {
+            name: "data".into(),
+            storage: ShareStorage::Memory { capacity: 1 << 20 },
+            read_only: false,
+            users: Vec::new(),
+            guest_ok: false,
+            encrypt: false,
+            directory_leases: true,
+            comment: String::new(),
+            metadata_cache: Default::default(),
+            max_watches: 0,
+        };
+        let server = smb_server::Server::new(ServerConfig { shares: vec![share], ..ServerConfig::default() }).expect("server");
+        SmbCoordinator::new(server.foreign())
+    }
+
+    #[test]
+    fn a_file_s_data_changes_are_announced_at_most_once_a_second() {
+        let c = coordinator();
+        let (a, b) = (SharePath::from_smb("a").unwrap(), SharePath::from_smb("b").unwrap());
+        assert!(!c.recently_announced(0, &a));
+        assert!(c.recently_announced(0, &a), "again within the second");
+        assert!(!c.recently_announced(0, &b), "another file");
+        assert!(!c.recently_announced(1, &a), "the same name on another share");
     }
 }
