@@ -251,6 +251,7 @@ impl Ctx<'_> {
                 comment: s.comment,
                 metadata_cache,
                 max_watches,
+                limits: Default::default(),
             });
         }
         Ok(Loaded { server, log, nfs })

@@ -104,6 +104,7 @@ mod tests {
             comment: String::new(),
             metadata_cache: Default::default(),
             max_watches: 0,
+            limits: Default::default(),
         };
         let server = smb_server::Server::new(ServerConfig { shares: vec![share], ..ServerConfig::default() }).expect("server");
         SmbCoordinator::new(server.foreign())

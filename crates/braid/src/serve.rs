@@ -60,7 +60,7 @@ pub fn run(args: ServeArgs, verbose: u8) -> anyhow::Result<()> {
 
 async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings) -> anyhow::Result<()> {
     let mut smb = smb_server::Server::new(cfg.clone())?;
-    let exports = nfs_exports(&cfg, &nfs, smb.backends());
+    let exports = nfs_exports(&cfg, &nfs, smb.backends(), smb.limiters());
     let nfs_ops = Arc::new(nfs_server::op_table());
     let nfs_peers = Arc::new(nfs_server::peer_table());
     if nfs.enabled() {
@@ -88,12 +88,18 @@ async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings) -> anyhow::Resu
 
 /// The shares exported over NFS, each with the backend SMB serves it with (so both
 /// protocols go through one metadata cache).
-fn nfs_exports(cfg: &ServerConfig, nfs: &NfsSettings, backends: Vec<Arc<dyn braid_vfs::Backend>>) -> Vec<nfs_server::Export> {
+fn nfs_exports(
+    cfg: &ServerConfig,
+    nfs: &NfsSettings,
+    backends: Vec<Arc<dyn braid_vfs::Backend>>,
+    limiters: Vec<Arc<braid_qos::ShareLimiter>>,
+) -> Vec<nfs_server::Export> {
     nfs.exports
         .iter()
         .filter_map(|(i, rules)| {
             let backend = backends.get(*i)?.clone();
-            Some(nfs_server::Export { share: *i, name: cfg.shares.get(*i)?.name.clone(), backend, rules: rules.clone() })
+            let qos = limiters.get(*i)?.clone();
+            Some(nfs_server::Export { share: *i, name: cfg.shares.get(*i)?.name.clone(), backend, rules: rules.clone(), qos })
         })
         .collect()
 }
@@ -165,6 +171,7 @@ mod tests {
                 comment: String::new(),
                 metadata_cache: Default::default(),
                 max_watches: 0,
+                limits: Default::default(),
             }],
             ..ServerConfig::default()
         }

@@ -142,6 +142,8 @@ pub struct Export {
     /// The same backend the other protocols use, so they share its metadata cache.
     pub backend: Arc<dyn braid_vfs::Backend>,
     pub rules: ExportRules,
+    /// The share's limiter, the same one SMB uses, so the limits hold across protocols.
+    pub qos: Arc<braid_qos::ShareLimiter>,
 }
 
 #[cfg(test)]

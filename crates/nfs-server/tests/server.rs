@@ -34,6 +34,7 @@ fn start_with(coord: Arc<dyn Coordinator>) -> (tokio::runtime::Runtime, SocketAd
         name: name.into(),
         backend: Arc::new(braid_vfs::MemoryBackend::new(1 << 24, false)),
         rules,
+        qos: braid_qos::ShareLimiter::new(name, Default::default()),
     };
     let refused = ExportRules { clients: vec![ClientNet::parse("192.0.2.0/24").unwrap()], ..rules.clone() };
     let exports = vec![mem("mem", rules, 0), mem("other", refused, 1)];

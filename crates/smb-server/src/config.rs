@@ -100,6 +100,8 @@ pub struct ShareConfig {
     pub max_watches: usize,
     /// The metadata cache in front of a directory share (`braid_vfs::CachedBackend`).
     pub metadata_cache: MetadataCache,
+    /// Provisioned performance: IOPS, burst, throughput and per-file limits (`braid_qos`).
+    pub limits: braid_qos::Limits,
 }
 
 /// A share's `metadata_cache*` settings.

@@ -136,6 +136,7 @@ mod tests {
             comment: String::new(),
             metadata_cache: Default::default(),
             max_watches: 0,
+            limits: Default::default(),
         };
         ServerConfig { shares: vec![share], ..ServerConfig::default() }
     }

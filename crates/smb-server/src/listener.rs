@@ -33,6 +33,11 @@ impl Server {
         self.state.shares.iter().map(|s| s.backend.clone()).collect()
     }
 
+    /// Each share's limiter, in configuration order (other protocols charge the same one).
+    pub fn limiters(&self) -> Vec<Arc<braid_qos::ShareLimiter>> {
+        self.state.shares.iter().map(|s| s.qos.clone()).collect()
+    }
+
     /// Shows another protocol's per-operation metrics beside SMB's (admin endpoint,
     /// `braid status`). Only before [`Server::run`].
     pub fn add_op_table(&mut self, table: Arc<crate::op_metrics::OpTable>) {

@@ -21,6 +21,8 @@ pub struct Share {
     pub backend: Arc<dyn Backend>,
     /// Index into `ServerState::shares`, part of the key of the file table.
     pub index: usize,
+    /// Its provisioned limits and use, shared with the other protocols serving it.
+    pub qos: Arc<braid_qos::ShareLimiter>,
 }
 
 /// Everything connections share.
@@ -91,7 +93,8 @@ impl ServerState {
                 }
                 crate::config::ShareStorage::Memory { capacity } => Arc::new(MemoryBackend::new(*capacity, s.read_only)),
             };
-            shares.push(Arc::new(Share { config: s.clone(), backend, index }));
+            let qos = braid_qos::ShareLimiter::new(&s.name, s.limits.clone());
+            shares.push(Arc::new(Share { config: s.clone(), backend, index, qos }));
         }
         let users = config.users.iter().map(|u| (u.name.to_lowercase(), u.nt_hash)).collect();
         let server_guid: [u8; 16] = rand::random();

@@ -252,6 +252,7 @@ mod tests {
             comment: String::new(),
             metadata_cache: Default::default(),
             max_watches: 0,
+            limits: Default::default(),
         };
         let dl = cap::DIRECTORY_LEASING;
         let config = ServerConfig { shares: vec![share(false), share(true)], ..ServerConfig::default() };

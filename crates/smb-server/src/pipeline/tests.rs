@@ -49,6 +49,7 @@ fn server() -> Arc<ServerState> {
             comment: String::new(),
             metadata_cache: Default::default(),
             max_watches: 0,
+            limits: Default::default(),
         }],
         ..ServerConfig::default()
     };
