@@ -351,6 +351,14 @@ mod tests {
         assert_eq!(share.limits(), iops(1000));
     }
 
+    #[test]
+    fn admit_can_run_on_any_worker() {
+        fn send<T: Send>(_: &T) {}
+        let share = ShareLimiter::new("s", iops(1));
+        let c = share.client(1, "c");
+        send(&share.admit(&c, None, Io::Meta));
+    }
+
     #[tokio::test]
     async fn clients_and_status() {
         let share = ShareLimiter::new("s", Limits::default());
