@@ -79,7 +79,7 @@ impl ShareLimiter {
         let base = Instant::now();
         let shared = Shared {
             base,
-            unlimited: AtomicBool::new(limits.is_unlimited()),
+            unlimited: AtomicBool::new(no_limit(&limits)),
             state: Mutex::new(State { core: Core::new(limits, 0), dispatching: false, wake_at: u64::MAX }),
             notify: Notify::new(),
             usage: Usage::default(),
@@ -90,6 +90,11 @@ impl ShareLimiter {
     /// The share's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// No limit is set: [`ShareLimiter::admit`] only counts.
+    pub fn is_unlimited(&self) -> bool {
+        self.shared.unlimited.load(Ordering::Acquire)
     }
 
     /// The limits in force.
@@ -104,7 +109,7 @@ impl ShareLimiter {
         {
             let mut st = sh.lock();
             let now = sh.now_ns();
-            sh.unlimited.store(limits.is_unlimited(), Ordering::Release);
+            sh.unlimited.store(no_limit(&limits), Ordering::Release);
             st.core.set_limits(limits, now);
         }
         sh.notify.notify_one();
@@ -225,6 +230,11 @@ impl ShareLimiter {
             })
             .collect()
     }
+}
+
+/// Nothing limits: every rate is unset or 0 (a credit bucket alone limits nothing).
+fn no_limit(l: &Limits) -> bool {
+    [l.iops, l.burst_iops, l.throughput, l.ingress, l.egress, l.max_file_iops, l.max_file_throughput].iter().all(|v| v.unwrap_or(0) == 0)
 }
 
 /// Withdraws a waiter whose admit future is dropped before it was granted.
@@ -403,6 +413,11 @@ mod tests {
         drop(a);
         drop(b);
         assert!(share.status().top_clients.is_empty());
+        assert!(share.is_unlimited());
+        share.set_limits(Limits { iops: Some(0), burst_credits: Some(5), ..Limits::default() });
+        assert!(share.is_unlimited());
+        share.set_limits(iops(5));
+        assert!(!share.is_unlimited());
         // A dead slot's key gets a fresh slot.
         assert_eq!(share.client(7, "smb a2").label, "smb a2");
     }
