@@ -140,29 +140,11 @@ impl ShareLimiter {
             return Duration::ZERO;
         }
         let cost = Cost::of(io);
-        let (id, rx, spawn, wake) = {
-            let mut st = sh.lock();
-            let now = sh.now_ns();
-            if st.core.try_admit(now, file, cost) {
-                drop(st);
-                self.record(client, now, io);
-                return Duration::ZERO;
-            }
-            let (tx, rx) = oneshot::channel();
-            let (id, due) = st.core.enqueue(now, client.key, file, cost, tx);
-            let spawn = !st.dispatching;
-            st.dispatching = true;
-            // A request due now wakes the dispatcher only if none was queued before it (it
-            // then waits for no one); a later one only if it is due before the next wake.
-            let wake = if due <= now { st.core.ready_len() == 1 } else { due < st.wake_at };
-            (id, rx, spawn, wake)
+        let Some((id, rx)) = self.queue(client, file, cost) else {
+            self.record(client, sh.now_ns(), io);
+            return Duration::ZERO;
         };
         let start = Instant::now();
-        if spawn {
-            tokio::spawn(dispatch(self.shared.clone()));
-        } else if wake {
-            sh.notify.notify_one();
-        }
         let mut guard = Withdraw { shared: sh, id: Some(id) };
         // An error is a dispatcher gone with the runtime: the request goes.
         let _ = rx.await;
@@ -173,6 +155,41 @@ impl ShareLimiter {
         client.usage.throttled(us);
         self.record(client, sh.now_ns(), io);
         waited
+    }
+
+    /// Admits `cost` at once if it may go, else queues it and returns its id and the receiver
+    /// of its grant. A queued request runs the dispatch itself (it may go past requests held
+    /// by buckets it does not use, and wakes those that may go), then leaves the waiting to
+    /// the share's dispatcher task, started if none runs, woken if it must wake sooner.
+    fn queue(&self, client: &ClientSlot, file: Option<u64>, cost: Cost) -> Option<(u64, oneshot::Receiver<()>)> {
+        let sh = &self.shared;
+        let mut st = sh.lock();
+        let now = sh.now_ns();
+        if st.core.try_admit(now, file, cost) {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        let (id, _) = st.core.enqueue(now, client.key, file, cost, tx);
+        let mut granted = Vec::new();
+        let next = st.core.dispatch(now, &mut granted);
+        let waits = st.core.is_waiting(id);
+        let (mut spawn, mut wake) = (false, false);
+        if let Some(next) = next {
+            spawn = !st.dispatching;
+            wake = !spawn && next < st.wake_at;
+            st.dispatching = true;
+            st.wake_at = st.wake_at.min(next);
+        }
+        drop(st);
+        for tx in granted {
+            let _ = tx.send(());
+        }
+        if spawn {
+            tokio::spawn(dispatch(sh.clone()));
+        } else if wake {
+            sh.notify.notify_one();
+        }
+        waits.then_some((id, rx))
     }
 
     fn record(&self, client: &ClientSlot, now: u64, io: Io) {
@@ -370,6 +387,25 @@ mod tests {
         share.admit(&c, None, Io::Meta).await;
         let t = start.elapsed();
         assert!(t >= Duration::from_millis(190) && t < Duration::from_millis(330), "{t:?}");
+    }
+
+    #[tokio::test]
+    async fn a_read_passes_a_write_held_by_ingress() {
+        let share = ShareLimiter::new("s", Limits { ingress: Some(64 << 10), egress: Some(1 << 30), ..Limits::default() });
+        let c = share.client(1, "c");
+        share.admit(&c, None, Io::Write(64 << 10)).await;
+        let s2 = share.clone();
+        let write = tokio::spawn(async move {
+            let c = s2.client(2, "w");
+            s2.admit(&c, None, Io::Write(64 << 10)).await
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!write.is_finished());
+        let t = Instant::now();
+        assert_eq!(share.admit(&c, None, Io::Read(64 << 10)).await, Duration::ZERO);
+        assert_eq!(share.admit(&c, None, Io::Meta).await, Duration::ZERO);
+        assert!(t.elapsed() < Duration::from_millis(20));
+        write.abort();
     }
 
     #[tokio::test]

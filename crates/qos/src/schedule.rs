@@ -261,9 +261,9 @@ impl<T> Core<T> {
         &self.limits
     }
 
-    /// Requests past their file's gate, waiting for the share.
-    pub fn ready_len(&self) -> usize {
-        self.ready.len()
+    /// Request `id` still waits.
+    pub fn is_waiting(&self, id: u64) -> bool {
+        self.waiters.contains_key(&id)
     }
 
     /// Burst credits left and the bucket's size, at `now` (None without a burst bucket).
