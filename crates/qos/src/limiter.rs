@@ -292,6 +292,8 @@ async fn dispatch(shared: Arc<Shared>) {
             let _ = tx.send(());
         }
         let Some(at) = next else { return };
+        // Waits of hours (a tiny rate owed a big request) are slept in hour steps.
+        let at = at.min(shared.now_ns().saturating_add(3600 * 1_000_000_000));
         let when = tokio::time::Instant::from_std(shared.base + Duration::from_nanos(at));
         tokio::select! {
             _ = tokio::time::sleep_until(when) => {}
