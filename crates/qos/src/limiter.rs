@@ -391,6 +391,30 @@ mod tests {
         assert!(t >= Duration::from_millis(190) && t < Duration::from_millis(330), "{t:?}");
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_burst_drains_its_credits_then_runs_at_baseline() {
+        let limits = Limits { iops: Some(100), burst_iops: Some(1000), burst_credits: Some(180), ..Limits::default() };
+        let share = ShareLimiter::new("s", limits);
+        let c = share.client(1, "c");
+        let start = Instant::now();
+        let mut at_200ms = None;
+        let mut n = 0u64;
+        while start.elapsed() < Duration::from_millis(500) {
+            share.admit(&c, None, Io::Meta).await;
+            n += 1;
+            if at_200ms.is_none() && start.elapsed() >= Duration::from_millis(200) {
+                at_200ms = Some(n);
+            }
+        }
+        // 180 credits at 1000 − 100 a second: 0.2 s of burst (about 200 IOs, plus the 50 ms
+        // bucket), then 100 IOPS: about 30 more in the last 0.3 s.
+        let burst = at_200ms.unwrap();
+        assert!((170..=260).contains(&burst), "{burst}");
+        assert!((n - burst) <= 40, "{burst} then {}", n - burst);
+        assert!(share.status().burst_credits.unwrap() <= 1);
+        assert_eq!(share.status().burst_credits_max, Some(180));
+    }
+
     #[tokio::test]
     async fn a_read_passes_a_write_held_by_ingress() {
         let share = ShareLimiter::new("s", Limits { ingress: Some(64 << 10), egress: Some(1 << 30), ..Limits::default() });
