@@ -182,7 +182,7 @@ const TIMELINE_SIZE: (u32, u32) = (1000, 720);
 /// Draws a run's per-second series (`--timeline`) into `path`: IOPS above, MiB/s below,
 /// against seconds of the run, as in the Azure Files bursting charts. A path ending in .svg
 /// gets SVG, anything else PNG. Read and write get lines of their own when the run did both.
-pub fn write_timeline(path: &Path, title: &str, points: &[Point]) -> Result<(), BenchError> {
+pub fn write_timeline(path: &Path, title: &Title, points: &[Point]) -> Result<(), BenchError> {
     let text = have_font();
     let is_svg = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg"));
     if is_svg {
@@ -195,15 +195,29 @@ pub fn write_timeline(path: &Path, title: &str, points: &[Point]) -> Result<(), 
     write_png(path, &rgb, TIMELINE_SIZE)
 }
 
+/// A timeline chart's heading: the target, and the workload in smaller type beneath.
+#[derive(Debug, Clone, Default)]
+pub struct Title {
+    /// The first line (the target).
+    pub main: String,
+    /// The second line (the workload).
+    pub sub: String,
+}
+
 /// One panel's lines: legend text and a value per second.
 type Lines<'a> = Vec<(&'static str, RGBColor, Box<dyn Fn(&Point) -> f64 + 'a>)>;
 
-fn draw_timeline<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, title: &str, points: &[Point], text: bool) -> Result<(), BenchError>
+fn draw_timeline<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, title: &Title, points: &[Point], text: bool) -> Result<(), BenchError>
 where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE).map_err(chart_err)?;
-    let root = if text { root.titled(title, ("sans-serif", 22)).map_err(chart_err)? } else { root };
+    let root = if text {
+        let root = root.titled(&title.main, ("sans-serif", 20)).map_err(chart_err)?;
+        root.titled(&title.sub, ("sans-serif", 15)).map_err(chart_err)?
+    } else {
+        root
+    };
     let panels = root.split_evenly((2, 1));
     let mixed = points.iter().any(|p| p.read_iops > 0.0) && points.iter().any(|p| p.write_iops > 0.0);
     let mut iops: Lines = vec![("total", COLORS[0], Box::new(|p: &Point| p.iops))];
@@ -225,7 +239,8 @@ where
 {
     let xmax = points.len().max(2) as f64 - 1.0;
     let ymax = lines.iter().flat_map(|(_, _, f)| points.iter().map(f)).fold(0.0f64, f64::max);
-    let ymax = if ymax > 0.0 { ymax * 1.1 } else { 1.0 };
+    // Headroom above the highest line for the legend.
+    let ymax = if ymax > 0.0 { ymax * 1.35 } else { 1.0 };
     let mut builder = ChartBuilder::on(area);
     builder.margin(15);
     if text {
@@ -233,11 +248,16 @@ where
     }
     let mut chart = builder.build_cartesian_2d(0.0..xmax, 0.0..ymax).map_err(chart_err)?;
     if text {
+        // Whole seconds only, however few there are; whole numbers unless the values are small.
+        let y_fmt = |y: &f64| if ymax >= 10.0 { format!("{y:.0}") } else { format!("{y:.1}") };
         chart
             .configure_mesh()
+            .x_labels(points.len().clamp(2, 13))
+            .x_label_formatter(&|x: &f64| if (x - x.round()).abs() < 1e-6 { format!("{x:.0}") } else { String::new() })
+            .y_label_formatter(&y_fmt)
+            .light_line_style(WHITE)
             .x_desc("seconds")
             .y_desc(y_label)
-            .x_label_formatter(&|x: &f64| format!("{x:.0}"))
             .label_style(("sans-serif", 14))
             .draw()
             .map_err(chart_err)?;
@@ -304,20 +324,21 @@ mod tests {
                 Point { second: s, iops: r * 2.0, read_iops: r, write_iops: r, mib_per_s: r / 128.0, read_mib_per_s: r / 256.0, write_mib_per_s: r / 256.0 }
             })
             .collect();
-        write_timeline(&dir.join("t.png"), "burst", &points).unwrap();
+        let title = Title { main: "smb://u@h/s".into(), sub: "4k random".into() };
+        write_timeline(&dir.join("t.png"), &title, &points).unwrap();
         let png = std::fs::read(dir.join("t.png")).unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         let img = png::Decoder::new(std::io::Cursor::new(png)).read_info().unwrap();
         assert_eq!((img.info().width, img.info().height), TIMELINE_SIZE);
-        write_timeline(&dir.join("t.svg"), "burst", &points).unwrap();
+        write_timeline(&dir.join("t.svg"), &title, &points).unwrap();
         let svg = std::fs::read_to_string(dir.join("t.svg")).unwrap();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         if have_font() {
-            assert!(svg.contains("IOPS") && svg.contains("MiB/s") && svg.contains("write"), "labels");
+            assert!(svg.contains("IOPS") && svg.contains("MiB/s") && svg.contains("write") && svg.contains("4k random"), "labels");
         }
         // One second or none still draws.
-        write_timeline(&dir.join("one.png"), "x", &points[..1]).unwrap();
-        write_timeline(&dir.join("none.png"), "x", &[]).unwrap();
+        write_timeline(&dir.join("one.png"), &title, &points[..1]).unwrap();
+        write_timeline(&dir.join("none.png"), &title, &[]).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
