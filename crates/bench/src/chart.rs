@@ -237,7 +237,10 @@ fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, points: &[Point
 where
     DB::ErrorType: 'static,
 {
-    let xmax = points.len().max(2) as f64 - 1.0;
+    // Seconds need not start at 0 (`braid bench chart` draws any CSV).
+    let xmin = points.iter().map(|p| f64::from(p.second)).fold(f64::INFINITY, f64::min);
+    let xmin = if xmin.is_finite() { xmin } else { 0.0 };
+    let xmax = points.iter().map(|p| f64::from(p.second)).fold(xmin + 1.0, f64::max);
     let ymax = lines.iter().flat_map(|(_, _, f)| points.iter().map(f)).fold(0.0f64, f64::max);
     // Headroom above the highest line for the legend.
     let ymax = if ymax > 0.0 { ymax * 1.35 } else { 1.0 };
@@ -246,13 +249,13 @@ where
     if text {
         builder.x_label_area_size(40).y_label_area_size(80);
     }
-    let mut chart = builder.build_cartesian_2d(0.0..xmax, 0.0..ymax).map_err(chart_err)?;
+    let mut chart = builder.build_cartesian_2d(xmin..xmax, 0.0..ymax).map_err(chart_err)?;
     if text {
         // Whole seconds only, however few there are; whole numbers unless the values are small.
         let y_fmt = |y: &f64| if ymax >= 10.0 { format!("{y:.0}") } else { format!("{y:.1}") };
         chart
             .configure_mesh()
-            .x_labels(points.len().clamp(2, 13))
+            .x_labels(((xmax - xmin) as usize + 1).clamp(2, 13))
             .x_label_formatter(&|x: &f64| if (x - x.round()).abs() < 1e-6 { format!("{x:.0}") } else { String::new() })
             .y_label_formatter(&y_fmt)
             .light_line_style(WHITE)

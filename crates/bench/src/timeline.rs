@@ -149,6 +149,34 @@ pub fn to_csv(points: &[Point]) -> String {
     crate::csv::to_csv(&CSV_HEADER, &rows)
 }
 
+/// Reads a series back from [`to_csv`]'s format (to draw it again, or several runs joined).
+/// Seconds need not start at 0 or be contiguous.
+pub fn from_csv(text: &str) -> Result<Vec<Point>, crate::BenchError> {
+    let bad = |n: usize, why: &str| crate::BenchError::BadInput(format!("timeline CSV line {n}: {why}"));
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    match lines.next() {
+        Some((_, h)) if h.trim() == CSV_HEADER.join(",") => {}
+        _ => return Err(bad(1, &format!("expected the header {}", CSV_HEADER.join(",")))),
+    }
+    let mut out = Vec::new();
+    for (i, line) in lines {
+        let f: Vec<f64> = line.split(',').map(|x| x.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|e| bad(i + 1, &e.to_string()))?;
+        if f.len() != CSV_HEADER.len() || f.iter().any(|x| !x.is_finite() || *x < 0.0) || f[0] > f64::from(u32::MAX) {
+            return Err(bad(i + 1, "expected 7 numbers of 0 or more"));
+        }
+        out.push(Point {
+            second: f[0] as u32,
+            iops: f[1],
+            read_iops: f[2],
+            write_iops: f[3],
+            mib_per_s: f[4],
+            read_mib_per_s: f[5],
+            write_mib_per_s: f[6],
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,6 +268,11 @@ mod tests {
              0,1,1,0,1,1,0\n\
              1,2,0,2,1,0,1\n"
         );
+        assert_eq!(from_csv(&csv).unwrap(), c.series());
+        assert!(from_csv("a,b\n1,2\n").unwrap_err().to_string().contains("line 1: expected the header"));
+        let e = from_csv(&format!("{}\n0,1,x,0,0,0,0\n", CSV_HEADER.join(","))).unwrap_err().to_string();
+        assert!(e.contains("line 2"), "{e}");
+        assert!(from_csv(&format!("{}\n0,1,1\n", CSV_HEADER.join(","))).is_err());
         let json = serde_json::to_value(c.series()).unwrap();
         assert_eq!(json[1]["write_iops"], 2.0);
         assert_eq!(json[0]["second"], 0);

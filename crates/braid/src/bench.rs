@@ -10,13 +10,14 @@ use braid_bench::smb::{parse_cipher, SmbOptions, SmbTarget};
 use braid_bench::sweep::{parse_counts, parse_rw};
 use braid_bench::{format_size, parse_meta_mix, parse_size, table, SweepSpec, TargetUrl, Workload};
 
-use crate::cli::{BenchCmd, BenchCommonArgs, BenchRunArgs, BenchSub, BenchSweepArgs};
+use crate::cli::{BenchChartArgs, BenchCmd, BenchCommonArgs, BenchRunArgs, BenchSub, BenchSweepArgs};
 
 /// Runs `braid bench` or `braid bench sweep`.
 pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     match cmd.sub {
         Some(BenchSub::Sweep(args)) => rt.block_on(sweep(args)),
+        Some(BenchSub::Chart(args)) => chart(args),
         None => rt.block_on(single(cmd.run)),
     }
 }
@@ -218,6 +219,19 @@ impl TimelineFiles {
         }
         Ok(())
     }
+}
+
+/// `braid bench chart`: draws a timeline CSV.
+fn chart(a: BenchChartArgs) -> anyhow::Result<()> {
+    if !is_chart(&a.out) {
+        bail!("--out {}: expected a file name ending in .png or .svg", a.out.display());
+    }
+    let text = std::fs::read_to_string(&a.csv).with_context(|| format!("reading {}", a.csv.display()))?;
+    let points = braid_bench::timeline::from_csv(&text).with_context(|| a.csv.display().to_string())?;
+    let title = braid_bench::chart::Title { main: a.title, sub: a.subtitle };
+    braid_bench::chart::write_timeline(&a.out, &title, &points)?;
+    eprintln!("timeline chart: {}", a.out.display());
+    Ok(())
 }
 
 /// The --rw and --bs lists of a named sweep (`--preset`).

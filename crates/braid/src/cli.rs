@@ -155,6 +155,31 @@ pub enum BenchSub {
             braid bench sweep --preset anf-nfs -t 4 -o 8 --nconnect 8 --out anf nfs://HOST/data URL2"
     )]
     Sweep(BenchSweepArgs),
+
+    /// Draw a timeline CSV (from `braid bench --timeline`) as a chart, e.g. runs joined.
+    #[command(after_long_help = "Examples:\n  \
+            braid bench chart --out burst.png --title \"burst and refill\" burst.csv")]
+    Chart(BenchChartArgs),
+}
+
+/// Arguments of `braid bench chart`.
+#[derive(Debug, Args)]
+pub struct BenchChartArgs {
+    /// The CSV: second,iops,read_iops,write_iops,mib_per_s,read_mib_per_s,write_mib_per_s.
+    #[arg(value_name = "CSV")]
+    pub csv: PathBuf,
+
+    /// The chart to write (.png or .svg).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+
+    /// First line of the heading.
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub title: String,
+
+    /// Second line of the heading.
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub subtitle: String,
 }
 
 /// Workload flags shared by `braid bench` and `braid bench sweep`. Values are parsed by the
@@ -413,6 +438,10 @@ mod tests {
         let Command::Bench(b) = cli.command else { panic!("not bench") };
         let Some(BenchSub::Sweep(s)) = b.sub else { panic!("not sweep") };
         assert_eq!(s.preset.as_deref(), Some("anf-nfs"));
+        let cli = Cli::try_parse_from(["braid", "bench", "chart", "--out", "c.png", "t.csv"]).unwrap();
+        let Command::Bench(b) = cli.command else { panic!("not bench") };
+        let Some(BenchSub::Chart(c)) = b.sub else { panic!("not chart") };
+        assert_eq!((c.csv, c.out), (PathBuf::from("t.csv"), PathBuf::from("c.png")));
         assert!(Cli::try_parse_from(["braid", "bench", "sweep", "--preset", "anf-nfs", "--bs", "4k", "nfs://h/d"]).is_err(), "a preset sets --bs");
         assert!(Cli::try_parse_from(["braid", "bench", "sweep", "--preset", "other", "nfs://h/d"]).is_err());
     }
