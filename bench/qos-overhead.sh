@@ -116,7 +116,7 @@ WORKLOADS=("4k-randread|-b 4k -r -w 0 -t 4 -o 8"
            "1m-seqwrite|-b 1m -s -w 100 -t 2 -o 4")
 COMMON="-f 4 -c $FILE_SIZE -d $DUR -W $WARM"
 where="tmpfs"
-[[ -n "${SHARE_ROOT:-}" ]] && where="$(stat -f -c %T "$SHARES") ($SHARE_ROOT)"
+[[ -n "${SHARE_ROOT:-}" ]] && where="$(df --output=fstype "$SHARES" | tail -n 1) ($SHARE_ROOT)"
 echo "shares on $where; $ROUNDS round(s) of ${DUR}s (+${WARM}s warm-up) per run; braid bench $COMMON"
 
 run() {   # $1: proto, $2: workload name, $3: flags, $4: share
