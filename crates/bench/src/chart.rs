@@ -324,7 +324,15 @@ mod tests {
         let points: Vec<Point> = (0..40)
             .map(|s| {
                 let r = if s < 10 { 2000.0 } else { 500.0 };
-                Point { second: s, iops: r * 2.0, read_iops: r, write_iops: r, mib_per_s: r / 128.0, read_mib_per_s: r / 256.0, write_mib_per_s: r / 256.0 }
+                Point {
+                    second: s,
+                    iops: r * 2.0,
+                    read_iops: r,
+                    write_iops: r,
+                    mib_per_s: r / 128.0,
+                    read_mib_per_s: r / 256.0,
+                    write_mib_per_s: r / 256.0,
+                }
             })
             .collect();
         let title = Title { main: "smb://u@h/s".into(), sub: "4k random".into() };

@@ -16,7 +16,7 @@ use crate::cli::{BenchChartArgs, BenchCmd, BenchCommonArgs, BenchRunArgs, BenchS
 pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     match cmd.sub {
-        Some(BenchSub::Sweep(args)) => rt.block_on(sweep(args)),
+        Some(BenchSub::Sweep(args)) => rt.block_on(sweep(*args)),
         Some(BenchSub::Chart(args)) => chart(args),
         None => rt.block_on(single(cmd.run)),
     }

@@ -154,7 +154,7 @@ pub enum BenchSub {
             braid bench sweep --channels 1,2,4,8 --bs 1m -s --out mc URL\n  \
             braid bench sweep --preset anf-nfs -t 4 -o 8 --nconnect 8 --out anf nfs://HOST/data URL2"
     )]
-    Sweep(BenchSweepArgs),
+    Sweep(Box<BenchSweepArgs>),
 
     /// Draw a timeline CSV (from `braid bench --timeline`) as a chart, e.g. runs joined.
     #[command(after_long_help = "Examples:\n  \

@@ -65,11 +65,8 @@ fn start_server_with(tag: &str, nfs: bool) -> Option<Server> {
         Some(p) => (format!("nfs_listen = [\"127.0.0.1:{p}\"]\nstate_dir = \"state\"\n"), "nfs = true\nnfs_root_squash = false\n"),
         None => (String::new(), ""),
     };
-    std::fs::write(
-        &cfg,
-        format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\n{nfs_listen}\n[[share]]\nname = \"data\"\npath = \"data\"\n{export}"),
-    )
-    .unwrap();
+    std::fs::write(&cfg, format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\n{nfs_listen}\n[[share]]\nname = \"data\"\npath = \"data\"\n{export}"))
+        .unwrap();
     let mut add = Command::new(BRAID)
         .args(["user", "add", "alice", "--config"])
         .arg(&cfg)
@@ -299,7 +296,25 @@ fn timeline_over_nfs() {
     let Some(srv) = start_server_with("timeline-nfs", true) else { return };
     let url = format!("nfs://127.0.0.1:{}/data", srv.nfs_port.unwrap());
     let png = srv.dir.join("nfs.png");
-    let out = bench(&["-d", "2", "-t", "2", "-o", "2", "-b", "64k", "-s", "-c", "4m", "--nconnect", "2", "--timeline", png.to_str().unwrap(), "--json", &url]);
+    let out = bench(&[
+        "-d",
+        "2",
+        "-t",
+        "2",
+        "-o",
+        "2",
+        "-b",
+        "64k",
+        "-s",
+        "-c",
+        "4m",
+        "--nconnect",
+        "2",
+        "--timeline",
+        png.to_str().unwrap(),
+        "--json",
+        &url,
+    ]);
     assert_clean_run(&out);
     let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
     check_timeline(&v, &std::fs::read_to_string(srv.dir.join("nfs.csv")).unwrap(), 2);
