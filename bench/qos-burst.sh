@@ -127,7 +127,7 @@ offset=$(awk -v a="$t0" -v b="$t2" 'BEGIN { printf "%d", b - a + 0.5 }')
 } >"$OUT/qos-burst.csv"
 title="Burst and refill: iops $IOPS, burst_iops $BURST_IOPS, burst_seconds $BURST_SECONDS"
 [[ $ENFORCED == 1 ]] || title="$title (NOT ENFORCED by this build)"
-"$BENCH_BIN" bench chart --out "$OUT/qos-burst.png" --title "$title" \
+"$BENCH_BIN" bench chart --out "$OUT/qos-burst.png" --title "$title" --iops-marks "$IOPS,$BURST_IOPS" \
   --subtitle "braid bench $BENCH_ARGS over $PROTO: ${RUN1}s, idle $(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.0f", b - a }')s, ${RUN2}s" \
   "$OUT/qos-burst.csv" 2>/dev/null
 echo "wrote $OUT/qos-burst.csv and $OUT/qos-burst.png (runs: qos-burst-run1.csv, qos-burst-run2.csv)"

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
 
 use crate::timeline::Point;
@@ -182,16 +183,17 @@ const TIMELINE_SIZE: (u32, u32) = (1000, 720);
 /// Draws a run's per-second series (`--timeline`) into `path`: IOPS above, MiB/s below,
 /// against seconds of the run, as in the Azure Files bursting charts. A path ending in .svg
 /// gets SVG, anything else PNG. Read and write get lines of their own when the run did both.
-pub fn write_timeline(path: &Path, title: &Title, points: &[Point]) -> Result<(), BenchError> {
+/// `iops_marks` are IOPS levels drawn as dashed reference lines (a baseline, a burst limit).
+pub fn write_timeline(path: &Path, title: &Title, points: &[Point], iops_marks: &[f64]) -> Result<(), BenchError> {
     let text = have_font();
     let is_svg = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg"));
     if is_svg {
         let mut svg = String::new();
-        draw_timeline(SVGBackend::with_string(&mut svg, TIMELINE_SIZE).into_drawing_area(), title, points, text)?;
+        draw_timeline(SVGBackend::with_string(&mut svg, TIMELINE_SIZE).into_drawing_area(), title, (points, iops_marks), text)?;
         return std::fs::write(path, svg).map_err(|e| io_err(path, e));
     }
     let mut rgb = vec![0u8; (TIMELINE_SIZE.0 * TIMELINE_SIZE.1 * 3) as usize];
-    draw_timeline(BitMapBackend::with_buffer(&mut rgb, TIMELINE_SIZE).into_drawing_area(), title, points, text)?;
+    draw_timeline(BitMapBackend::with_buffer(&mut rgb, TIMELINE_SIZE).into_drawing_area(), title, (points, iops_marks), text)?;
     write_png(path, &rgb, TIMELINE_SIZE)
 }
 
@@ -207,7 +209,12 @@ pub struct Title {
 /// One panel's lines: legend text and a value per second.
 type Lines<'a> = Vec<(&'static str, RGBColor, Box<dyn Fn(&Point) -> f64 + 'a>)>;
 
-fn draw_timeline<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, title: &Title, points: &[Point], text: bool) -> Result<(), BenchError>
+fn draw_timeline<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &Title,
+    (points, marks): (&[Point], &[f64]),
+    text: bool,
+) -> Result<(), BenchError>
 where
     DB::ErrorType: 'static,
 {
@@ -228,12 +235,18 @@ where
         mib.push(("read", COLORS[2], Box::new(|p: &Point| p.read_mib_per_s)));
         mib.push(("write", COLORS[1], Box::new(|p: &Point| p.write_mib_per_s)));
     }
-    draw_panel(&panels[0], points, "IOPS", &iops, text)?;
-    draw_panel(&panels[1], points, "MiB/s", &mib, text)?;
+    draw_panel(&panels[0], (points, marks), "IOPS", &iops, text)?;
+    draw_panel(&panels[1], (points, &[]), "MiB/s", &mib, text)?;
     root.present().map_err(chart_err)
 }
 
-fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, points: &[Point], y_label: &str, lines: &Lines, text: bool) -> Result<(), BenchError>
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    (points, marks): (&[Point], &[f64]),
+    y_label: &str,
+    lines: &Lines,
+    text: bool,
+) -> Result<(), BenchError>
 where
     DB::ErrorType: 'static,
 {
@@ -241,7 +254,7 @@ where
     let xmin = points.iter().map(|p| f64::from(p.second)).fold(f64::INFINITY, f64::min);
     let xmin = if xmin.is_finite() { xmin } else { 0.0 };
     let xmax = points.iter().map(|p| f64::from(p.second)).fold(xmin + 1.0, f64::max);
-    let ymax = lines.iter().flat_map(|(_, _, f)| points.iter().map(f)).fold(0.0f64, f64::max);
+    let ymax = lines.iter().flat_map(|(_, _, f)| points.iter().map(f)).chain(marks.iter().copied()).fold(0.0f64, f64::max);
     // Headroom above the highest line for the legend.
     let ymax = if ymax > 0.0 { ymax * 1.35 } else { 1.0 };
     let mut builder = ChartBuilder::on(area);
@@ -264,6 +277,16 @@ where
             .label_style(("sans-serif", 14))
             .draw()
             .map_err(chart_err)?;
+    }
+    let grey = RGBColor(120, 120, 120);
+    for &m in marks.iter().filter(|m| m.is_finite()) {
+        let style = grey.stroke_width(1);
+        chart.draw_series(DashedLineSeries::new(vec![(xmin, m), (xmax, m)], 8, 6, style)).map_err(chart_err)?;
+        if text {
+            // Above the line at its right end, clear of the axis and of lines that start high.
+            let font = ("sans-serif", 13).into_font().color(&grey).pos(Pos::new(HPos::Right, VPos::Bottom));
+            chart.draw_series(std::iter::once(Text::new(format!("{m}"), (xmax, m), font))).map_err(chart_err)?;
+        }
     }
     for (name, color, f) in lines {
         let color = *color;
@@ -336,20 +359,22 @@ mod tests {
             })
             .collect();
         let title = Title { main: "smb://u@h/s".into(), sub: "4k random".into() };
-        write_timeline(&dir.join("t.png"), &title, &points).unwrap();
+        write_timeline(&dir.join("t.png"), &title, &points, &[500.0, 2000.0]).unwrap();
         let png = std::fs::read(dir.join("t.png")).unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         let img = png::Decoder::new(std::io::Cursor::new(png)).read_info().unwrap();
         assert_eq!((img.info().width, img.info().height), TIMELINE_SIZE);
-        write_timeline(&dir.join("t.svg"), &title, &points).unwrap();
+        write_timeline(&dir.join("t.svg"), &title, &points, &[500.0, 2000.0]).unwrap();
         let svg = std::fs::read_to_string(dir.join("t.svg")).unwrap();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         if have_font() {
             assert!(svg.contains("IOPS") && svg.contains("MiB/s") && svg.contains("write") && svg.contains("4k random"), "labels");
+            // The 2000 mark beside the axis label 2000.
+            assert!(svg.matches("\n2000\n").count() >= 2, "the mark is labelled");
         }
         // One second or none still draws.
-        write_timeline(&dir.join("one.png"), &title, &points[..1]).unwrap();
-        write_timeline(&dir.join("none.png"), &title, &[]).unwrap();
+        write_timeline(&dir.join("one.png"), &title, &points[..1], &[]).unwrap();
+        write_timeline(&dir.join("none.png"), &title, &[], &[f64::NAN]).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -214,7 +214,7 @@ impl TimelineFiles {
         for p in &self.charts {
             let p = self.numbered(p, i);
             let title = braid_bench::chart::Title { main: r.target.clone(), sub: format!("{}, {}s", wl.summary(), wl.duration_s) };
-            braid_bench::chart::write_timeline(&p, &title, &r.timeline)?;
+            braid_bench::chart::write_timeline(&p, &title, &r.timeline, &[])?;
             eprintln!("timeline chart: {}", p.display());
         }
         Ok(())
@@ -228,8 +228,16 @@ fn chart(a: BenchChartArgs) -> anyhow::Result<()> {
     }
     let text = std::fs::read_to_string(&a.csv).with_context(|| format!("reading {}", a.csv.display()))?;
     let points = braid_bench::timeline::from_csv(&text).with_context(|| a.csv.display().to_string())?;
+    let marks = match &a.iops_marks {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|m| m.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0))
+            .collect::<Option<Vec<f64>>>()
+            .ok_or_else(|| anyhow::anyhow!("--iops-marks {list:?}: expected numbers separated by commas, e.g. 500,2000"))?,
+    };
     let title = braid_bench::chart::Title { main: a.title, sub: a.subtitle };
-    braid_bench::chart::write_timeline(&a.out, &title, &points)?;
+    braid_bench::chart::write_timeline(&a.out, &title, &points, &marks)?;
     eprintln!("timeline chart: {}", a.out.display());
     Ok(())
 }

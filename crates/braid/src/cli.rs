@@ -158,7 +158,7 @@ pub enum BenchSub {
 
     /// Draw a timeline CSV (from `braid bench --timeline`) as a chart, e.g. runs joined.
     #[command(after_long_help = "Examples:\n  \
-            braid bench chart --out burst.png --title \"burst and refill\" burst.csv")]
+            braid bench chart --out burst.png --title \"burst and refill\" --iops-marks 500,2000 burst.csv")]
     Chart(BenchChartArgs),
 }
 
@@ -180,6 +180,10 @@ pub struct BenchChartArgs {
     /// Second line of the heading.
     #[arg(long, value_name = "TEXT", default_value = "")]
     pub subtitle: String,
+
+    /// IOPS levels drawn as dashed reference lines, e.g. a baseline and a burst limit: 500,2000.
+    #[arg(long = "iops-marks", value_name = "LIST")]
+    pub iops_marks: Option<String>,
 }
 
 /// Workload flags shared by `braid bench` and `braid bench sweep`. Values are parsed by the
