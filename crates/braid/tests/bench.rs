@@ -272,6 +272,17 @@ fn timeline_csv_json_and_chart_over_smb() {
     assert_eq!(png_size(&std::fs::read(&png).unwrap()), (1000, 720));
     assert!(text(&out.stderr).contains("t.png"), "{}", text(&out.stderr));
 
+    // `braid bench chart` draws the CSV again, with reference lines.
+    let redrawn = srv.dir.join("redrawn.png");
+    let out = Command::new(BRAID)
+        .args(["bench", "chart", "--title", "again", "--iops-marks", "100,200", "--out"])
+        .arg(&redrawn)
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(png_size(&std::fs::read(&redrawn).unwrap()), (1000, 720));
+
     // Two targets: a file each; a bad directory is refused before anything runs.
     let base = srv.dir.join("two.svg");
     let out = bench(&["-d", "1", "-c", "1m", "--timeline", base.to_str().unwrap(), &url, &url]);
