@@ -1,14 +1,17 @@
 //! Line charts in the style of the Azure NetApp Files / Azure Files performance pages: the
 //! swept variable on x (as categories: 4k, 8k, ... or 100:0, 75:25, ...), IOPS or MiB/s on
-//! y, one line per target. Written as PNG and SVG.
+//! y, one line per target. Written as PNG and SVG. Also a run's per-second IOPS and MiB/s
+//! (`--timeline`), as in the Azure Files bursting charts.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
 
+use crate::timeline::Point;
 use crate::BenchError;
 
 /// One line of a chart.
@@ -155,16 +158,155 @@ pub fn write_chart(base: &Path, c: &Chart) -> Result<Vec<PathBuf>, BenchError> {
     draw(SVGBackend::with_string(&mut svg, SIZE).into_drawing_area(), c, text)?;
     let mut rgb = vec![0u8; (SIZE.0 * SIZE.1 * 3) as usize];
     draw(BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area(), c, text)?;
-    let io = |p: &Path, e: std::io::Error| BenchError::Io(format!("{}: {e}", p.display()));
-    std::fs::write(&svg_path, svg).map_err(|e| io(&svg_path, e))?;
-    let file = std::fs::File::create(&png_path).map_err(|e| io(&png_path, e))?;
-    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), SIZE.0, SIZE.1);
+    std::fs::write(&svg_path, svg).map_err(|e| io_err(&svg_path, e))?;
+    write_png(&png_path, &rgb, SIZE)?;
+    Ok(vec![png_path, svg_path])
+}
+
+fn io_err(p: &Path, e: std::io::Error) -> BenchError {
+    BenchError::Io(format!("{}: {e}", p.display()))
+}
+
+/// Encodes an RGB buffer of `size` as a PNG file.
+fn write_png(path: &Path, rgb: &[u8], size: (u32, u32)) -> Result<(), BenchError> {
+    let file = std::fs::File::create(path).map_err(|e| io_err(path, e))?;
+    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), size.0, size.1);
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);
     let mut w = enc.write_header().map_err(chart_err)?;
-    w.write_image_data(&rgb).map_err(chart_err)?;
-    w.finish().map_err(chart_err)?;
-    Ok(vec![png_path, svg_path])
+    w.write_image_data(rgb).map_err(chart_err)?;
+    w.finish().map_err(chart_err)
+}
+
+const TIMELINE_SIZE: (u32, u32) = (1000, 720);
+
+/// Draws a run's per-second series (`--timeline`) into `path`: IOPS above, MiB/s below,
+/// against seconds of the run, as in the Azure Files bursting charts. A path ending in .svg
+/// gets SVG, anything else PNG. Read and write get lines of their own when the run did both.
+/// `iops_marks` are IOPS levels drawn as dashed reference lines (a baseline, a burst limit).
+pub fn write_timeline(path: &Path, title: &Title, points: &[Point], iops_marks: &[f64]) -> Result<(), BenchError> {
+    let text = have_font();
+    let is_svg = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+    if is_svg {
+        let mut svg = String::new();
+        draw_timeline(SVGBackend::with_string(&mut svg, TIMELINE_SIZE).into_drawing_area(), title, (points, iops_marks), text)?;
+        return std::fs::write(path, svg).map_err(|e| io_err(path, e));
+    }
+    let mut rgb = vec![0u8; (TIMELINE_SIZE.0 * TIMELINE_SIZE.1 * 3) as usize];
+    draw_timeline(BitMapBackend::with_buffer(&mut rgb, TIMELINE_SIZE).into_drawing_area(), title, (points, iops_marks), text)?;
+    write_png(path, &rgb, TIMELINE_SIZE)
+}
+
+/// A timeline chart's heading: the target, and the workload in smaller type beneath.
+#[derive(Debug, Clone, Default)]
+pub struct Title {
+    /// The first line (the target).
+    pub main: String,
+    /// The second line (the workload).
+    pub sub: String,
+}
+
+/// One panel's lines: legend text and a value per second.
+type Lines<'a> = Vec<(&'static str, RGBColor, Box<dyn Fn(&Point) -> f64 + 'a>)>;
+
+fn draw_timeline<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &Title,
+    (points, marks): (&[Point], &[f64]),
+    text: bool,
+) -> Result<(), BenchError>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(chart_err)?;
+    let root = if text {
+        let root = root.titled(&title.main, ("sans-serif", 20)).map_err(chart_err)?;
+        root.titled(&title.sub, ("sans-serif", 15)).map_err(chart_err)?
+    } else {
+        root
+    };
+    let panels = root.split_evenly((2, 1));
+    let mixed = points.iter().any(|p| p.read_iops > 0.0) && points.iter().any(|p| p.write_iops > 0.0);
+    let mut iops: Lines = vec![("total", COLORS[0], Box::new(|p: &Point| p.iops))];
+    let mut mib: Lines = vec![("total", COLORS[0], Box::new(|p: &Point| p.mib_per_s))];
+    if mixed {
+        iops.push(("read", COLORS[2], Box::new(|p: &Point| p.read_iops)));
+        iops.push(("write", COLORS[1], Box::new(|p: &Point| p.write_iops)));
+        mib.push(("read", COLORS[2], Box::new(|p: &Point| p.read_mib_per_s)));
+        mib.push(("write", COLORS[1], Box::new(|p: &Point| p.write_mib_per_s)));
+    }
+    draw_panel(&panels[0], (points, marks), "IOPS", &iops, text)?;
+    draw_panel(&panels[1], (points, &[]), "MiB/s", &mib, text)?;
+    root.present().map_err(chart_err)
+}
+
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    (points, marks): (&[Point], &[f64]),
+    y_label: &str,
+    lines: &Lines,
+    text: bool,
+) -> Result<(), BenchError>
+where
+    DB::ErrorType: 'static,
+{
+    // Seconds need not start at 0 (`braid bench chart` draws any CSV).
+    let xmin = points.iter().map(|p| f64::from(p.second)).fold(f64::INFINITY, f64::min);
+    let xmin = if xmin.is_finite() { xmin } else { 0.0 };
+    let xmax = points.iter().map(|p| f64::from(p.second)).fold(xmin + 1.0, f64::max);
+    let ymax = lines.iter().flat_map(|(_, _, f)| points.iter().map(f)).chain(marks.iter().copied()).fold(0.0f64, f64::max);
+    // Headroom above the highest line for the legend.
+    let ymax = if ymax > 0.0 { ymax * 1.35 } else { 1.0 };
+    let mut builder = ChartBuilder::on(area);
+    builder.margin(15);
+    if text {
+        builder.x_label_area_size(40).y_label_area_size(80);
+    }
+    let mut chart = builder.build_cartesian_2d(xmin..xmax, 0.0..ymax).map_err(chart_err)?;
+    if text {
+        // Whole seconds only, however few there are; whole numbers unless the values are small.
+        let y_fmt = |y: &f64| if ymax >= 10.0 { format!("{y:.0}") } else { format!("{y:.1}") };
+        chart
+            .configure_mesh()
+            .x_labels(((xmax - xmin) as usize + 1).clamp(2, 13))
+            .x_label_formatter(&|x: &f64| if (x - x.round()).abs() < 1e-6 { format!("{x:.0}") } else { String::new() })
+            .y_label_formatter(&y_fmt)
+            .light_line_style(WHITE)
+            .x_desc("seconds")
+            .y_desc(y_label)
+            .label_style(("sans-serif", 14))
+            .draw()
+            .map_err(chart_err)?;
+    }
+    let grey = RGBColor(120, 120, 120);
+    for &m in marks.iter().filter(|m| m.is_finite()) {
+        let style = grey.stroke_width(1);
+        chart.draw_series(DashedLineSeries::new(vec![(xmin, m), (xmax, m)], 8, 6, style)).map_err(chart_err)?;
+        if text {
+            // Above the line at its right end, clear of the axis and of lines that start high.
+            let font = ("sans-serif", 13).into_font().color(&grey).pos(Pos::new(HPos::Right, VPos::Bottom));
+            chart.draw_series(std::iter::once(Text::new(format!("{m}"), (xmax, m), font))).map_err(chart_err)?;
+        }
+    }
+    for (name, color, f) in lines {
+        let color = *color;
+        let pts = points.iter().map(|p| (f64::from(p.second), f(p)));
+        let line = chart.draw_series(LineSeries::new(pts, color.stroke_width(2))).map_err(chart_err)?;
+        if text {
+            line.label(*name).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        }
+    }
+    if text {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 14))
+            .draw()
+            .map_err(chart_err)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -195,6 +337,44 @@ mod tests {
         if have_font() {
             assert!(svg.contains("braid") && svg.contains("64k"));
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn writes_a_timeline_as_png_or_svg() {
+        let dir = std::env::temp_dir().join(format!("braid-bench-timeline-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let points: Vec<Point> = (0..40)
+            .map(|s| {
+                let r = if s < 10 { 2000.0 } else { 500.0 };
+                Point {
+                    second: s,
+                    iops: r * 2.0,
+                    read_iops: r,
+                    write_iops: r,
+                    mib_per_s: r / 128.0,
+                    read_mib_per_s: r / 256.0,
+                    write_mib_per_s: r / 256.0,
+                }
+            })
+            .collect();
+        let title = Title { main: "smb://u@h/s".into(), sub: "4k random".into() };
+        write_timeline(&dir.join("t.png"), &title, &points, &[500.0, 2000.0]).unwrap();
+        let png = std::fs::read(dir.join("t.png")).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        let img = png::Decoder::new(std::io::Cursor::new(png)).read_info().unwrap();
+        assert_eq!((img.info().width, img.info().height), TIMELINE_SIZE);
+        write_timeline(&dir.join("t.svg"), &title, &points, &[500.0, 2000.0]).unwrap();
+        let svg = std::fs::read_to_string(dir.join("t.svg")).unwrap();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        if have_font() {
+            assert!(svg.contains("IOPS") && svg.contains("MiB/s") && svg.contains("write") && svg.contains("4k random"), "labels");
+            // The 2000 mark beside the axis label 2000.
+            assert!(svg.matches("\n2000\n").count() >= 2, "the mark is labelled");
+        }
+        // One second or none still draws.
+        write_timeline(&dir.join("one.png"), &title, &points[..1], &[]).unwrap();
+        write_timeline(&dir.join("none.png"), &title, &[], &[f64::NAN]).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

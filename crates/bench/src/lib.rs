@@ -18,6 +18,7 @@ pub mod session;
 pub mod size;
 pub mod smb;
 pub mod sweep;
+pub mod timeline;
 pub mod url;
 pub mod workload;
 

@@ -17,6 +17,7 @@ use crate::offsets::seed_for;
 use crate::report::{Recorder, Report};
 use crate::run::{spawn_ticker, Live, Window};
 use crate::session::{BenchFile, OpenMode, Session};
+use crate::timeline::Kind;
 use crate::workload::{MetaOp, Workload};
 use crate::BenchError;
 
@@ -45,7 +46,7 @@ pub(crate) async fn run<S: Session>(channels: &[S], wl: &Workload, name: &str, b
     let pool_size = if listing.is_some() { MIN_POOL } else { wl.files.max(MIN_POOL) };
     bar.set_message(format!("{name}: creating {pool_size} file(s) per worker"));
     let workers = prepare_workers(channels, wl, &root, pool_size, &listing).await?;
-    let live = Arc::new(Live::default());
+    let live = Arc::new(Live::new(wl));
     let win = Window::new(wl);
     let ticker = spawn_ticker(bar.clone(), live.clone(), win, name.to_string());
     let mut set = JoinSet::new();
@@ -77,7 +78,8 @@ pub(crate) async fn run<S: Session>(channels: &[S], wl: &Workload, name: &str, b
             eprintln!("braid: warning: {name}: {} failed operation(s); first: {first}", rec.errors);
         }
     }
-    Ok(Report::new(name.to_string(), wl, &rec, win.end.duration_since(win.measure_from), cpu1.since(&cpu0)))
+    let elapsed = win.end.duration_since(win.measure_from);
+    Ok(Report::new(name.to_string(), wl, &rec, elapsed, cpu1.since(&cpu0)).with_timeline(live.timeline.series()))
 }
 
 /// Each worker's session, directory and pool of `pool_size` closed files.
@@ -197,6 +199,7 @@ impl<S: Session> MetaWorker<S> {
                     live.ops.fetch_add(1, Ordering::Relaxed);
                     if t0 >= win.measure_from {
                         rec.record(op.name(), lat, 0);
+                        live.timeline.record(t0.duration_since(win.measure_from) + lat, Kind::Other, 0);
                     }
                 }
                 Err(e) => {

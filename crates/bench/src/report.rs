@@ -8,6 +8,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::cpu::CpuTimes;
+use crate::timeline::Point;
 use crate::workload::Workload;
 
 /// Latencies are recorded in nanoseconds from 1 ns to 10 minutes with 3 significant digits.
@@ -155,6 +156,8 @@ pub struct Report {
     /// Every workload parameter.
     #[serde(flatten)]
     pub workload: Workload,
+    /// IOPS and MiB/s of every second of the measured window (see [`crate::timeline`]).
+    pub timeline: Vec<Point>,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -195,7 +198,14 @@ impl Report {
             bytes: total.bytes,
             by_op,
             workload: workload.clone(),
+            timeline: Vec::new(),
         }
+    }
+
+    /// The report with its per-second series.
+    pub fn with_timeline(mut self, timeline: Vec<Point>) -> Self {
+        self.timeline = timeline;
+        self
     }
 
     /// The report as one line of JSON.
@@ -320,6 +330,7 @@ mod tests {
             "encrypt",
             "verify",
             "target",
+            "timeline",
         ] {
             assert!(v.get(key).is_some(), "missing {key}: {v}");
         }

@@ -14,22 +14,33 @@ use crate::pattern;
 use crate::report::{Recorder, Report};
 use crate::session::{BenchFile, OpenMode, Session, Target};
 use crate::size::format_size;
+use crate::timeline::{self, Kind};
 use crate::workload::Workload;
 use crate::BenchError;
 
 /// Consecutive failures after which a worker stops (the connection is most likely gone).
 const MAX_CONSECUTIVE_ERRORS: u32 = 16;
 
-/// Live counters shared by the workers and the progress line.
-#[derive(Default)]
+/// Live counters shared by the workers and the progress line, and the per-second timeline.
 pub(crate) struct Live {
     pub ops: AtomicU64,
     pub bytes: AtomicU64,
     pub stop: AtomicBool,
     pub first_error: Mutex<Option<String>>,
+    pub timeline: timeline::Counters,
 }
 
 impl Live {
+    pub fn new(wl: &Workload) -> Self {
+        Self {
+            ops: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            first_error: Mutex::new(None),
+            timeline: timeline::Counters::new(wl.duration_s),
+        }
+    }
+
     pub fn note_error(&self, e: &BenchError) {
         if let Ok(mut g) = self.first_error.lock() {
             g.get_or_insert_with(|| e.to_string());
@@ -176,7 +187,7 @@ async fn run_io<S: Session>(channels: &[S], wl: &Workload, name: &str, bar: &Pro
     let layout = Layout { block_size: wl.block_size, blocks_per_file: wl.file_size / wl.block_size, files: u64::from(wl.files) };
     let (handles, views) = open_handles(channels, wl).await?;
 
-    let live = Arc::new(Live::default());
+    let live = Arc::new(Live::new(wl));
     bar.set_message(format!("{name}: starting"));
     let win = Window::new(wl);
     let ticker = spawn_ticker(bar.clone(), live.clone(), win, name.to_string());
@@ -214,7 +225,7 @@ async fn run_io<S: Session>(channels: &[S], wl: &Workload, name: &str, bar: &Pro
         }
     }
     let elapsed = win.end.duration_since(win.measure_from);
-    Ok(Report::new(name.to_string(), wl, &rec, elapsed, cpu1.since(&cpu0)))
+    Ok(Report::new(name.to_string(), wl, &rec, elapsed, cpu1.since(&cpu0)).with_timeline(live.timeline.series()))
 }
 
 /// Each thread's handles, as opened on a channel.
@@ -340,6 +351,8 @@ async fn worker<F: BenchFile>(
                 live.bytes.fetch_add(n as u64, Ordering::Relaxed);
                 if t0 >= win.measure_from {
                     rec.record(if is_write { "write" } else { "read" }, lat, n as u64);
+                    let kind = if is_write { Kind::Write } else { Kind::Read };
+                    live.timeline.record(t0.duration_since(win.measure_from) + lat, kind, n as u64);
                 }
             }
             Err(e) => {

@@ -139,3 +139,26 @@ async fn sweep_writes_csv_and_charts() {
     }
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// The per-second series adds up to the report's counts (warm-up excluded), a partial last
+/// second counting as a rate over its half second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeline_adds_up_to_the_report() {
+    let t = MockTarget::new("mock", MockConfig { delay: Some(Duration::from_micros(200)), ..Default::default() });
+    let wl = Workload { write_pct: 30, duration_s: 1.5, warmup_s: 0.2, ..quick() };
+    let r = run_target(&t, &wl, false).await.unwrap();
+    assert_eq!(r.timeline.iter().map(|p| p.second).collect::<Vec<_>>(), [0, 1]);
+    let count = |f: fn(&braid_bench::timeline::Point) -> f64| f(&r.timeline[0]) + f(&r.timeline[1]) * 0.5;
+    assert_eq!(count(|p| p.iops).round() as u64, r.ops, "{:?}", r.timeline);
+    assert_eq!(count(|p| p.read_iops).round() as u64, r.by_op["read"].count);
+    assert_eq!(count(|p| p.write_iops).round() as u64, r.by_op["write"].count);
+    let mib = count(|p| p.mib_per_s);
+    assert!((mib - r.bytes as f64 / 1048576.0).abs() < 0.01, "{mib} vs {}", r.bytes);
+    assert!(r.timeline.iter().all(|p| p.read_iops > 0.0 && p.write_iops > 0.0), "{:?}", r.timeline);
+
+    let wl = Workload { meta: Some(parse_meta_mix("create,close,stat").unwrap()), duration_s: 1.0, ..quick() };
+    let r = run_target(&t, &wl, false).await.unwrap();
+    assert_eq!(r.timeline.len(), 1);
+    assert_eq!(r.timeline[0].iops as u64, r.ops);
+    assert_eq!((r.timeline[0].read_iops, r.timeline[0].mib_per_s), (0.0, 0.0));
+}

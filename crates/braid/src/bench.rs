@@ -2,6 +2,7 @@
 //! them and prints the table, JSON or sweep results.
 
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use braid_bench::nfs::{NfsTarget, NfsUrl};
@@ -9,13 +10,14 @@ use braid_bench::smb::{parse_cipher, SmbOptions, SmbTarget};
 use braid_bench::sweep::{parse_counts, parse_rw};
 use braid_bench::{format_size, parse_meta_mix, parse_size, table, SweepSpec, TargetUrl, Workload};
 
-use crate::cli::{BenchCmd, BenchCommonArgs, BenchRunArgs, BenchSub, BenchSweepArgs};
+use crate::cli::{BenchChartArgs, BenchCmd, BenchCommonArgs, BenchRunArgs, BenchSub, BenchSweepArgs};
 
 /// Runs `braid bench` or `braid bench sweep`.
 pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     match cmd.sub {
-        Some(BenchSub::Sweep(args)) => rt.block_on(sweep(args)),
+        Some(BenchSub::Sweep(args)) => rt.block_on(sweep(*args)),
+        Some(BenchSub::Chart(args)) => chart(args),
         None => rt.block_on(single(cmd.run)),
     }
 }
@@ -120,6 +122,7 @@ async fn single(a: BenchRunArgs) -> anyhow::Result<()> {
     };
     wl.validate()?;
     let targets = targets(&a.common)?;
+    let timeline = TimelineFiles::new(&a, targets.len())?;
     let progress = !a.json;
     if !a.json {
         println!(
@@ -130,11 +133,12 @@ async fn single(a: BenchRunArgs) -> anyhow::Result<()> {
         );
     }
     let mut reports = Vec::new();
-    for t in &targets {
+    for (i, t) in targets.iter().enumerate() {
         let r = t.run(&wl, progress).await?;
         if a.json {
             println!("{}", r.to_json());
         }
+        timeline.write(i, &r, &wl)?;
         reports.push(r);
     }
     if !a.json {
@@ -145,6 +149,96 @@ async fn single(a: BenchRunArgs) -> anyhow::Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// Where `--timeline` and `--timeline-chart` write: the CSV and the charts of each target.
+struct TimelineFiles {
+    csv: Option<PathBuf>,
+    charts: Vec<PathBuf>,
+    targets: usize,
+}
+
+fn is_chart(p: &Path) -> bool {
+    p.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("png") || e.eq_ignore_ascii_case("svg"))
+}
+
+impl TimelineFiles {
+    /// Checks the paths before the run, so a typo does not cost the run.
+    fn new(a: &BenchRunArgs, targets: usize) -> anyhow::Result<Self> {
+        let mut csv = None;
+        let mut charts = Vec::new();
+        if let Some(p) = &a.timeline {
+            if is_chart(p) {
+                csv = Some(p.with_extension("csv"));
+                charts.push(p.clone());
+            } else {
+                csv = Some(p.clone());
+            }
+        }
+        if let Some(p) = &a.timeline_chart {
+            if !is_chart(p) {
+                bail!("--timeline-chart {}: expected a file name ending in .png or .svg", p.display());
+            }
+            charts.push(p.clone());
+        }
+        for p in csv.iter().chain(&charts) {
+            let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if !dir.is_dir() {
+                bail!("{}: no such directory {}", p.display(), dir.display());
+            }
+        }
+        Ok(Self { csv, charts, targets })
+    }
+
+    /// `p` for a single target; `stem-N.ext` for target N (from 1) of several.
+    fn numbered(&self, p: &Path, i: usize) -> PathBuf {
+        if self.targets <= 1 {
+            return p.to_path_buf();
+        }
+        let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = match p.extension() {
+            Some(e) => format!("{stem}-{}.{}", i + 1, e.to_string_lossy()),
+            None => format!("{stem}-{}", i + 1),
+        };
+        p.with_file_name(name)
+    }
+
+    /// Writes target `i`'s series; names each file on stderr.
+    fn write(&self, i: usize, r: &braid_bench::Report, wl: &Workload) -> anyhow::Result<()> {
+        if let Some(p) = &self.csv {
+            let p = self.numbered(p, i);
+            std::fs::write(&p, braid_bench::timeline::to_csv(&r.timeline)).with_context(|| format!("writing {}", p.display()))?;
+            eprintln!("timeline: {}", p.display());
+        }
+        for p in &self.charts {
+            let p = self.numbered(p, i);
+            let title = braid_bench::chart::Title { main: r.target.clone(), sub: format!("{}, {}s", wl.summary(), wl.duration_s) };
+            braid_bench::chart::write_timeline(&p, &title, &r.timeline, &[])?;
+            eprintln!("timeline chart: {}", p.display());
+        }
+        Ok(())
+    }
+}
+
+/// `braid bench chart`: draws a timeline CSV.
+fn chart(a: BenchChartArgs) -> anyhow::Result<()> {
+    if !is_chart(&a.out) {
+        bail!("--out {}: expected a file name ending in .png or .svg", a.out.display());
+    }
+    let text = std::fs::read_to_string(&a.csv).with_context(|| format!("reading {}", a.csv.display()))?;
+    let points = braid_bench::timeline::from_csv(&text).with_context(|| a.csv.display().to_string())?;
+    let marks = match &a.iops_marks {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|m| m.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0))
+            .collect::<Option<Vec<f64>>>()
+            .ok_or_else(|| anyhow::anyhow!("--iops-marks {list:?}: expected numbers separated by commas, e.g. 500,2000"))?,
+    };
+    let title = braid_bench::chart::Title { main: a.title, sub: a.subtitle };
+    braid_bench::chart::write_timeline(&a.out, &title, &points, &marks)?;
+    eprintln!("timeline chart: {}", a.out.display());
     Ok(())
 }
 
@@ -214,6 +308,37 @@ async fn sweep(a: BenchSweepArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn run_args(timeline: Option<&str>, chart: Option<&str>) -> BenchRunArgs {
+        use clap::Parser;
+        let mut argv = vec!["braid", "bench"];
+        if let Some(t) = timeline {
+            argv.extend(["--timeline", t]);
+        }
+        if let Some(c) = chart {
+            argv.extend(["--timeline-chart", c]);
+        }
+        argv.push("smb://u@h/s");
+        let crate::cli::Command::Bench(b) = crate::cli::Cli::try_parse_from(argv).unwrap().command else { panic!("not bench") };
+        b.run
+    }
+
+    #[test]
+    fn timeline_file_names() {
+        let f = TimelineFiles::new(&run_args(Some("t.csv"), None), 1).unwrap();
+        assert_eq!((f.csv.as_deref(), f.charts.len()), (Some(Path::new("t.csv")), 0));
+        let f = TimelineFiles::new(&run_args(Some("b.PNG"), Some("c.svg")), 2).unwrap();
+        assert_eq!(f.csv.as_deref(), Some(Path::new("b.csv")));
+        assert_eq!(f.charts, [PathBuf::from("b.PNG"), PathBuf::from("c.svg")]);
+        assert_eq!(f.numbered(Path::new("/x/b.csv"), 1), PathBuf::from("/x/b-2.csv"));
+        assert_eq!(f.numbered(Path::new("b"), 0), PathBuf::from("b-1"));
+        let one = TimelineFiles::new(&run_args(None, Some("c.png")), 1).unwrap();
+        assert_eq!((one.csv.is_none(), one.numbered(Path::new("c.png"), 0)), (true, PathBuf::from("c.png")));
+        let e = TimelineFiles::new(&run_args(None, Some("c.csv")), 1).err().unwrap().to_string();
+        assert!(e.contains("ending in .png or .svg"), "{e}");
+        let e = TimelineFiles::new(&run_args(Some("/no/such/dir/t.csv"), None), 1).err().unwrap().to_string();
+        assert!(e.contains("no such directory /no/such/dir"), "{e}");
+    }
 
     #[test]
     fn the_anf_preset_is_its_matrix() {

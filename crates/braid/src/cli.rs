@@ -106,7 +106,13 @@ pub enum Command {
             Several targets are run one after the other with the same workload.\n\n\
             --verify writes a pattern encoding file, offset and write generation, checks \
             every byte read, and reads everything back at the end; a mismatch is reported \
-            with its place and exits non-zero.",
+            with its place and exits non-zero.\n\n\
+            --timeline FILE writes the IOPS and MiB/s of every second (total, read, write) as \
+            CSV; a FILE ending in .png or .svg is drawn as a chart instead, with the CSV beside \
+            it (FILE.csv). Seconds count from the end of the warm-up; an operation falls in the \
+            second it completed in, so the rows add up to the totals. With several targets \
+            each gets its own files (NAME-1.csv, NAME-2.csv, ...). --json always includes \
+            the series (`timeline`).",
         after_long_help = "Examples:\n  \
             braid bench smb://alice@127.0.0.1:4455/data\n  \
             braid bench -b 64k -t 4 -o 8 -w 30 -r -d 30 -W 5 smb://alice:pw@server/data\n  \
@@ -114,6 +120,7 @@ pub enum Command {
             braid bench --verify -w 50 -d 10 --json URL\n  \
             braid bench --meta create,open,close,delete,stat -t 4 URL\n  \
             braid bench --meta list -f 10000 -t 4 URL   (listings of a 10,000-entry directory)\n  \
+            braid bench -d 60 -t 4 -o 8 --timeline burst.csv --timeline-chart burst.png URL\n  \
             braid bench sweep --rw 100:0,70:30,0:100 --bs 4k,64k,1m --out results URL1 URL2"
     )]
     Bench(Box<BenchCmd>),
@@ -147,7 +154,36 @@ pub enum BenchSub {
             braid bench sweep --channels 1,2,4,8 --bs 1m -s --out mc URL\n  \
             braid bench sweep --preset anf-nfs -t 4 -o 8 --nconnect 8 --out anf nfs://HOST/data URL2"
     )]
-    Sweep(BenchSweepArgs),
+    Sweep(Box<BenchSweepArgs>),
+
+    /// Draw a timeline CSV (from `braid bench --timeline`) as a chart, e.g. runs joined.
+    #[command(after_long_help = "Examples:\n  \
+            braid bench chart --out burst.png --title \"burst and refill\" --iops-marks 500,2000 burst.csv")]
+    Chart(BenchChartArgs),
+}
+
+/// Arguments of `braid bench chart`.
+#[derive(Debug, Args)]
+pub struct BenchChartArgs {
+    /// The CSV: second,iops,read_iops,write_iops,mib_per_s,read_mib_per_s,write_mib_per_s.
+    #[arg(value_name = "CSV")]
+    pub csv: PathBuf,
+
+    /// The chart to write (.png or .svg).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+
+    /// First line of the heading.
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub title: String,
+
+    /// Second line of the heading.
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub subtitle: String,
+
+    /// IOPS levels drawn as dashed reference lines, e.g. a baseline and a burst limit: 500,2000.
+    #[arg(long = "iops-marks", value_name = "LIST")]
+    pub iops_marks: Option<String>,
 }
 
 /// Workload flags shared by `braid bench` and `braid bench sweep`. Values are parsed by the
@@ -246,6 +282,15 @@ pub struct BenchRunArgs {
     /// Print one JSON object per target instead of the table.
     #[arg(long)]
     pub json: bool,
+
+    /// Write IOPS and MiB/s of every second (total, read, write) as CSV to FILE; a FILE
+    /// ending in .png or .svg gets the chart, and the CSV goes beside it (FILE.csv).
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<PathBuf>,
+
+    /// Also draw the per-second chart (IOPS and MiB/s over time) into FILE (.png or .svg).
+    #[arg(long = "timeline-chart", value_name = "FILE")]
+    pub timeline_chart: Option<PathBuf>,
 }
 
 /// Arguments of `braid bench sweep`.
@@ -378,6 +423,10 @@ mod tests {
         assert!(b.sub.is_none());
         assert_eq!((b.run.block_size.as_str(), b.run.threads.as_str()), ("64k", "4"));
         assert!(b.run.common.sequential);
+        assert!(b.run.timeline.is_none() && b.run.timeline_chart.is_none());
+        let cli = Cli::try_parse_from(["braid", "bench", "--timeline", "t.csv", "--timeline-chart", "t.svg", "smb://u@h/s"]).unwrap();
+        let Command::Bench(b) = cli.command else { panic!("not bench") };
+        assert_eq!((b.run.timeline.unwrap(), b.run.timeline_chart.unwrap()), (PathBuf::from("t.csv"), PathBuf::from("t.svg")));
         assert_eq!(b.run.common.nconnect, "1");
         let cli = Cli::try_parse_from(["braid", "bench", "--nconnect", "4", "nfs://h:2049/data"]).unwrap();
         let Command::Bench(b) = cli.command else { panic!("not bench") };
@@ -393,6 +442,10 @@ mod tests {
         let Command::Bench(b) = cli.command else { panic!("not bench") };
         let Some(BenchSub::Sweep(s)) = b.sub else { panic!("not sweep") };
         assert_eq!(s.preset.as_deref(), Some("anf-nfs"));
+        let cli = Cli::try_parse_from(["braid", "bench", "chart", "--out", "c.png", "t.csv"]).unwrap();
+        let Command::Bench(b) = cli.command else { panic!("not bench") };
+        let Some(BenchSub::Chart(c)) = b.sub else { panic!("not chart") };
+        assert_eq!((c.csv, c.out), (PathBuf::from("t.csv"), PathBuf::from("c.png")));
         assert!(Cli::try_parse_from(["braid", "bench", "sweep", "--preset", "anf-nfs", "--bs", "4k", "nfs://h/d"]).is_err(), "a preset sets --bs");
         assert!(Cli::try_parse_from(["braid", "bench", "sweep", "--preset", "other", "nfs://h/d"]).is_err());
     }

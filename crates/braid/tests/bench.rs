@@ -1,6 +1,6 @@
 //! `braid bench` end to end: a real `braid serve` on a loopback port, a short verified
-//! mixed workload with JSON output, a sweep, and the error lines for a wrong password and
-//! an unreachable host.
+//! mixed workload with JSON output, a sweep, the per-second timeline (SMB and NFS), and the
+//! error lines for a wrong password and an unreachable host.
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -17,6 +17,8 @@ struct Server {
     child: Child,
     dir: PathBuf,
     port: u16,
+    /// The NFS port, when the share is also exported over NFS.
+    nfs_port: Option<u16>,
 }
 
 impl Drop for Server {
@@ -46,7 +48,12 @@ fn free_port() -> Option<u16> {
 /// Starts `braid serve` with user alice/pw-alice and share `data`, or None (with a message)
 /// when that is not possible here.
 fn start_server(tag: &str) -> Option<Server> {
-    let Some(port) = free_port() else {
+    start_server_with(tag, false)
+}
+
+/// [`start_server`], with the share also exported over NFS (`nfs`).
+fn start_server_with(tag: &str, nfs: bool) -> Option<Server> {
+    let (Some(port), Some(nfs_port)) = (free_port(), if nfs { free_port().map(Some) } else { Some(None) }) else {
         eprintln!("skipping: no free port in {PORTS:?}");
         return None;
     };
@@ -54,7 +61,12 @@ fn start_server(tag: &str) -> Option<Server> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("data")).unwrap();
     let cfg = dir.join("braid.toml");
-    std::fs::write(&cfg, format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\n\n[[share]]\nname = \"data\"\npath = \"data\"\n")).unwrap();
+    let (nfs_listen, export) = match nfs_port {
+        Some(p) => (format!("nfs_listen = [\"127.0.0.1:{p}\"]\nstate_dir = \"state\"\n"), "nfs = true\nnfs_root_squash = false\n"),
+        None => (String::new(), ""),
+    };
+    std::fs::write(&cfg, format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\n{nfs_listen}\n[[share]]\nname = \"data\"\npath = \"data\"\n{export}"))
+        .unwrap();
     let mut add = Command::new(BRAID)
         .args(["user", "add", "alice", "--config"])
         .arg(&cfg)
@@ -66,8 +78,8 @@ fn start_server(tag: &str) -> Option<Server> {
     add.stdin.take().unwrap().write_all(b"pw-alice\n").unwrap();
     assert!(add.wait().unwrap().success());
     let child = Command::new(BRAID).args(["serve", "--config"]).arg(&cfg).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let server = Server { child, dir, port };
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let server = Server { child, dir, port, nfs_port };
+    let addr = SocketAddr::from(([127, 0, 0, 1], nfs_port.unwrap_or(port)));
     let t0 = Instant::now();
     while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
         if t0.elapsed() > Duration::from_secs(10) {
@@ -191,6 +203,134 @@ fn wrong_password_and_unreachable_host_are_one_line() {
     let out = bench(&["-t", "zero", "smb://alice:pw@127.0.0.1:1/data"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).starts_with("braid: error: -t \"zero\""));
+}
+
+/// The `timeline` array of a `--json` report and the CSV `--timeline` wrote agree with each
+/// other and add up to the report's totals: `seconds` rows of one second each.
+fn check_timeline(v: &serde_json::Value, csv: &str, seconds: usize) {
+    let rows: Vec<Vec<f64>> = csv.lines().skip(1).map(|l| l.split(',').map(|f| f.parse::<f64>().unwrap()).collect()).collect();
+    assert_eq!(csv.lines().next(), Some("second,iops,read_iops,write_iops,mib_per_s,read_mib_per_s,write_mib_per_s"));
+    assert_eq!(rows.len(), seconds, "{csv}");
+    let timeline = v["timeline"].as_array().unwrap();
+    assert_eq!(timeline.len(), seconds, "{v}");
+    for (i, (row, point)) in rows.iter().zip(timeline).enumerate() {
+        assert_eq!(row[0], i as f64);
+        assert_eq!(row[1], point["iops"].as_f64().unwrap(), "{csv}");
+        assert_eq!(row[2] + row[3], row[1], "read + write = total: {csv}");
+        assert!(row[1] > 0.0, "every second saw I/O: {csv}");
+    }
+    let sum = |c: usize| rows.iter().map(|r| r[c]).sum::<f64>();
+    let count = |op: &str| v["by_op"][op]["count"].as_u64().unwrap_or(0) as f64;
+    assert_eq!(sum(1), v["ops"].as_u64().unwrap() as f64, "{csv}\n{v}");
+    assert_eq!((sum(2), sum(3)), (count("read"), count("write")), "{csv}\n{v}");
+    let mib = v["bytes"].as_u64().unwrap() as f64 / 1048576.0;
+    // Each cell is rounded to 1/1000 MiB.
+    assert!((sum(4) - mib).abs() <= 0.001 * seconds as f64 + 1e-9, "{} vs {mib}", sum(4));
+}
+
+/// Width and height of a PNG file, after checking its signature, header and end chunk.
+fn png_size(png: &[u8]) -> (u32, u32) {
+    assert!(png.len() > 1000, "{} bytes", png.len());
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(&png[12..16], b"IHDR");
+    assert_eq!(&png[png.len() - 8..png.len() - 4], b"IEND");
+    let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    (be(&png[16..20]), be(&png[20..24]))
+}
+
+/// `--timeline` over SMB with several workers and a warm-up: one CSV row per measured
+/// second, the rows summing to the report, the same series in the JSON, and a PNG chart.
+#[test]
+fn timeline_csv_json_and_chart_over_smb() {
+    let Some(srv) = start_server("timeline") else { return };
+    let url = format!("smb://alice:pw-alice@127.0.0.1:{}/data", srv.port);
+    let (csv, png) = (srv.dir.join("t.csv"), srv.dir.join("t.png"));
+    let out = bench(&[
+        "-d",
+        "3",
+        "-W",
+        "1",
+        "-t",
+        "2",
+        "-o",
+        "4",
+        "-w",
+        "40",
+        "-c",
+        "4m",
+        "--timeline",
+        csv.to_str().unwrap(),
+        "--timeline-chart",
+        png.to_str().unwrap(),
+        "--json",
+        &url,
+    ]);
+    assert_clean_run(&out);
+    let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    check_timeline(&v, &std::fs::read_to_string(&csv).unwrap(), 3);
+    assert!(count_nonzero(&v, "write_iops") == 3, "{v}");
+    assert_eq!(png_size(&std::fs::read(&png).unwrap()), (1000, 720));
+    assert!(text(&out.stderr).contains("t.png"), "{}", text(&out.stderr));
+
+    // `braid bench chart` draws the CSV again, with reference lines.
+    let redrawn = srv.dir.join("redrawn.png");
+    let out = Command::new(BRAID)
+        .args(["bench", "chart", "--title", "again", "--iops-marks", "100,200", "--out"])
+        .arg(&redrawn)
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(png_size(&std::fs::read(&redrawn).unwrap()), (1000, 720));
+
+    // Two targets: a file each; a bad directory is refused before anything runs.
+    let base = srv.dir.join("two.svg");
+    let out = bench(&["-d", "1", "-c", "1m", "--timeline", base.to_str().unwrap(), &url, &url]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for n in ["two-1.csv", "two-2.csv", "two-1.svg", "two-2.svg"] {
+        assert!(srv.dir.join(n).is_file(), "{n}");
+    }
+    assert!(std::fs::read_to_string(srv.dir.join("two-2.svg")).unwrap().starts_with("<svg"));
+    let out = bench(&["-d", "1", "--timeline", "/nonexistent-dir/t.csv", &url]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no such directory /nonexistent-dir"), "{}", text(&out.stderr));
+}
+
+fn count_nonzero(v: &serde_json::Value, key: &str) -> usize {
+    v["timeline"].as_array().unwrap().iter().filter(|p| p[key].as_f64().unwrap() > 0.0).count()
+}
+
+/// `--timeline` over NFS with two connections: a .png name writes the chart and the CSV
+/// beside it.
+#[test]
+fn timeline_over_nfs() {
+    let Some(srv) = start_server_with("timeline-nfs", true) else { return };
+    let url = format!("nfs://127.0.0.1:{}/data", srv.nfs_port.unwrap());
+    let png = srv.dir.join("nfs.png");
+    let out = bench(&[
+        "-d",
+        "2",
+        "-t",
+        "2",
+        "-o",
+        "2",
+        "-b",
+        "64k",
+        "-s",
+        "-c",
+        "4m",
+        "--nconnect",
+        "2",
+        "--timeline",
+        png.to_str().unwrap(),
+        "--json",
+        &url,
+    ]);
+    assert_clean_run(&out);
+    let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    check_timeline(&v, &std::fs::read_to_string(srv.dir.join("nfs.csv")).unwrap(), 2);
+    assert_eq!(count_nonzero(&v, "write_iops"), 0);
+    assert_eq!(png_size(&std::fs::read(&png).unwrap()), (1000, 720));
 }
 
 /// A private Samba smbd (scripts/samba-peer.sh) for side-by-side runs; stopped on drop.
