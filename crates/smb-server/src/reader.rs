@@ -30,7 +30,14 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     // Largest frame: a maximal WRITE plus headers, or a compound of small requests.
     let cap = (server.config.max_io_size as usize + 64 * 1024).min(frame::MAX_FRAME);
     let mut ahead = ReadAhead::default();
+    // A graceful stop (`ServerHandle::stop`) changes this; the stop waits until every
+    // reader has dropped it.
+    let mut stop = server.stop.subscribe();
+    let mut draining = *stop.borrow_and_update();
     'frames: loop {
+        if draining {
+            break;
+        }
         let hdr = loop {
             if let Some(h) = ahead.take_prefix() {
                 break h;
@@ -38,6 +45,10 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
             let read = tokio::select! {
                 r = rd.read(ahead.spare()) => r,
                 _ = conn.closing.notified() => Ok(0),
+                _ = stop.changed() => {
+                    draining = true;
+                    Ok(0)
+                }
             };
             match read {
                 Ok(n) if n > 0 && !conn.is_closed() => ahead.filled(n),
@@ -67,6 +78,9 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
             break;
         }
     }
+    if draining {
+        finish_in_flight(&conn).await;
+    }
     conn.close();
     // Wake blocked requests, then wait until every in-flight request has finished.
     for p in lock(&conn.pending).values() {
@@ -76,6 +90,16 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     teardown(&conn).await;
     server.connections.remove(&id);
     tracing::debug!(conn = id, %peer, "disconnected");
+    drop(stop);
+}
+
+/// On a graceful stop: waits until the requests this connection is processing have been
+/// answered, except those waiting for an event (change notify, blocking locks: the close
+/// that follows answers them). The stop closes the connection when its bound is reached.
+async fn finish_in_flight(conn: &Connection) {
+    while !conn.is_closed() && conn.requests_in_progress() > lock(&conn.pending).len() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
 }
 
 /// Reads the `len` bytes of one frame, starting with those already read ahead. A large
