@@ -127,11 +127,20 @@ def test_sighup_reloads_users_and_shares(server, tmp_path):
     conf = harness.client_conf(tmp_path)
     carol = "C-" + secrets.token_urlsafe(10)
     s = Smb(srv, "data")
+    narrowed = Smb(srv, "old")
+    kept = Smb(srv, "old", user="bob", password=USERS["bob"])
     try:
-        rewrite(srv, dict(USERS, carol=carol), [*srv.extra["specs"], {"name": "mem", "backend": "memory"}])
+        g, k = narrowed.open("n.txt"), kept.open("k.txt")
+        specs = [{"name": "data"}, {"name": "old", "users": ["bob"]}, {"name": "mem", "backend": "memory"}]
+        rewrite(srv, dict(USERS, carol=carol), specs)
         srv.proc.send_signal(signal.SIGHUP)
         wait_log(srv, "reloaded")
-        assert "users added: carol" in srv.log.read_text()
+        log = srv.log.read_text()
+        assert "users added: carol" in log and "shares changed: old" in log, log[-2000:]
+        # A share that no longer admits a user disconnects that user's tree only.
+        assert status_of(lambda: g.read(0, 1)) == St.NETWORK_NAME_DELETED
+        k.write(b"bob", 0)
+        k.close()
         r = harness.smbclient(srv, conf, "mem", "ls", user="carol", password=carol)
         assert r.ok, r.out
         # A changed password takes effect for new sessions; the running one stays.
@@ -145,7 +154,8 @@ def test_sighup_reloads_users_and_shares(server, tmp_path):
         f.write(b"ok", 0)
         f.close()
     finally:
-        s.close()
+        for x in (s, narrowed, kept):
+            x.close()
 
 
 def test_a_broken_file_is_refused_and_changes_nothing(server, tmp_path):

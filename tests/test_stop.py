@@ -8,6 +8,7 @@ import secrets
 import shutil
 import signal
 import socket
+import subprocess
 import time
 
 import pytest
@@ -142,4 +143,41 @@ def test_sigterm_with_idle_clients_stops_at_once_and_refuses_new_ones():
         if srv.proc.poll() is None:
             srv.proc.kill()
         keep_log(srv, "stop-idle")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_under_systemd_it_notifies_and_logs_with_priorities(tmp_path):
+    """With $NOTIFY_SOCKET (Type=notify) braid says READY=1 once listening and STOPPING=1
+    on SIGTERM; with $JOURNAL_STREAM naming its stderr, lines carry syslog priorities and
+    no timestamps (journald adds its own)."""
+    root = harness.tmp_dir("braid-systemd-")
+    (root / "data").mkdir()
+    port = harness.free_port()
+    cfg = root / "braid.toml"
+    cfg.write_text(harness.braid_config(port, USERS, [{"name": "data", "path": str(root / "data")}]))
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(tmp_path / "notify"))
+    notify.settimeout(10)
+    log = root / "braid.log"
+    proc = None
+    try:
+        with open(log, "wb") as lf:
+            st = os.fstat(lf.fileno())
+            env = dict(os.environ, NOTIFY_SOCKET=str(tmp_path / "notify"), JOURNAL_STREAM=f"{st.st_dev}:{st.st_ino}")
+            env.pop("RUST_LOG", None)
+            proc = subprocess.Popen([str(harness.braid_bin()), "serve", "--config", str(cfg)], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=lf, env=env, start_new_session=True)
+        assert notify.recv(64) == b"READY=1"
+        assert harness.port_open(port)
+        proc.send_signal(signal.SIGTERM)
+        assert notify.recv(64) == b"STOPPING=1"
+        assert proc.wait(BOUND) == 0
+        lines = log.read_text().splitlines()
+        assert "<6> INFO smb_server::listener: listening addr=127.0.0.1:%d" % port in lines, lines
+        assert any(line.startswith("<6> INFO braid::serve: stopped") for line in lines), lines
+        assert all(line[:3] in ("<3>", "<4>", "<6>", "<7>") for line in lines), lines
+    finally:
+        notify.close()
+        if proc and proc.poll() is None:
+            proc.kill()
         shutil.rmtree(root, ignore_errors=True)

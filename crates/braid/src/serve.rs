@@ -91,7 +91,12 @@ async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings, path: std::path
         let r = r.clone();
         Box::pin(async move { r.reload().await })
     }));
-    tokio::spawn(reload_on_sighup(reloader));
+    let mut stop_signals = StopSignals::watch()?;
+    #[cfg(unix)]
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(hup) => drop(tokio::spawn(reload_on_sighup(hup, reloader))),
+        Err(e) => tracing::warn!(error = %e, "cannot watch SIGHUP: reload with `braid reload` only"),
+    }
     let bound = smb.bind().await?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -109,7 +114,7 @@ async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings, path: std::path
     crate::systemd::notify("READY=1");
     tokio::select! {
         r = &mut served => return r,
-        s = shutdown_signal() => s?,
+        () = stop_signals.recv() => {}
     }
     crate::systemd::notify("STOPPING=1");
     stop.send_replace(true);
@@ -119,40 +124,47 @@ async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings, path: std::path
 }
 
 /// Reloads the configuration on every SIGHUP (what `systemctl reload` sends).
-async fn reload_on_sighup(reloader: Arc<reload::Reloader>) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else {
-            tracing::warn!("cannot watch SIGHUP: reload with `braid reload` only");
-            return;
-        };
-        while hup.recv().await.is_some() {
-            tracing::info!("SIGHUP: reloading {}", reloader.path.display());
-            crate::systemd::notify("RELOADING=1");
-            // The outcome is logged by the reload itself.
-            let _ = reloader.reload().await;
-            crate::systemd::notify("READY=1");
-        }
+#[cfg(unix)]
+async fn reload_on_sighup(mut hup: tokio::signal::unix::Signal, reloader: Arc<reload::Reloader>) {
+    while hup.recv().await.is_some() {
+        tracing::info!("SIGHUP: reloading {}", reloader.path.display());
+        crate::systemd::notify("RELOADING=1");
+        // The outcome is logged by the reload itself.
+        let _ = reloader.reload().await;
+        crate::systemd::notify("READY=1");
     }
-    #[cfg(not(unix))]
-    let _ = reloader;
 }
 
-/// Waits for Ctrl-C, or SIGTERM on Unix (what service managers send).
-async fn shutdown_signal() -> anyhow::Result<()> {
+/// The signals that stop the server: Ctrl-C (SIGINT), and SIGTERM on Unix (what service
+/// managers send). Watched from the start, so one that comes early is not fatal.
+struct StopSignals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r.context("cannot watch Ctrl-C"),
-            _ = term.recv() => Ok(()),
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn watch() -> anyhow::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+            let int = signal(SignalKind::interrupt()).context("cannot watch Ctrl-C")?;
+            Ok(StopSignals { term, int })
         }
+        #[cfg(not(unix))]
+        Ok(StopSignals {})
     }
-    #[cfg(not(unix))]
-    {
-        tokio::signal::ctrl_c().await.context("cannot watch Ctrl-C")
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

@@ -3,9 +3,11 @@
 //! table's key), its backend (while its storage, `read_only` and metadata cache settings
 //! are the same) and its limiter, whose limits change in place; a share whose storage
 //! changed is removed and added again. Added shares get fresh indices, never a removed
-//! one's. Trees of a removed share are disconnected (their next request gets
-//! STATUS_NETWORK_NAME_DELETED) and sessions of a removed user end (their next request
-//! gets STATUS_USER_SESSION_DELETED); everything else keeps working. Settings that cannot
+//! one's. Trees of a removed share, or of a user the share no longer admits (`users`,
+//! `guest_ok`), are disconnected (their next request gets STATUS_NETWORK_NAME_DELETED) and
+//! sessions of a removed user end (their next request gets STATUS_USER_SESSION_DELETED);
+//! everything else keeps working. Trees of a changed share keep the settings they
+//! connected with (`read_only`, `encrypt`, ...) until they reconnect. Settings that cannot
 //! change while listening are reported as needing a restart.
 //!
 //! The share list and the user table are swapped whole (`arc-swap`): tree connects and
@@ -78,7 +80,7 @@ pub struct ReloadReport {
     pub users_added: Vec<String>,
     pub users_changed: Vec<String>,
     pub users_removed: Vec<String>,
-    /// Trees disconnected because their share went away.
+    /// Trees disconnected because their share went away or no longer admits their user.
     pub trees_closed: usize,
     /// Sessions ended because their user went away.
     pub sessions_ended: usize,
@@ -105,7 +107,7 @@ impl fmt::Display for ReloadReport {
         ];
         let mut parts: Vec<String> = lists.iter().filter(|(_, v)| !v.is_empty()).map(|(what, v)| format!("{what}: {}", v.join(", "))).collect();
         if self.trees_closed > 0 {
-            parts.push(format!("{} tree connect(s) of removed shares closed", self.trees_closed));
+            parts.push(format!("{} tree connect(s) closed (share removed, or the user no longer admitted)", self.trees_closed));
         }
         if self.sessions_ended > 0 {
             parts.push(format!("{} session(s) of removed users ended", self.sessions_ended));
@@ -178,7 +180,7 @@ pub async fn apply(state: &Arc<ServerState>, new: &ServerConfig) -> std::io::Res
     for s in &opened {
         crate::changes::subscribe(state, s);
     }
-    let live: Vec<usize> = list.iter().map(|s| s.index).collect();
+    let live = list.clone();
     state.shares.store(list);
     let users = user_table(&new.users);
     let old_users = state.users.load_full();
@@ -199,14 +201,15 @@ pub async fn apply(state: &Arc<ServerState>, new: &ServerConfig) -> std::io::Res
     Ok(report)
 }
 
-/// Disconnects every tree whose share is no longer served (closing its opens, as
-/// TREE_DISCONNECT does). Returns how many.
-async fn close_removed_trees(state: &ServerState, live: &[usize]) -> usize {
+/// Disconnects every tree whose share is no longer served, or whose share no longer
+/// admits the session's user (closing its opens, as TREE_DISCONNECT does). Returns how many.
+async fn close_removed_trees(state: &ServerState, live: &[Arc<Share>]) -> usize {
     let mut closed = 0;
     for session in state.sessions.values() {
+        let user = session.user().cloned().unwrap_or(User::Anonymous);
         for tree in session.trees() {
             let Some(share) = tree.share() else { continue };
-            if live.contains(&share.index) {
+            if live.iter().any(|s| s.index == share.index && s.admits(&user)) {
                 continue;
             }
             for o in session.take_opens(Some(tree.id)) {

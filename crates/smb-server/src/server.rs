@@ -29,6 +29,8 @@ pub struct Share {
 /// Everything connections share.
 #[derive(Debug)]
 pub struct ServerState {
+    /// The configuration the server started with. Its `shares` and `users` are not updated
+    /// by a reload: use [`ServerState::shares`] and [`ServerState::users`].
     pub config: ServerConfig,
     /// The shares, swapped whole by a reload (`reload.rs`); read on tree connect, never on
     /// the READ/WRITE path (a tree holds its share).
@@ -100,6 +102,15 @@ impl Share {
         };
         let qos = braid_qos::ShareLimiter::new(&s.name, s.limits.clone());
         Ok(Share { config: s.clone(), backend, index, qos })
+    }
+
+    /// Whether `user` may connect to the share (its `users` list, or `guest_ok`).
+    pub fn admits(&self, user: &crate::session::User) -> bool {
+        use crate::session::User;
+        match user {
+            User::Named(n) => self.config.users.is_empty() || self.config.users.iter().any(|u| u.eq_ignore_ascii_case(n)),
+            User::Guest | User::Anonymous => self.config.guest_ok,
+        }
     }
 }
 
