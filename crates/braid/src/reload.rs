@@ -109,7 +109,10 @@ pub fn run(path: &std::path::Path, admin: Option<SocketAddr>) -> anyhow::Result<
     let loaded = config::load(path)?;
     let addr = match admin {
         Some(a) => a,
-        None => loaded.server.admin.ok_or_else(|| anyhow!("{}: the admin endpoint is off ([server] admin = \"off\"); send SIGHUP instead", path.display()))?,
+        None => loaded
+            .server
+            .admin
+            .ok_or_else(|| anyhow!("{}: the admin endpoint is off ([server] admin = \"off\"); send SIGHUP instead", path.display()))?,
     };
     post(addr, "/reload")
 }

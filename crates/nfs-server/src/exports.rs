@@ -73,7 +73,11 @@ impl Exports {
 
 /// Whether `old` can go on serving as `new`.
 fn same(old: &Export, new: &Export) -> bool {
-    old.share == new.share && old.name == new.name && Arc::ptr_eq(&old.backend, &new.backend) && old.rules == new.rules && Arc::ptr_eq(&old.qos, &new.qos)
+    old.share == new.share
+        && old.name == new.name
+        && Arc::ptr_eq(&old.backend, &new.backend)
+        && old.rules == new.rules
+        && Arc::ptr_eq(&old.qos, &new.qos)
 }
 
 fn build(exports: Vec<Export>, old: &[Arc<ExportState>]) -> std::io::Result<Vec<Arc<ExportState>>> {
@@ -85,8 +89,38 @@ fn build(exports: Vec<Export>, old: &[Arc<ExportState>]) -> std::io::Result<Vec<
         }
         match old.iter().find(|o| o.id == id && same(&o.export, &export)) {
             Some(kept) => out.push(kept.clone()),
-            None => out.push(Arc::new(ExportState { export, id, paths: Default::default(), cookies: Default::default(), open_files: Default::default() })),
+            None => {
+                out.push(Arc::new(ExportState { export, id, paths: Default::default(), cookies: Default::default(), open_files: Default::default() }))
+            }
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ExportRules;
+
+    fn export(name: &str, share: usize, backend: &Arc<dyn braid_vfs::Backend>, qos: &Arc<braid_qos::ShareLimiter>) -> Export {
+        Export { share, name: name.into(), backend: backend.clone(), rules: ExportRules::default(), qos: qos.clone() }
+    }
+
+    #[test]
+    fn kept_exports_keep_their_state_and_ids() {
+        let b: Arc<dyn braid_vfs::Backend> = Arc::new(braid_vfs::MemoryBackend::new(1 << 20, false));
+        let q = braid_qos::ShareLimiter::new("s", Default::default());
+        let list = Exports::new(vec![export("a", 0, &b, &q), export("b", 1, &b, &q)]).expect("exports");
+        let a = list.by_name("a").expect("a");
+        let mut changed = export("b", 1, &b, &q);
+        changed.rules.read_only = true;
+        let r = list.replace(vec![export("a", 0, &b, &q), changed, export("c", 2, &b, &q)]).expect("replace");
+        assert_eq!(r, ExportsReport { added: vec!["c".into()], removed: vec![], changed: vec!["b".into()] });
+        assert!(Arc::ptr_eq(&a, &list.by_name("a").expect("a")), "unchanged: the same state, caches and open files");
+        let b_now = list.by_name("b").expect("b");
+        assert!(b_now.export.rules.read_only && b_now.id == export_id("b"), "changed: new rules, same handle id");
+        let r = list.replace(vec![export("c", 2, &b, &q)]).expect("replace");
+        assert_eq!(r.removed, vec!["a".to_string(), "b".to_string()]);
+        assert!(list.by_id(export_id("a")).is_none() && list.len() == 1);
+    }
 }

@@ -152,7 +152,8 @@ impl ServerHandle {
 
     /// The shares served now, in configuration order.
     pub fn shares(&self) -> Vec<ShareInfo> {
-        let info = |s: Arc<crate::server::Share>| ShareInfo { index: s.index, name: s.config.name.clone(), backend: s.backend.clone(), qos: s.qos.clone() };
+        let info =
+            |s: Arc<crate::server::Share>| ShareInfo { index: s.index, name: s.config.name.clone(), backend: s.backend.clone(), qos: s.qos.clone() };
         self.state.shares.iter().map(info).collect()
     }
 

@@ -127,9 +127,12 @@ fn same_storage(a: &ShareConfig, b: &ShareConfig) -> bool {
     a.storage == b.storage && a.read_only == b.read_only && a.metadata_cache == b.metadata_cache
 }
 
+/// A share list.
+type ShareList = Vec<Arc<Share>>;
+
 /// The new share list: kept shares matched by name, new ones opened (nothing is swapped if
 /// one cannot be opened). Returns the list and the newly opened shares.
-fn plan_shares(state: &ServerState, new: &ServerConfig, report: &mut ReloadReport) -> std::io::Result<(Vec<Arc<Share>>, Vec<Arc<Share>>)> {
+fn plan_shares(state: &ServerState, new: &ServerConfig, report: &mut ReloadReport) -> std::io::Result<(ShareList, ShareList)> {
     let old = state.shares.load();
     let mut list = Vec::with_capacity(new.shares.len());
     let mut opened = Vec::new();
