@@ -173,6 +173,10 @@ impl ServerHandle {
         tracing::info!("stopping: {} connections, {requests} requests in flight, {opens} open files", conns.len());
         drop(conns);
         state.stop.send_replace(true);
+        // Those registered from now on look at the flag themselves.
+        for c in state.connections.values().into_iter().filter_map(|w| w.upgrade()) {
+            c.drain.notify_one();
+        }
         let deadline = tokio::time::Instant::now() + bound;
         let mut cut = false;
         while state.stop.receiver_count() > 0 {

@@ -30,10 +30,11 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     // Largest frame: a maximal WRITE plus headers, or a compound of small requests.
     let cap = (server.config.max_io_size as usize + 64 * 1024).min(frame::MAX_FRAME);
     let mut ahead = ReadAhead::default();
-    // A graceful stop (`ServerHandle::stop`) changes this; the stop waits until every
-    // reader has dropped it.
-    let mut stop = server.stop.subscribe();
-    let mut draining = *stop.borrow_and_update();
+    // The stop (`ServerHandle::stop`) waits until every reader has dropped its receiver. It
+    // flips the flag before it wakes the connections it finds, and this connection was
+    // registered before the flag is read here, so one of the two sees the other.
+    let stop = server.stop.subscribe();
+    let mut draining = *stop.borrow();
     'frames: loop {
         if draining {
             break;
@@ -45,7 +46,7 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
             let read = tokio::select! {
                 r = rd.read(ahead.spare()) => r,
                 _ = conn.closing.notified() => Ok(0),
-                _ = stop.changed() => {
+                _ = conn.drain.notified() => {
                     draining = true;
                     Ok(0)
                 }
