@@ -30,6 +30,22 @@ pub struct Reloader {
 }
 
 impl Reloader {
+    /// Reloads on every SIGHUP (what `systemctl reload` sends) and on the admin endpoint's
+    /// `POST /reload` from now on.
+    pub fn install(self) {
+        let me = Arc::new(self);
+        let hook = me.clone();
+        me.smb.set_reload(Arc::new(move || {
+            let r = hook.clone();
+            Box::pin(async move { r.reload().await })
+        }));
+        #[cfg(unix)]
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(hup) => drop(tokio::spawn(reload_on_sighup(hup, me))),
+            Err(e) => tracing::warn!(error = %e, "cannot watch SIGHUP: reload with `braid reload` only"),
+        }
+    }
+
     /// Re-reads the file and applies it; the answer is one line for the operator (logged
     /// too), or the reason the file was refused.
     pub async fn reload(&self) -> Result<String, String> {
@@ -86,6 +102,17 @@ impl Reloader {
             }
         }
         (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
+
+#[cfg(unix)]
+async fn reload_on_sighup(mut hup: tokio::signal::unix::Signal, reloader: Arc<Reloader>) {
+    while hup.recv().await.is_some() {
+        tracing::info!("SIGHUP: reloading {}", reloader.path.display());
+        crate::systemd::notify("RELOADING=1");
+        // The outcome is logged by the reload itself.
+        let _ = reloader.reload().await;
+        crate::systemd::notify("READY=1");
     }
 }
 

@@ -78,25 +78,9 @@ async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings, path: std::path
     } else {
         None
     };
-    let reloader = Arc::new(reload::Reloader {
-        path,
-        listen,
-        smb: handle.clone(),
-        nfs: nfs_state.clone(),
-        nfs_config: nfs.config.clone(),
-        busy: tokio::sync::Mutex::new(()),
-    });
-    let r = reloader.clone();
-    handle.set_reload(Arc::new(move || {
-        let r = r.clone();
-        Box::pin(async move { r.reload().await })
-    }));
     let mut stop_signals = StopSignals::watch()?;
-    #[cfg(unix)]
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(hup) => drop(tokio::spawn(reload_on_sighup(hup, reloader))),
-        Err(e) => tracing::warn!(error = %e, "cannot watch SIGHUP: reload with `braid reload` only"),
-    }
+    reload::Reloader { path, listen, smb: handle.clone(), nfs: nfs_state.clone(), nfs_config: nfs.config.clone(), busy: tokio::sync::Mutex::new(()) }
+        .install();
     let bound = smb.bind().await?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -118,21 +102,13 @@ async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings, path: std::path
     }
     crate::systemd::notify("STOPPING=1");
     stop.send_replace(true);
-    served.await?;
+    tokio::select! {
+        r = &mut served => r?,
+        // Whoever asks twice does not want to wait (the runtime still gets 5 s, below).
+        () = stop_signals.recv() => tracing::warn!("second stop signal: not waiting for requests in flight"),
+    }
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Reloads the configuration on every SIGHUP (what `systemctl reload` sends).
-#[cfg(unix)]
-async fn reload_on_sighup(mut hup: tokio::signal::unix::Signal, reloader: Arc<reload::Reloader>) {
-    while hup.recv().await.is_some() {
-        tracing::info!("SIGHUP: reloading {}", reloader.path.display());
-        crate::systemd::notify("RELOADING=1");
-        // The outcome is logged by the reload itself.
-        let _ = reloader.reload().await;
-        crate::systemd::notify("READY=1");
-    }
 }
 
 /// The signals that stop the server: Ctrl-C (SIGINT), and SIGTERM on Unix (what service

@@ -63,6 +63,15 @@ impl Shares {
     }
 }
 
+impl IntoIterator for &Shares {
+    type Item = Arc<Share>;
+    type IntoIter = std::vec::IntoIter<Arc<Share>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
 /// NT hashes by lower-case user name.
 pub fn user_table(users: &[UserConfig]) -> HashMap<String, [u8; 16]> {
     users.iter().map(|u| (u.name.to_lowercase(), u.nt_hash)).collect()
