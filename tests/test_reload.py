@@ -218,6 +218,38 @@ def io_loop(s: Smb, stop: threading.Event, counts: list, errors: list):
         errors.append(e)
 
 
+def test_io_goes_on_through_reloads(server, tmp_path):
+    """A client reading in a loop sees no error and no pause while shares come and go."""
+    srv = server
+    conf = harness.client_conf(tmp_path)
+    s = Smb(srv, "data")
+    stop, counts, errors = threading.Event(), [], []
+    t = threading.Thread(target=io_loop, args=(s, stop, counts, errors), daemon=True)
+    try:
+        t.start()
+        time.sleep(0.5)
+        for i in range(4):
+            specs = [{"name": "data"}, {"name": f"extra{i}"}]
+            rewrite(srv, USERS, specs)
+            if i % 2:
+                srv.proc.send_signal(signal.SIGHUP)
+                wait_log(srv, f"shares added: extra{i}")
+            else:
+                r = reload_cli(srv)
+                assert r.returncode == 0 and f"shares added: extra{i}" in r.stdout, r.stdout + r.stderr
+            assert harness.smbclient(srv, conf, f"extra{i}", "ls").ok
+        time.sleep(0.5)
+        stop.set()
+        t.join(10)
+        assert not errors, errors
+        # Reads went on in every second (none stalled on a reload).
+        steps = [b - a for a, b in zip(counts[5:], counts[15:])]
+        assert steps and min(steps) > 0, counts
+    finally:
+        stop.set()
+        s.close()
+
+
 # Uses the `iops` share key (issue 22); skipped only while `braid check` rejects it.
 def test_a_new_limit_applies_within_a_second_while_io_runs(server, tmp_path):
     srv = server
