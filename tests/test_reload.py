@@ -238,7 +238,7 @@ def test_io_goes_on_through_reloads(server, tmp_path):
                 r = reload_cli(srv)
                 assert r.returncode == 0 and f"shares added: extra{i}" in r.stdout, r.stdout + r.stderr
             assert harness.smbclient(srv, conf, f"extra{i}", "ls").ok
-        time.sleep(0.5)
+            time.sleep(0.5)
         stop.set()
         t.join(10)
         assert not errors, errors
