@@ -185,8 +185,9 @@ fn plan_shares(state: &ServerState, new: &ServerConfig, report: &mut ReloadRepor
 pub async fn apply(state: &Arc<ServerState>, new: &ServerConfig) -> std::io::Result<ReloadReport> {
     let mut report = ReloadReport { needs_restart: needs_restart(&state.config, new), ..Default::default() };
     let (list, opened) = plan_shares(state, new, &mut report)?;
-    // Limits apply first, on the limiters requests already wait in.
-    for s in &list {
+    // Limits apply first, on the limiters requests already wait in; unchanged ones are
+    // left alone (setting limits may restart a limiter's buckets).
+    for s in list.iter().filter(|s| s.qos.limits() != s.config.limits) {
         s.qos.set_limits(s.config.limits.clone());
     }
     for s in &opened {
