@@ -59,7 +59,7 @@ impl Reloader {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!("reload refused, configuration unchanged: {e}");
-                return Err(format!("refused, configuration unchanged: {e}"));
+                return Err(format!("configuration unchanged: {e}"));
             }
         };
         let mut cfg = loaded.server;
@@ -70,7 +70,7 @@ impl Reloader {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!("reload refused, configuration unchanged: {e}");
-                return Err(format!("refused, configuration unchanged: {}: {e}", self.path.display()));
+                return Err(format!("configuration unchanged: {}: {e}", self.path.display()));
             }
         };
         let mut line = format!("reloaded {}: {report}", self.path.display());
