@@ -47,7 +47,9 @@ pub struct StatusArgs {
 pub enum Command {
     /// Run the SMB server.
     #[command(
-        long_about = "Run the SMB server until interrupted (Ctrl-C or SIGTERM).\n\n\
+        long_about = "Run the SMB server until interrupted (Ctrl-C or SIGTERM: it stops accepting, \
+            lets requests in flight finish for up to 10 s, closes open files and exits 0). \
+            SIGHUP reloads the configuration file (see `braid reload`).\n\n\
             Without --config, braid works in the current directory: it serves ./braid-data \
             as share `data` on 127.0.0.1:4455. On the first start (no ./braid.toml yet) it \
             creates ./braid-data and writes ./braid.toml (mode 0600) with a user `braid` whose \
@@ -85,6 +87,23 @@ pub enum Command {
             braid status --admin 127.0.0.1:4456"
     )]
     Status(StatusArgs),
+
+    /// Make a running server re-read its configuration file.
+    #[command(
+        long_about = "Check the configuration file as `braid check` does (exiting non-zero, \
+            naming the file, line and key, if anything is wrong), then ask the server running \
+            with it, through its admin endpoint on loopback, to reload. The server re-reads its \
+            own file: shares, users and limits are added, changed or removed, NFS exports \
+            follow; sessions keep working unless their share or user went away. Settings that \
+            need a restart (listen addresses, server name, ...) are named in the answer. A file \
+            the server finds wrong is refused and the running configuration stays (exit \
+            status 1). SIGHUP to the server does the same.",
+        after_long_help = "Examples:\n  \
+            braid reload --config /etc/braid.toml\n  \
+            braid reload --admin 127.0.0.1:14455\n  \
+            kill -HUP $(pidof braid)              # the same, answer in the server's log"
+    )]
+    Reload(ReloadArgs),
 
     /// Add, update or remove users in a configuration file.
     #[command(subcommand)]
@@ -328,6 +347,16 @@ pub struct BenchSweepArgs {
     /// Also print one JSON object per run on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Arguments of `braid reload`.
+#[derive(Debug, Args)]
+pub struct ReloadArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Admin endpoint to ask instead of the one the config names.
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<SocketAddr>,
 }
 
 /// Arguments of `braid serve`.

@@ -10,8 +10,10 @@ mod logging;
 mod names;
 mod nfs_smb;
 mod password;
+mod reload;
 mod serve;
 mod status;
+mod systemd;
 mod users;
 
 use std::process::ExitCode;
@@ -53,6 +55,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Bench(args) => bench::run(*args),
         Command::Status(args) => status::run(&args),
+        Command::Reload(args) => {
+            println!("braid: {}", reload::run(&args.config.config, args.admin)?);
+            Ok(())
+        }
         Command::User(UserCommand::Del(args)) => {
             let path = &args.config.config;
             let shares = users::del_from_file(path, &args.name)?;

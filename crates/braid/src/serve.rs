@@ -10,7 +10,7 @@ use smb_server::ServerConfig;
 
 use crate::cli::ServeArgs;
 use crate::config::NfsSettings;
-use crate::{config, first_run, logging};
+use crate::{config, first_run, logging, reload};
 
 /// Runs `braid serve`.
 pub fn run(args: ServeArgs, verbose: u8) -> anyhow::Result<()> {
@@ -24,7 +24,7 @@ pub fn run(args: ServeArgs, verbose: u8) -> anyhow::Result<()> {
     let loaded = config::load(&config_path)?;
     let mut cfg = loaded.server;
     if !args.listen.is_empty() {
-        cfg.listen = args.listen;
+        cfg.listen = args.listen.clone();
     }
     logging::init(verbose, loaded.log.as_deref());
 
@@ -52,15 +52,14 @@ pub fn run(args: ServeArgs, verbose: u8) -> anyhow::Result<()> {
     }
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("braid").build().context("cannot start the async runtime")?;
-    let result = runtime.block_on(serve_until_signal(cfg, loaded.nfs));
+    let result = runtime.block_on(serve_until_signal(cfg, loaded.nfs, config_path, args.listen));
     // Do not hang on stuck blocking I/O at exit.
     runtime.shutdown_timeout(Duration::from_secs(5));
     result
 }
 
-async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings) -> anyhow::Result<()> {
+async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings, path: std::path::PathBuf, listen: Vec<SocketAddr>) -> anyhow::Result<()> {
     let mut smb = smb_server::Server::new(cfg.clone())?;
-    let exports = nfs_exports(&cfg, &nfs, smb.backends(), smb.limiters());
     let nfs_ops = Arc::new(nfs_server::op_table());
     let nfs_peers = Arc::new(nfs_server::peer_table());
     if nfs.enabled() {
@@ -69,55 +68,79 @@ async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings) -> anyhow::Resu
     }
     // After add_op_table, which needs the server state unshared.
     let coord: Arc<dyn nfs_server::Coordinator> = Arc::new(crate::nfs_smb::SmbCoordinator::new(smb.foreign()));
-    let nfs_server = async {
-        if !nfs.enabled() {
-            return std::future::pending().await;
-        }
-        nfs_server::serve_with_metrics(nfs.config.clone(), exports, coord, (nfs_ops, nfs_peers), std::future::pending()).await
+    let handle = smb.handle();
+    let nfs_state = if nfs.enabled() {
+        let key = nfs_server::handle::HandleKey::load_or_create(&nfs.config.state_dir)?;
+        let exports = reload::exports(&cfg, &nfs, &handle.shares());
+        let mut state = nfs_server::state::NfsState::new(nfs.config.clone(), exports, key, coord, nfs_ops)?;
+        state.peers = nfs_peers;
+        Some(Arc::new(state))
+    } else {
+        None
     };
+    let mut stop_signals = StopSignals::watch()?;
+    reload::Reloader { path, listen, smb: handle.clone(), nfs: nfs_state.clone(), nfs_config: nfs.config.clone(), busy: tokio::sync::Mutex::new(()) }
+        .install();
+    let bound = smb.bind().await?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let smb_served = async { bound.serve_until(until_stopped(stopped.clone())).await.context("server stopped") };
+    let nfs_served = async {
+        match nfs_state {
+            Some(state) => nfs_server::serve_state(state, until_stopped(stopped.clone())).await.context("NFS server stopped"),
+            None => Ok(()),
+        }
+    };
+    let served = async { tokio::try_join!(smb_served, nfs_served).map(|_| ()) };
+    tokio::pin!(served);
+    crate::systemd::notify("READY=1");
     tokio::select! {
-        r = smb.run() => r.context("server stopped"),
-        r = nfs_server => r.context("NFS server stopped"),
-        s = shutdown_signal() => {
-            s?;
-            tracing::info!("shutting down");
-            Ok(())
-        }
+        r = &mut served => return r,
+        () = stop_signals.recv() => {}
     }
+    crate::systemd::notify("STOPPING=1");
+    stop.send_replace(true);
+    tokio::select! {
+        r = &mut served => r?,
+        // Whoever asks twice does not want to wait (the runtime still gets 5 s, below).
+        () = stop_signals.recv() => tracing::warn!("second stop signal: not waiting for requests in flight"),
+    }
+    tracing::info!("stopped");
+    Ok(())
 }
 
-/// The shares exported over NFS, each with the backend SMB serves it with (so both
-/// protocols go through one metadata cache).
-fn nfs_exports(
-    cfg: &ServerConfig,
-    nfs: &NfsSettings,
-    backends: Vec<Arc<dyn braid_vfs::Backend>>,
-    limiters: Vec<Arc<braid_qos::ShareLimiter>>,
-) -> Vec<nfs_server::Export> {
-    nfs.exports
-        .iter()
-        .filter_map(|(i, rules)| {
-            let backend = backends.get(*i)?.clone();
-            let qos = limiters.get(*i)?.clone();
-            Some(nfs_server::Export { share: *i, name: cfg.shares.get(*i)?.name.clone(), backend, rules: rules.clone(), qos })
-        })
-        .collect()
-}
-
-/// Waits for Ctrl-C, or SIGTERM on Unix (what service managers send).
-async fn shutdown_signal() -> anyhow::Result<()> {
+/// The signals that stop the server: Ctrl-C (SIGINT), and SIGTERM on Unix (what service
+/// managers send). Watched from the start, so one that comes early is not fatal.
+struct StopSignals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r.context("cannot watch Ctrl-C"),
-            _ = term.recv() => Ok(()),
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn watch() -> anyhow::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+            let int = signal(SignalKind::interrupt()).context("cannot watch Ctrl-C")?;
+            Ok(StopSignals { term, int })
         }
+        #[cfg(not(unix))]
+        Ok(StopSignals {})
     }
-    #[cfg(not(unix))]
-    {
-        tokio::signal::ctrl_c().await.context("cannot watch Ctrl-C")
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

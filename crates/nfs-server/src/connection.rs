@@ -31,6 +31,8 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
     let mut records = RecordReader::new(MAX_RECORD as u32);
     let counts = state.peers.connect(peer.ip());
     tracing::debug!(%peer, "nfs connection");
+    // A graceful stop changes this: no new calls are read, those in flight are answered.
+    let mut stop = state.stop.subscribe();
     'conn: loop {
         loop {
             let record = match records.next_record() {
@@ -58,7 +60,11 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
         let want = records.wanted().clamp(READ_AHEAD, MAX_RECORD + 4);
         let buf = records.read_buf();
         buf.reserve(want);
-        match rd.read_buf(buf).await {
+        let read = tokio::select! {
+            r = rd.read_buf(buf) => r,
+            _ = stop.changed() => break,
+        };
+        match read {
             Ok(0) => break,
             Ok(_) => {}
             Err(e) => {
@@ -67,10 +73,14 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
             }
         }
     }
+    if *stop.borrow() {
+        let _ = in_flight.acquire_many(MAX_IN_FLIGHT as u32).await;
+    }
     // Close our side now; replies still being produced find the writer shut.
     let _ = wr.lock().await.shutdown().await;
     state.peers.disconnect(peer.ip(), &counts);
     tracing::debug!(%peer, "nfs connection closed");
+    drop(stop);
 }
 
 /// Writes one reply record. `reply` starts with four bytes reserved for the record mark.

@@ -111,7 +111,7 @@ fn credential(a: &Auth) -> Credential<'_> {
 /// the client or its credential is refused. A bad handle gets no export (the handler
 /// answers NFS3ERR_BADHANDLE) and the anonymous identity.
 fn caller(state: &NfsState, peer: IpAddr, hdr: &CallHeader, args: &Args3<'_>) -> Result<(Option<Arc<ExportState>>, Identity), AuthStat> {
-    let export = first_handle(args).and_then(|fh| state.key.check(fh.as_bytes()).ok()).and_then(|d| state.export_by_id(d.export_id)).cloned();
+    let export = first_handle(args).and_then(|fh| state.key.check(fh.as_bytes()).ok()).and_then(|d| state.export_by_id(d.export_id));
     let Some(e) = export else { return Ok((None, Identity { uid: 65534, gid: 65534, groups: Vec::new() })) };
     let rules = &e.export.rules;
     if !rules.allows(peer) {

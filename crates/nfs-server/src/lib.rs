@@ -4,13 +4,14 @@
 //! - utilities: [`config`], [`handle`] (file handles and their MAC),
 //!   [`auth`] (credentials, squash, permission bits);
 //! - state: [`drc`] (the duplicate request cache), `paths` (where handles point), `cookies`
-//!   (READDIR positions), [`state`];
+//!   (READDIR positions), [`exports`] (replaced on reload), [`state`];
 //! - the seam to other protocols: [`coordinator`].
 
 pub mod auth;
 pub mod config;
 pub mod coordinator;
 pub mod drc;
+pub mod exports;
 pub mod handle;
 
 pub use config::{ClientNet, Export, ExportRules, NfsConfig, DEFAULT_STATE_DIR};

@@ -57,12 +57,36 @@ pub async fn serve_state(state: Arc<NfsState>, shutdown: impl Future<Output = ()
     let sweeper = tokio::spawn(sweep_open_files(Arc::downgrade(&state)));
     let _stop_sweeper = AbortOnDrop(sweeper);
     tokio::select! {
-        _ = shutdown => Ok(()),
-        Some(r) = tasks.join_next() => match r {
+        _ = shutdown => {}
+        Some(r) = tasks.join_next() => return match r {
             Ok(r) => r,
             Err(e) => Err(std::io::Error::other(format!("NFS listener failed: {e}"))),
         },
     }
+    // Dropping the accept loops closes the listening sockets.
+    drop(tasks);
+    stop(&state, STOP_BOUND).await;
+    Ok(())
+}
+
+/// How long a stop waits for calls in flight.
+pub const STOP_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Graceful stop: connections read no new calls, answer those in flight (at most `bound`),
+/// then close; files kept open are closed.
+async fn stop(state: &Arc<NfsState>, bound: std::time::Duration) {
+    tracing::info!("stopping NFS: {} connections", state.stop.receiver_count());
+    state.stop.send_replace(true);
+    let deadline = tokio::time::Instant::now() + bound;
+    while state.stop.receiver_count() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    if state.stop.receiver_count() > 0 {
+        tracing::warn!(connections = state.stop.receiver_count(), "NFS calls still running after {bound:?}; stopping anyway");
+    }
+    let s = state.clone();
+    let _ = tokio::task::spawn_blocking(move || s.exports.iter().for_each(|e| e.open_files.close_all())).await;
+    tracing::info!("NFS stopped");
 }
 
 /// Closes files kept open past their idle time, once a second, on the blocking pool (a

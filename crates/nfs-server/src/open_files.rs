@@ -94,6 +94,12 @@ impl OpenFiles {
         drop(gone);
     }
 
+    /// Closes every handle (the server stops).
+    pub fn close_all(&self) {
+        let gone: Vec<Slot> = self.slots.lock().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, s)| s).collect();
+        drop(gone);
+    }
+
     pub fn len(&self) -> usize {
         self.slots.lock().unwrap_or_else(|p| p.into_inner()).len()
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::config::{Export, NfsConfig};
 use crate::coordinator::Coordinator;
 use crate::drc::Drc;
-use crate::handle::{export_id, HandleKey};
+use crate::handle::HandleKey;
 use braid_opmetrics::OpTable;
 
 /// One export with its id (the handle's export field).
@@ -26,7 +26,8 @@ pub struct ExportState {
 #[derive(Debug)]
 pub struct NfsState {
     pub config: NfsConfig,
-    pub exports: Vec<Arc<ExportState>>,
+    /// Replaced whole on a reload ([`crate::exports`]).
+    pub exports: crate::exports::Exports,
     pub key: HandleKey,
     pub drc: Drc,
     pub coord: Arc<dyn Coordinator>,
@@ -37,6 +38,9 @@ pub struct NfsState {
     /// WRITE and COMMIT verifier: random per server start, so clients resend unstable
     /// writes a restart may have lost.
     pub write_verf: [u8; 8],
+    /// Set to true when the server stops: connections take no new calls; each
+    /// connection holds a receiver until its calls have been answered.
+    pub stop: tokio::sync::watch::Sender<bool>,
 }
 
 /// Names of MOUNT's procedures in the metric table, after the 22 NFSv3 procedures.
@@ -58,29 +62,23 @@ pub const MOUNT_OPS: usize = nfs_wire::nfs3::PROC3_NAMES.len();
 impl NfsState {
     /// Builds the state; fails when two exports' names hash to the same id (rename one).
     pub fn new(config: NfsConfig, exports: Vec<Export>, key: HandleKey, coord: Arc<dyn Coordinator>, ops: Arc<OpTable>) -> std::io::Result<Self> {
-        let mut out: Vec<Arc<ExportState>> = Vec::new();
-        for export in exports {
-            let id = export_id(&export.name);
-            if let Some(other) = out.iter().find(|e| e.id == id) {
-                return Err(std::io::Error::other(format!("shares {} and {} have the same NFS export id", other.export.name, export.name)));
-            }
-            out.push(Arc::new(ExportState { export, id, paths: Default::default(), cookies: Default::default(), open_files: Default::default() }));
-        }
-        Ok(NfsState { config, exports: out, key, drc: Drc::default(), coord, ops, peers: Arc::new(peer_table()), write_verf: rand::random() })
+        let exports = crate::exports::Exports::new(exports)?;
+        let stop = tokio::sync::watch::Sender::new(false);
+        Ok(NfsState { config, exports, key, drc: Drc::default(), coord, ops, peers: Arc::new(peer_table()), write_verf: rand::random(), stop })
     }
 
     /// The export with handle id `id`.
-    pub fn export_by_id(&self, id: u32) -> Option<&Arc<ExportState>> {
-        self.exports.iter().find(|e| e.id == id)
+    pub fn export_by_id(&self, id: u32) -> Option<Arc<ExportState>> {
+        self.exports.by_id(id)
     }
 
     /// The export a mount path lies in and the directory inside it: `/name` is the share
     /// root, `/name/a/b` its directory `a/b` (clients such as libnfs mount the directory of
     /// the file they want). Extra, leading and trailing slashes are ignored.
-    pub fn export_by_path(&self, path: &str) -> Option<(&Arc<ExportState>, braid_vfs::SharePath)> {
+    pub fn export_by_path(&self, path: &str) -> Option<(Arc<ExportState>, braid_vfs::SharePath)> {
         let mut parts = path.split('/').filter(|c| !c.is_empty());
         let name = parts.next()?;
-        let export = self.exports.iter().find(|e| e.export.name == name)?;
+        let export = self.exports.by_name(name)?;
         let mut dir = braid_vfs::SharePath::root();
         for c in parts {
             dir = dir.join(c).ok()?;

@@ -112,6 +112,9 @@ async fn answer(state: &ServerState, mut sock: TcpStream) -> std::io::Result<()>
         }
     }
     let head = String::from_utf8_lossy(&buf[..n]);
+    if head.starts_with("POST /reload ") {
+        return crate::reload::answer_post(state, sock).await;
+    }
     let path = head.lines().next().and_then(|l| l.strip_prefix("GET ")).and_then(|l| l.split_whitespace().next()).unwrap_or("");
     let (code, ctype, body) = match path {
         "/status" => ("200 OK", "application/json", serde_json::to_string_pretty(&status(state)).unwrap_or_default()),

@@ -65,17 +65,16 @@ pub fn renamed(server: &ServerState, share: usize, from: &SharePath, to: &ShareP
 /// Subscribes to every share's outside changes; returns how each share learns of them.
 /// Holds the server weakly, so a stopped server's backends stop delivering into it.
 pub fn subscribe_all(server: &Arc<ServerState>) -> Vec<Delivery> {
-    server
-        .shares
-        .iter()
-        .map(|share| {
-            let weak: Weak<ServerState> = Arc::downgrade(server);
-            let index = share.index;
-            share.backend.subscribe(Arc::new(move |c: &Change| {
-                if let Some(s) = weak.upgrade() {
-                    changed(&s, index, c, Origin::OUTSIDE);
-                }
-            }))
-        })
-        .collect()
+    server.shares.iter().map(|share| subscribe(server, &share)).collect()
+}
+
+/// Subscribes to one share's outside changes (at start, or when a reload adds it).
+pub fn subscribe(server: &Arc<ServerState>, share: &crate::server::Share) -> Delivery {
+    let weak: Weak<ServerState> = Arc::downgrade(server);
+    let index = share.index;
+    share.backend.subscribe(Arc::new(move |c: &Change| {
+        if let Some(s) = weak.upgrade() {
+            changed(&s, index, c, Origin::OUTSIDE);
+        }
+    }))
 }

@@ -114,6 +114,10 @@ pub struct Connection {
     /// Wakes the reader when the connection is closed, so a dropped connection does not
     /// wait for the client's next frame.
     pub(crate) closing: Notify,
+    /// Wakes the reader when the server stops gracefully: it takes no new frame, but the
+    /// requests it has run to their end (`ServerHandle::stop`). One per connection, so a
+    /// reader waiting for data touches nothing shared.
+    pub(crate) drain: Notify,
     /// Bytes received and sent on this connection (for `braid status`).
     pub bytes_in: AtomicU64,
     pub bytes_out: AtomicU64,
@@ -147,6 +151,7 @@ impl Connection {
             recently_closed: Mutex::new(std::collections::VecDeque::new()),
             closed: AtomicBool::new(false),
             closing: Notify::new(),
+            drain: Notify::new(),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             channels: Default::default(),

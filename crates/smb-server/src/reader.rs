@@ -30,7 +30,15 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     // Largest frame: a maximal WRITE plus headers, or a compound of small requests.
     let cap = (server.config.max_io_size as usize + 64 * 1024).min(frame::MAX_FRAME);
     let mut ahead = ReadAhead::default();
+    // The stop (`ServerHandle::stop`) waits until every reader has dropped its receiver. It
+    // flips the flag before it wakes the connections it finds, and this connection was
+    // registered before the flag is read here, so one of the two sees the other.
+    let stop = server.stop.subscribe();
+    let mut draining = *stop.borrow();
     'frames: loop {
+        if draining {
+            break;
+        }
         let hdr = loop {
             if let Some(h) = ahead.take_prefix() {
                 break h;
@@ -38,6 +46,10 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
             let read = tokio::select! {
                 r = rd.read(ahead.spare()) => r,
                 _ = conn.closing.notified() => Ok(0),
+                _ = conn.drain.notified() => {
+                    draining = true;
+                    Ok(0)
+                }
             };
             match read {
                 Ok(n) if n > 0 && !conn.is_closed() => ahead.filled(n),
@@ -67,6 +79,9 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
             break;
         }
     }
+    if draining {
+        finish_in_flight(&conn).await;
+    }
     conn.close();
     // Wake blocked requests, then wait until every in-flight request has finished.
     for p in lock(&conn.pending).values() {
@@ -76,6 +91,16 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     teardown(&conn).await;
     server.connections.remove(&id);
     tracing::debug!(conn = id, %peer, "disconnected");
+    drop(stop);
+}
+
+/// On a graceful stop: waits until the requests this connection is processing have been
+/// answered, except those waiting for an event (change notify, blocking locks: the close
+/// that follows answers them). The stop closes the connection when its bound is reached.
+async fn finish_in_flight(conn: &Connection) {
+    while !conn.is_closed() && conn.requests_in_progress() > lock(&conn.pending).len() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
 }
 
 /// Reads the `len` bytes of one frame, starting with those already read ahead. A large

@@ -19,7 +19,8 @@ use crate::sync::{lock, Sharded};
 pub struct Share {
     pub config: ShareConfig,
     pub backend: Arc<dyn Backend>,
-    /// Index into `ServerState::shares`, part of the key of the file table.
+    /// The share's number, part of the key of the file table: its place in the startup
+    /// configuration, or a fresh number for a share a reload added (never reused).
     pub index: usize,
     /// Its provisioned limits and use, shared with the other protocols serving it.
     pub qos: Arc<braid_qos::ShareLimiter>,
@@ -28,9 +29,22 @@ pub struct Share {
 /// Everything connections share.
 #[derive(Debug)]
 pub struct ServerState {
+    /// The configuration the server started with. Its `shares` and `users` are not updated
+    /// by a reload: use [`ServerState::shares`] and [`ServerState::users`].
     pub config: ServerConfig,
-    pub shares: Vec<Arc<Share>>,
-    pub users: HashMap<String, [u8; 16]>,
+    /// The shares, swapped whole by a reload (`reload.rs`); read on tree connect, never on
+    /// the READ/WRITE path (a tree holds its share).
+    pub shares: crate::reload::Shares,
+    /// NT hashes by lower-case user name, swapped whole by a reload.
+    pub users: arc_swap::ArcSwap<HashMap<String, [u8; 16]>>,
+    /// The index the next share added by a reload gets (indices are never reused: they key
+    /// the file table, where a removed share's files may linger until closed).
+    pub(crate) next_share_index: std::sync::atomic::AtomicUsize,
+    /// Set to true when the server stops: readers take no new requests (`listener.rs`,
+    /// "graceful stop"); each connection's reader holds a receiver.
+    pub(crate) stop: tokio::sync::watch::Sender<bool>,
+    /// How the admin endpoint's `POST /reload` reloads (set by the binary).
+    pub reload_hook: crate::reload::ReloadHook,
     pub sessions: Sharded<SessionId, Arc<Session>>,
     pub files: FileTable,
     pub server_guid: [u8; 16],
@@ -73,6 +87,33 @@ fn cached(local: Arc<dyn Backend>, path: &std::path::Path, m: &crate::config::Me
     Arc::new(braid_vfs::CachedBackend::new(local, Some(path), cfg))
 }
 
+impl Share {
+    /// Opens the storage of share `s` and gives it `index`.
+    pub(crate) fn open(s: &ShareConfig, index: usize) -> std::io::Result<Share> {
+        let backend: Arc<dyn Backend> = match &s.storage {
+            crate::config::ShareStorage::Directory(path) => {
+                let local: Arc<dyn Backend> = Arc::new(
+                    LocalBackend::new(path, s.read_only)
+                        .map_err(|e| std::io::Error::other(format!("share {}: cannot open {}: {e}", s.name, path.display())))?,
+                );
+                cached(local, path, &s.metadata_cache)
+            }
+            crate::config::ShareStorage::Memory { capacity } => Arc::new(MemoryBackend::new(*capacity, s.read_only)),
+        };
+        let qos = braid_qos::ShareLimiter::new(&s.name, s.limits.clone());
+        Ok(Share { config: s.clone(), backend, index, qos })
+    }
+
+    /// Whether `user` may connect to the share (its `users` list, or `guest_ok`).
+    pub fn admits(&self, user: &crate::session::User) -> bool {
+        use crate::session::User;
+        match user {
+            User::Named(n) => self.config.users.is_empty() || self.config.users.iter().any(|u| u.eq_ignore_ascii_case(n)),
+            User::Guest | User::Anonymous => self.config.guest_ok,
+        }
+    }
+}
+
 impl ServerState {
     /// The outbox of connection `id`, if it is still up (break notifications use it).
     pub fn outbox(&self, id: u64) -> Option<Arc<dyn crate::outbox::Outbox>> {
@@ -83,20 +124,9 @@ impl ServerState {
     pub fn new(config: ServerConfig) -> std::io::Result<Self> {
         let mut shares = Vec::new();
         for (index, s) in config.shares.iter().enumerate() {
-            let backend: Arc<dyn Backend> = match &s.storage {
-                crate::config::ShareStorage::Directory(path) => {
-                    let local: Arc<dyn Backend> = Arc::new(
-                        LocalBackend::new(path, s.read_only)
-                            .map_err(|e| std::io::Error::other(format!("share {}: cannot open {}: {e}", s.name, path.display())))?,
-                    );
-                    cached(local, path, &s.metadata_cache)
-                }
-                crate::config::ShareStorage::Memory { capacity } => Arc::new(MemoryBackend::new(*capacity, s.read_only)),
-            };
-            let qos = braid_qos::ShareLimiter::new(&s.name, s.limits.clone());
-            shares.push(Arc::new(Share { config: s.clone(), backend, index, qos }));
+            shares.push(Arc::new(Share::open(s, index)?));
         }
-        let users = config.users.iter().map(|u| (u.name.to_lowercase(), u.nt_hash)).collect();
+        let users = crate::reload::user_table(&config.users);
         let server_guid: [u8; 16] = rand::random();
         let pipes = Arc::new(if config.splice_writes {
             crate::splice::PipePool::new(config.max_io_size as usize)
@@ -108,8 +138,11 @@ impl ServerState {
         let first_session = (rand::random::<u64>() & 0x0000_ffff_ffff_0000) | 1;
         Ok(ServerState {
             config,
-            shares,
-            users,
+            next_share_index: std::sync::atomic::AtomicUsize::new(shares.len()),
+            shares: crate::reload::Shares::new(shares),
+            users: arc_swap::ArcSwap::from_pointee(users),
+            stop: tokio::sync::watch::Sender::new(false),
+            reload_hook: Default::default(),
             sessions: Sharded::new(16),
             files: FileTable::new(),
             server_guid,
@@ -144,7 +177,7 @@ impl ServerState {
 
     /// Finds a disk share by name, case-insensitively.
     pub fn share(&self, name: &str) -> Option<Arc<Share>> {
-        self.shares.iter().find(|s| s.config.name.eq_ignore_ascii_case(name)).cloned()
+        self.shares.iter().find(|s| s.config.name.eq_ignore_ascii_case(name))
     }
 
     /// Whether any share admits guests (then unknown users are mapped to guest).
@@ -188,6 +221,6 @@ fn smb_ops() -> crate::op_metrics::OpTable {
 /// Lets smb-auth look users up without seeing the configuration.
 impl smb_auth::UserDb for ServerState {
     fn nt_hash(&self, user: &str) -> Option<[u8; 16]> {
-        self.users.get(&user.to_lowercase()).copied()
+        self.users.load().get(&user.to_lowercase()).copied()
     }
 }

@@ -196,6 +196,11 @@ impl Session {
         ids.into_iter().filter_map(|k| opens.remove(&k)).collect()
     }
 
+    /// The tree connects as they are now.
+    pub fn trees(&self) -> Vec<Arc<Tree>> {
+        read(&self.trees).values().cloned().collect()
+    }
+
     pub fn take_trees(&self) -> Vec<Arc<Tree>> {
         write(&self.trees).drain().map(|(_, t)| t).collect()
     }

@@ -23,11 +23,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             tracing::info!(conn = cx.conn.id, share = name, "no such share");
             return Err(NtStatus::BAD_NETWORK_NAME);
         };
-        let allowed = match &user {
-            User::Named(n) => share.config.users.is_empty() || share.config.users.iter().any(|u| u.eq_ignore_ascii_case(n)),
-            User::Guest | User::Anonymous => share.config.guest_ok,
-        };
-        if !allowed {
+        if !share.admits(&user) {
             tracing::warn!(conn = cx.conn.id, peer = %cx.conn.peer, share = name, user = ?user, "share access denied");
             return Err(NtStatus::ACCESS_DENIED);
         }

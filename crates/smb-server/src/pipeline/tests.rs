@@ -225,7 +225,7 @@ fn stored(server: &ServerState, name: &str) -> Vec<u8> {
         directory: false,
         non_directory: true,
     };
-    let (h, _) = server.shares[0].backend.open(&path, opts).expect("stored file");
+    let (h, _) = server.shares.get(0).expect("share").backend.open(&path, opts).expect("stored file");
     let mut buf = vec![0; 4096];
     let n = h.read_at(&mut buf, 0).expect("read");
     buf.truncate(n);
