@@ -24,7 +24,7 @@ function num(n, digits) {
 }
 
 function rate(n) {
-  return num(n, n >= 100 || n === 0 ? 0 : 1);
+  return num(n, n >= 100 || n === 0 ? 0 : n >= 1 ? 1 : 2);
 }
 
 function mib(bytes) {
