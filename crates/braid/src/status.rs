@@ -117,7 +117,7 @@ fn shares_table(v: &Value, out: &mut String) {
     }
     let _ = writeln!(
         out,
-        "\n  {:<16} {:>9} {:>18} {:>10} {:>11} {:>16} {:>12} {:>10} {:>9}",
+        "\n  {:<16} {:>9} {:>18} {:>10} {:>11} {:>16} {:>17} {:>10} {:>9}",
         "share", "IOPS", "IOPS limit", "read MiB/s", "write MiB/s", "MiB/s limit", "credits left", "throttled", "waited"
     );
     for s in &shares {
@@ -128,10 +128,16 @@ fn shares_table(v: &Value, out: &mut String) {
             (Some(i), None) => i.to_string(),
             (Some(i), Some(b)) => format!("{i} (burst {b})"),
         };
-        let credits = s["burst_credits"].as_u64().map_or_else(|| "-".to_string(), |c| c.to_string());
+        // Credits left, and how full the bucket is (the limiter's own size when it gives one).
+        let bucket = s["burst_credits_max"].as_u64().or(l["burst_credits"].as_u64()).filter(|&m| m > 0);
+        let credits = match (s["burst_credits"].as_u64(), bucket) {
+            (None, _) => "-".to_string(),
+            (Some(c), None) => c.to_string(),
+            (Some(c), Some(m)) => format!("{c} ({:.0}%)", 100.0 * c as f64 / m as f64),
+        };
         let _ = writeln!(
             out,
-            "  {:<16} {:>9.1} {:>18} {:>10.2} {:>11.2} {:>16} {:>12} {:>10} {:>9}",
+            "  {:<16} {:>9.1} {:>18} {:>10.2} {:>11.2} {:>16} {:>17} {:>10} {:>9}",
             s["share"].as_str().unwrap_or("?"),
             f("iops"),
             iops_limit,
@@ -309,7 +315,7 @@ mod tests {
         .unwrap();
         let t = table(&v);
         let row = t.lines().find(|l| l.trim_start().starts_with("fast")).expect(&t);
-        for cell in ["3999.5", "4024 (burst 10000)", "100.00", "1.00", " 203 ", "20000000", " 42 ", "1.50 s"] {
+        for cell in ["3999.5", "4024 (burst 10000)", "100.00", "1.00", " 203 ", "20000000 (93%)", " 42 ", "1.50 s"] {
             assert!(row.contains(cell), "{cell:?} not in {row}");
         }
         assert!(t.contains("    per file: 1000 IOPS\n"), "{t}");

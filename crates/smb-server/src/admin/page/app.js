@@ -255,6 +255,12 @@ function card(name) {
   return c;
 }
 
+// The size of the share's burst credit bucket (the limiter's own figure when it gives one).
+function bucket(s) {
+  const max = s.burst_credits_max !== undefined ? s.burst_credits_max : s.limits.burst_credits;
+  return max === undefined ? null : max;
+}
+
 function shareRow(s, d) {
   const l = s.limits;
   const tr = document.createElement('tr');
@@ -270,7 +276,7 @@ function shareRow(s, d) {
   tr.appendChild(cell(bytesLimit(l), 'mibps_limit', l.throughput === null ? null : l.throughput / MiB));
   const credits = s.burst_credits === null ? '-' : num(s.burst_credits, 0);
   const cr = cell(credits, 'burst_credits', s.burst_credits);
-  if (s.burst_credits !== null) meter(cr, s.burst_credits, l.burst_credits);
+  if (s.burst_credits !== null) meter(cr, s.burst_credits, bucket(s));
   tr.appendChild(cr);
   const perS = d ? (s.throttled_requests - d.throttled_requests) / d.dt : 0;
   const throttling = perS > 0 ? 'throttling' : null;
@@ -288,7 +294,7 @@ function updateShares(st, t, dt) {
     const old = before.get(s.share);
     rows.push(shareRow(s, old && dt > 0 ? Object.assign({ dt }, old) : null));
     const h = history.get(s.share) || [];
-    h.push({ t, iops: s.iops, read: s.read_bytes_per_s, write: s.write_bytes_per_s, credits: s.burst_credits, limits: s.limits });
+    h.push({ t, iops: s.iops, read: s.read_bytes_per_s, write: s.write_bytes_per_s, credits: s.burst_credits, bucket: bucket(s), limits: s.limits });
     while (h.length && h[0].t < t - WINDOW_S) h.shift();
     history.set(s.share, h);
     drawCard(card(s.share), s, h, t);
@@ -313,7 +319,7 @@ function drawCard(c, s, h, now) {
   })), now);
   const bursting = h.some((p) => p.credits !== null);
   c.el.querySelector('figure.credits').hidden = !bursting;
-  if (bursting) c.credits.draw(h.map((p) => ({ t: p.t, values: [p.credits, p.limits.burst_credits] })), now);
+  if (bursting) c.credits.draw(h.map((p) => ({ t: p.t, values: [p.credits, p.bucket] })), now);
   const rows = (s.top_clients || []).map((u) => {
     const tr = document.createElement('tr');
     tr.appendChild(cell(u.client, 'client', null, 'text'));
