@@ -281,3 +281,42 @@ def test_live_page_in_headless_chromium():
         problem = harness.stop_braid(srv)
         shutil.rmtree(root, ignore_errors=True)
         assert problem is None, problem
+
+
+def raw_http(port, request: bytes, timeout=10) -> bytes:
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(request)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+def test_admin_http_edges(braid_server):
+    """The page's assets with their types and policy; HEAD without a body; 404, 405, 400 and
+    431 for what the endpoint does not serve; a bounded head."""
+    port = braid_server.port + 10000 if braid_server.port + 10000 < 65536 else braid_server.port - 10000
+    for path, ctype in (("/", "text/html"), ("/app.js", "text/javascript"), ("/style.css", "text/css")):
+        r = raw_http(port, f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        head, body = r.split(b"\r\n\r\n", 1)
+        head = head.decode()
+        assert head.startswith("HTTP/1.0 200 OK\r\n") and f"Content-Type: {ctype}" in head, head
+        assert "Content-Security-Policy: default-src 'none';" in head and "X-Content-Type-Options: nosniff" in head, head
+        assert f"Content-Length: {len(body)}\r\n" in head + "\r\n" and body, head
+    r = raw_http(port, b"HEAD / HTTP/1.0\r\n\r\n")
+    assert r.startswith(b"HTTP/1.0 200 OK\r\n") and r.endswith(b"\r\n\r\n"), r[-200:]
+    assert raw_http(port, b"HEAD /status HTTP/1.0\r\n\r\n").endswith(b"\r\n\r\n")
+    assert raw_http(port, b"GET /nothing-here HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.0 404 ")
+    r = raw_http(port, b"DELETE / HTTP/1.0\r\n\r\n")
+    assert r.startswith(b"HTTP/1.0 405 ") and b"Allow: GET, HEAD\r\n" in r, r
+    assert raw_http(port, b"PUT /status HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.0 405 ")
+    assert raw_http(port, b"hello\r\n\r\n").startswith(b"HTTP/1.0 400 ")
+    assert raw_http(port, b"GET / HTTP/1.0\r\nX: " + b"a" * 20000 + b"\r\n\r\n").startswith(b"HTTP/1.0 431 ")
+    # A client that never finishes its head is dropped, and the endpoint still answers others.
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
+        slow.sendall(b"GET / HTTP/1.0\r\n")
+        assert raw_http(port, b"GET /status HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.0 200 ")
+        t0 = time.monotonic()
+        assert slow.recv(100) == b"" and time.monotonic() - t0 < 8

@@ -151,7 +151,13 @@ mod tests {
 
     #[tokio::test]
     async fn malformed_and_oversized_heads_get_answers() {
-        for bad in [&b"GARBAGE\r\n\r\n"[..], b"get / HTTP/1.0\r\n\r\n", b"GET status HTTP/1.0\r\n\r\n", b"GET / SPDY\r\n\r\n", b"\xff\xfe / HTTP/1.0\r\n\r\n"] {
+        for bad in [
+            &b"GARBAGE\r\n\r\n"[..],
+            b"get / HTTP/1.0\r\n\r\n",
+            b"GET status HTTP/1.0\r\n\r\n",
+            b"GET / SPDY\r\n\r\n",
+            b"\xff\xfe / HTTP/1.0\r\n\r\n",
+        ] {
             let resp = parse(bad).await.unwrap().unwrap_err();
             assert_eq!(resp.code, "400 Bad Request", "{bad:?}");
         }

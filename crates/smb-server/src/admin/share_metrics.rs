@@ -20,16 +20,12 @@ const FAMILIES: [(&str, &str, &str, Field); 17] = [
     ("braid_share_ingress_limit_bytes_per_second", "gauge", "Provisioned write throughput.", |s| f(s.limits.ingress)),
     ("braid_share_egress_limit_bytes_per_second", "gauge", "Provisioned read throughput.", |s| f(s.limits.egress)),
     ("braid_share_file_iops_limit", "gauge", "IOPS limit of any one file.", |s| f(s.limits.max_file_iops)),
-    ("braid_share_file_throughput_limit_bytes_per_second", "gauge", "Throughput limit of any one file.", |s| {
-        f(s.limits.max_file_throughput)
-    }),
+    ("braid_share_file_throughput_limit_bytes_per_second", "gauge", "Throughput limit of any one file.", |s| f(s.limits.max_file_throughput)),
     ("braid_share_iops", "gauge", "IOs per second over the last full second.", |s| Some(s.iops)),
     ("braid_share_read_bytes_per_second", "gauge", "Bytes read per second over the last full second.", |s| Some(s.read_bytes_per_s)),
     ("braid_share_write_bytes_per_second", "gauge", "Bytes written per second over the last full second.", |s| Some(s.write_bytes_per_s)),
     ("braid_share_burst_credits", "gauge", "Burst credits left, in IOs.", |s| f(s.burst_credits)),
-    ("braid_share_io_total", "counter", "IOs since start (one per 64 KiB or part of it of data, one per other operation).", |s| {
-        f(Some(s.ios_total))
-    }),
+    ("braid_share_io_total", "counter", "IOs since start (one per 64 KiB or part of it of data, one per other operation).", |s| f(Some(s.ios_total))),
     ("braid_share_read_bytes_total", "counter", "Bytes read since start.", |s| f(Some(s.read_bytes_total))),
     ("braid_share_write_bytes_total", "counter", "Bytes written since start.", |s| f(Some(s.write_bytes_total))),
     ("braid_share_throttled_requests_total", "counter", "Requests that waited for the share's limits.", |s| f(Some(s.throttled_requests))),
@@ -79,7 +75,8 @@ mod tests {
 
     #[test]
     fn limits_use_and_totals_per_share() {
-        let limited = Limits { iops: Some(4024), burst_iops: Some(10000), burst_credits: Some(21513600), throughput: Some(203 << 20), ..Limits::default() };
+        let limited =
+            Limits { iops: Some(4024), burst_iops: Some(10000), burst_credits: Some(21513600), throughput: Some(203 << 20), ..Limits::default() };
         let mut a = share("data", limited);
         a.burst_credits = Some(21000000);
         let b = share("fr\"ee", Limits::default());
