@@ -154,6 +154,8 @@ SNAPSHOT_JS = r"""
     polls: Number(document.body.dataset.polls || 0),
     state: document.getElementById('state').textContent,
     shares: Object.fromEntries([...document.querySelectorAll('#shares-table tr[data-share]')].map((tr) => [tr.dataset.share, row(tr)])),
+    clients: Object.fromEntries([...document.querySelectorAll('article[data-share]')].map((a) => [a.dataset.share,
+      [...a.querySelectorAll('table.clients tr')].filter((tr) => tr.querySelector('td[data-field]')).map(row)])),
     limits: Object.fromEntries([...document.querySelectorAll('article[data-share]')].map((a) => [a.dataset.share, a.querySelector('.limits').textContent])),
     sessions: [...document.querySelectorAll('#sessions-table tr[data-session]')].map(row),
     charts: [...document.querySelectorAll('article[data-share] canvas')].map((c) => ({
@@ -229,6 +231,10 @@ def test_live_page_in_headless_chromium():
             assert busy["read_mibps"]["value"] > 0 and busy["write_mibps"]["value"] > 0, busy
             assert number(busy["read_mibps"]) > 0, busy
             assert idle["iops"]["value"] == 0 and idle["read_mibps"]["value"] == 0, idle
+        # The bench is the busy share's top client; the idle share has none.
+        top = second["clients"]["busy"]
+        assert top and "alice" in top[0]["client"]["text"] and top[0]["iops"]["value"] > 0, top
+        assert second["clients"]["idle"] == [], second["clients"]["idle"]
         moved = [k for k in ("iops", "read_mibps", "write_mibps") if first["shares"]["busy"][k]["text"] != second["shares"]["busy"][k]["text"]]
         assert moved, (first["shares"]["busy"], second["shares"]["busy"])
 
