@@ -138,3 +138,49 @@ def test_status_unreachable_is_one_clear_line(braid_server, tmp_path):
     assert r.returncode != 0
     assert r.stderr.startswith("braid: error: cannot reach the admin endpoint"), r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def share_sample(samples, name, share):
+    return samples.get((name, frozenset({("share", share)})))
+
+
+def test_per_share_use_in_status_metrics_and_table(braid_server):
+    """Each share's limits and use: `/status` lists every share, `/metrics` has the
+    braid_share_* series per share, and I/O on one share moves its totals only."""
+    if braid_server.target != "braid":
+        pytest.skip("braid only")
+    from smbprotocol.open import CreateDisposition
+    st = status_json(braid_server)
+    assert [s["share"] for s in st["shares"]] == ["data", "ro", "alice_only"], st["shares"]
+    assert all(v is None for v in st["shares"][0]["limits"].values()), st["shares"][0]
+    before = parse_samples(metrics_text(braid_server))
+    size = 200 * 1024  # 4 IOs of 64 KiB or part of it, per WRITE and per READ
+    s = Smb(braid_server)
+    try:
+        for i in range(3):
+            f = s.open(f"share-use-{i}.bin", disposition=CreateDisposition.FILE_OVERWRITE_IF)
+            f.write(b"q" * size, 0)
+            assert len(f.read(0, size)) == size
+            f.close()
+    finally:
+        s.close()
+    after = parse_samples(metrics_text(braid_server))
+    for share in ("data", "ro", "alice_only"):
+        for name in ("braid_share_iops", "braid_share_io_total", "braid_share_read_bytes_total", "braid_share_write_bytes_total",
+                     "braid_share_throttled_requests_total", "braid_share_throttled_seconds_total"):
+            assert share_sample(after, name, share) is not None, (name, share)
+        assert share_sample(after, "braid_share_iops_limit", share) is None, "an unlimited share has no limit series"
+    delta = lambda name, share: share_sample(after, name, share) - share_sample(before, name, share)
+    assert delta("braid_share_write_bytes_total", "data") >= 3 * size
+    assert delta("braid_share_read_bytes_total", "data") >= 3 * size
+    assert delta("braid_share_io_total", "data") >= 3 * (4 + 4), "64 KiB units of the WRITEs and READs"
+    assert delta("braid_share_io_total", "ro") == 0 and delta("braid_share_write_bytes_total", "alice_only") == 0
+    assert delta("braid_share_throttled_requests_total", "data") == 0, "an unlimited share never waits"
+    # The table has a row per share with its limits.
+    cfg = braid_server.root / "braid.toml"
+    r = subprocess.run([braid_exe(braid_server), "status", "--config", str(cfg)], capture_output=True, text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+    header = next((l for l in r.stdout.splitlines() if l.split()[:2] == ["share", "IOPS"]), None)
+    assert header and "credits left" in header and "throttled" in header, r.stdout
+    row = next((l for l in r.stdout.splitlines() if l.split()[:1] == ["data"] and "unlimited" in l), None)
+    assert row, r.stdout

@@ -1,5 +1,6 @@
-//! `braid status`: sessions and channels of a running server, its per-operation counts and
-//! latencies and its shares' metadata caches, read from its admin endpoint.
+//! `braid status`: sessions and channels of a running server, each share's provisioned
+//! limits against its use, its per-operation counts and latencies and its shares' metadata
+//! caches, read from its admin endpoint.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -77,6 +78,7 @@ fn table(v: &Value) -> String {
         }
     }
     peers_table(v, &mut out);
+    shares_table(v, &mut out);
     ops_table(v, &mut out);
     caches_table(v, &mut out);
     out
@@ -102,6 +104,92 @@ fn peers_table(v: &Value, out: &mut String) {
             n("bytes_in"),
             n("bytes_out")
         );
+    }
+}
+
+/// Per share: provisioned against used IOPS and throughput over the last second, burst
+/// credits left, requests throttled and time they waited; then its busiest clients.
+fn shares_table(v: &Value, out: &mut String) {
+    use std::fmt::Write as _;
+    let shares = v["shares"].as_array().cloned().unwrap_or_default();
+    if shares.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n  {:<16} {:>9} {:>18} {:>10} {:>11} {:>16} {:>17} {:>10} {:>9}",
+        "share", "IOPS", "IOPS limit", "read MiB/s", "write MiB/s", "MiB/s limit", "credits left", "throttled", "waited"
+    );
+    for s in &shares {
+        let l = &s["limits"];
+        let f = |k: &str| s[k].as_f64().unwrap_or(0.0);
+        let iops_limit = match (l["iops"].as_u64(), l["burst_iops"].as_u64()) {
+            (None, _) => "unlimited".to_string(),
+            (Some(i), None) => i.to_string(),
+            (Some(i), Some(b)) => format!("{i} (burst {b})"),
+        };
+        // Credits left, and how full the bucket is (the limiter's own size when it gives one).
+        let bucket = s["burst_credits_max"].as_u64().or(l["burst_credits"].as_u64()).filter(|&m| m > 0);
+        let credits = match (s["burst_credits"].as_u64(), bucket) {
+            (None, _) => "-".to_string(),
+            (Some(c), None) => c.to_string(),
+            (Some(c), Some(m)) => format!("{c} ({:.0}%)", 100.0 * c as f64 / m as f64),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<16} {:>9.1} {:>18} {:>10.2} {:>11.2} {:>16} {:>17} {:>10} {:>9}",
+            s["share"].as_str().unwrap_or("?"),
+            f("iops"),
+            iops_limit,
+            f("read_bytes_per_s") / MIB,
+            f("write_bytes_per_s") / MIB,
+            byte_limits(l),
+            credits,
+            s["throttled_requests"].as_u64().unwrap_or(0),
+            format!("{:.2} s", s["throttled_ms"].as_u64().unwrap_or(0) as f64 / 1000.0),
+        );
+        let file = [("IOPS", l["max_file_iops"].as_u64().map(|v| v.to_string())), ("MiB/s", mib_limit(&l["max_file_throughput"]))];
+        let file: Vec<String> = file.iter().filter_map(|(unit, v)| Some(format!("{} {unit}", v.as_ref()?))).collect();
+        if !file.is_empty() {
+            let _ = writeln!(out, "    per file: {}", file.join(", "));
+        }
+        for c in s["top_clients"].as_array().into_iter().flatten() {
+            let _ = writeln!(
+                out,
+                "    client {:<40} {:>10.1} IOPS {:>10.2} MiB/s  waited {:.2} s",
+                c["client"].as_str().unwrap_or("?"),
+                c["iops"].as_f64().unwrap_or(0.0),
+                c["bytes_per_s"].as_f64().unwrap_or(0.0) / MIB,
+                c["throttled_ms"].as_u64().unwrap_or(0) as f64 / 1000.0
+            );
+        }
+    }
+}
+
+const MIB: f64 = 1048576.0;
+
+/// A byte rate limit in MiB/s (None when unset).
+fn mib_limit(v: &Value) -> Option<String> {
+    v.as_u64().map(|b| {
+        let m = b as f64 / MIB;
+        if m.fract() == 0.0 {
+            format!("{m:.0}")
+        } else {
+            format!("{m:.2}")
+        }
+    })
+}
+
+/// The share's byte-rate limits: total, read (egress) and write (ingress), those that are set.
+fn byte_limits(l: &Value) -> String {
+    let parts: Vec<String> = [("", "throughput"), ("read ", "egress"), ("write ", "ingress")]
+        .iter()
+        .filter_map(|(name, key)| Some(format!("{name}{}", mib_limit(&l[*key])?)))
+        .collect();
+    if parts.is_empty() {
+        "unlimited".to_string()
+    } else {
+        parts.join(", ")
     }
 }
 
@@ -208,6 +296,33 @@ mod tests {
         assert!(row.contains(" 120 ") && row.contains(" 3 ") && row.contains("42 us") && row.contains("2.50 ms"), "{row}");
         let row = t.lines().find(|l| l.trim_start().starts_with("data")).expect(&t);
         assert!(row.contains("90.0%"), "{row}");
+    }
+
+    #[test]
+    fn table_lists_shares_limits_against_use() {
+        let v: Value = serde_json::from_str(
+            r#"{"connections":0,"sessions":[],
+            "shares":[{"share":"fast","limits":{"iops":4024,"burst_iops":10000,"burst_credits":21513600,"throughput":212860928,
+              "ingress":null,"egress":null,"max_file_iops":1000,"max_file_throughput":null},
+              "iops":3999.5,"read_bytes_per_s":104857600.0,"write_bytes_per_s":1048576.0,"burst_credits":20000000,
+              "ios_total":1,"read_bytes_total":1,"write_bytes_total":1,"throttled_requests":42,"throttled_ms":1500,
+              "top_clients":[{"client":"smb alice@127.0.0.1","iops":3999.5,"bytes_per_s":105906176.0,"throttled_ms":1500}]},
+             {"share":"free","limits":{"iops":null,"burst_iops":null,"burst_credits":null,"throughput":null,"ingress":null,
+              "egress":5242880,"max_file_iops":null,"max_file_throughput":null},
+              "iops":0.0,"read_bytes_per_s":0.0,"write_bytes_per_s":0.0,"burst_credits":null,
+              "ios_total":0,"read_bytes_total":0,"write_bytes_total":0,"throttled_requests":0,"throttled_ms":0,"top_clients":[]}]}"#,
+        )
+        .unwrap();
+        let t = table(&v);
+        let row = t.lines().find(|l| l.trim_start().starts_with("fast")).expect(&t);
+        for cell in ["3999.5", "4024 (burst 10000)", "100.00", "1.00", " 203 ", "20000000 (93%)", " 42 ", "1.50 s"] {
+            assert!(row.contains(cell), "{cell:?} not in {row}");
+        }
+        assert!(t.contains("    per file: 1000 IOPS\n"), "{t}");
+        let client = t.lines().find(|l| l.contains("client smb alice@127.0.0.1")).expect(&t);
+        assert!(client.contains("3999.5 IOPS") && client.contains("101.00 MiB/s") && client.contains("waited 1.50 s"), "{client}");
+        let row = t.lines().find(|l| l.trim_start().starts_with("free")).expect(&t);
+        assert!(row.contains("unlimited") && row.contains("read 5") && row.contains(" - "), "{row}");
     }
 
     #[test]

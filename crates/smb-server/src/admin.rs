@@ -1,6 +1,12 @@
 //! The admin endpoint: a tiny HTTP server on loopback, off the SMB port, that `braid status`
 //! and monitoring read. `GET /status` returns sessions and their channels as JSON (the shape
-//! `Get-SmbMultichannelConnection` users expect); `GET /metrics` returns Prometheus text.
+//! `Get-SmbMultichannelConnection` users expect) and each share's limits and use;
+//! `GET /metrics` returns Prometheus text; `GET /` is the live view (`page`). This module
+//! routes; `http` reads requests and writes answers.
+
+mod http;
+mod page;
+mod share_metrics;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -8,8 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+use self::http::Response;
 
 use crate::server::ServerState;
 use crate::session::User;
@@ -71,7 +78,12 @@ pub struct Status {
     pub caches: Vec<CacheStatus>,
     /// Clients of the other protocols (NFS), with their connections.
     pub peers: Vec<braid_opmetrics::PeerStatus>,
+    /// Each share's provisioned limits and use, in configuration order.
+    pub shares: Vec<braid_qos::ShareQosStatus>,
 }
+
+/// Requests the admin endpoint answers at once (a browser tab holds one at a time).
+const MAX_CONCURRENT: usize = 32;
 
 /// Serves the admin endpoint until the process ends. A bind failure is logged, not fatal:
 /// the file service matters more than its dashboard.
@@ -87,43 +99,37 @@ pub async fn serve(state: Arc<ServerState>, addr: SocketAddr) {
         tracing::warn!(%addr, "admin endpoint is not on loopback: anyone who can reach it sees sessions");
     }
     tracing::info!(%addr, "admin endpoint listening");
+    // A bounded number of answers at once: a flood of connections costs the file service
+    // at most this many small tasks (the rest are closed unanswered).
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT));
     loop {
         let Ok((sock, _)) = l.accept().await else { continue };
+        let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
         let state = state.clone();
         tokio::spawn(async move {
             // A stuck or slow client cannot hold a task for long.
             let _ = tokio::time::timeout(Duration::from_secs(5), answer(&state, sock)).await;
+            drop(slot);
         });
     }
 }
 
 async fn answer(state: &ServerState, mut sock: TcpStream) -> std::io::Result<()> {
-    let mut buf = vec![0u8; 4096];
-    let mut n = 0;
-    // Read until the end of the request head, within a small bound.
-    while n < buf.len() {
-        let r = sock.read(&mut buf[n..]).await?;
-        if r == 0 {
-            break;
-        }
-        n += r;
-        if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") || buf[..n].windows(2).any(|w| w == b"\n\n") {
-            break;
-        }
-    }
-    let head = String::from_utf8_lossy(&buf[..n]);
-    if head.starts_with("POST /reload ") {
+    let req = match http::read_request(&mut sock).await? {
+        Ok(req) => req,
+        Err(refusal) => return http::send(&mut sock, false, &refusal).await,
+    };
+    if (req.method.as_str(), req.path.as_str()) == ("POST", "/reload") {
         return crate::reload::answer_post(state, sock).await;
     }
-    let path = head.lines().next().and_then(|l| l.strip_prefix("GET ")).and_then(|l| l.split_whitespace().next()).unwrap_or("");
-    let (code, ctype, body) = match path {
-        "/status" => ("200 OK", "application/json", serde_json::to_string_pretty(&status(state)).unwrap_or_default()),
-        "/metrics" => ("200 OK", "text/plain; version=0.0.4", metrics(state)),
-        _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
+    let resp = match (req.method.as_str(), req.path.as_str()) {
+        ("GET" | "HEAD", "/status") => Response::ok("application/json", serde_json::to_vec_pretty(&status(state)).unwrap_or_default()),
+        ("GET" | "HEAD", "/metrics") => Response::ok("text/plain; version=0.0.4", metrics(state).into_bytes()),
+        (_, "/status" | "/metrics") => Response::method_not_allowed("GET, HEAD"),
+        (_, "/reload") => Response::method_not_allowed("POST"),
+        (method, path) => page::answer(method, path),
     };
-    let resp = format!("HTTP/1.0 {code}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
-    sock.write_all(resp.as_bytes()).await?;
-    sock.shutdown().await
+    http::send(&mut sock, req.is_head(), &resp).await
 }
 
 /// A snapshot of sessions and channels.
@@ -162,7 +168,8 @@ pub fn status(state: &ServerState) -> Status {
     }
     sessions.sort_by(|a, b| a.id.cmp(&b.id));
     let peers = state.other_peers.iter().flat_map(|t| t.snapshot()).collect();
-    Status { connections: conns.len(), sessions, ops: ops(state), caches: caches(state), peers }
+    let shares = state.shares.iter().map(|sh| sh.qos.status()).collect();
+    Status { connections: conns.len(), sessions, ops: ops(state), caches: caches(state), peers, shares }
 }
 
 fn ops(state: &ServerState) -> Vec<OpStatus> {
@@ -244,6 +251,7 @@ fn metrics(state: &ServerState) -> String {
     let tables: Vec<&crate::op_metrics::OpTable> = std::iter::once(&state.ops).chain(state.other_ops.iter().map(|t| &**t)).collect();
     crate::op_metrics::write_prometheus(&tables, &mut out);
     write_cache_metrics(&st.caches, &mut out);
+    share_metrics::write(&st.shares, &mut out);
     out
 }
 
