@@ -49,6 +49,9 @@ fn summary(path: &Path, loaded: &config::Loaded) -> String {
             }
         );
     }
+    for sh in &c.shares {
+        let _ = writeln!(s, "  share {:?} limits: {}", sh.name, config::describe_limits(&sh.limits));
+    }
     nfs_summary(loaded, &mut s);
     s
 }
