@@ -30,6 +30,7 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let mut records = RecordReader::new(MAX_RECORD as u32);
     let counts = state.peers.connect(peer.ip());
+    let slots = Arc::new(crate::qos::Slots::new(peer.ip()));
     tracing::debug!(%peer, "nfs connection");
     'conn: loop {
         loop {
@@ -42,10 +43,10 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
                 }
             };
             let Ok(permit) = in_flight.clone().acquire_owned().await else { break 'conn };
-            let (state, wr, counts) = (state.clone(), wr.clone(), counts.clone());
+            let (state, wr, counts, slots) = (state.clone(), wr.clone(), counts.clone(), slots.clone());
             tokio::spawn(async move {
                 let len_in = record.len();
-                let reply = dispatch::call(&state, peer.ip(), record).await;
+                let reply = dispatch::call(&state, peer.ip(), &slots, record).await;
                 counts.record(len_in, reply.as_ref().map_or(0, Vec::len));
                 if let Some(reply) = reply {
                     send(&wr, reply).await;
