@@ -9,11 +9,14 @@
 //! The crate knows nothing of SMB or NFS: a protocol server names the client (a
 //! [`ClientSlot`]), the file (its backend file id) and the I/O ([`Io`]).
 
+mod bucket;
 pub mod cost;
 pub mod limiter;
 pub mod limits;
 pub mod presets;
+mod schedule;
 pub mod status;
+mod usage;
 
 pub use cost::{io_units, Io, IO_UNIT};
 pub use limiter::{ClientSlot, ShareLimiter};

@@ -30,6 +30,8 @@ pub struct ShareQosStatus {
     pub write_bytes_per_s: f64,
     /// Burst credits left (None without a burst bucket).
     pub burst_credits: Option<u64>,
+    /// Size of the burst credit bucket (None without one).
+    pub burst_credits_max: Option<u64>,
     /// Totals since start: IOs, bytes read and written, requests that waited, time waited.
     pub ios_total: u64,
     pub read_bytes_total: u64,
