@@ -40,9 +40,11 @@ pub async fn admit(cx: &mut Ctx<'_>, cmd: Command, out: &mut Vec<u8>) {
     let Some(tree) = cx.tree.clone() else { return };
     let (Some(share), Some(slot)) = (tree.share(), tree.qos.as_ref()) else { return };
     let Some(io) = cost(cmd, cx.msg()) else { return };
+    // Looked up whether or not the share has per-file limits: a read lock of the session's
+    // opens costs less than asking the share's limiter (a lock all its clients share).
     let file = match io {
-        Io::Read(_) | Io::Write(_) if has_file_limits(&share.qos) => file_key(cx, cmd),
-        _ => None,
+        Io::Read(_) | Io::Write(_) => file_key(cx, cmd),
+        Io::Meta => None,
     };
     let mut wait = std::pin::pin!(share.qos.admit(slot, file, io));
     let waited = match poll_once(wait.as_mut()).await {
@@ -56,13 +58,6 @@ pub async fn admit(cx: &mut Ctx<'_>, cmd: Command, out: &mut Vec<u8>) {
         },
     };
     cx.throttled = !waited.is_zero();
-}
-
-/// Whether the share holds single files to limits of their own (only then is the file of a
-/// READ or WRITE looked up here).
-fn has_file_limits(limiter: &braid_qos::ShareLimiter) -> bool {
-    let l = limiter.limits();
-    l.max_file_iops.is_some() || l.max_file_throughput.is_some()
 }
 
 /// The backend file id of the open a READ or WRITE names, the key of per-file limits.

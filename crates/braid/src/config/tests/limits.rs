@@ -95,11 +95,11 @@ fn preset_with_explicit_overrides() {
 }
 
 /// The published Azure Files provisioned v1 example: 1 TiB buys 4,024 IOPS, bursts to
-/// 10,000 for an hour (21,513,600 credits) and 203 MiB/s (81 in, 122 out).
+/// 10,000 for an hour (21,513,600 credits) and 203 MiB/s.
 #[test]
 fn azure_v1_example_as_check_prints_it() {
     let l = limits("provisioned = { model = \"azure-v1\", size = \"1TiB\" }\n");
-    assert_eq!(describe_limits(&l), "4024 IOPS, burst 10000 IOPS (21513600 credits, 60 min), ingress 81 MiB/s, egress 122 MiB/s");
+    assert_eq!(describe_limits(&l), "4024 IOPS, burst 10000 IOPS (21513600 credits, 60 min), throughput 203 MiB/s");
 }
 
 #[test]
