@@ -234,18 +234,29 @@ def test_nfs_cp_takes_the_time_the_throughput_allows(srv, tmp_path):
     assert transfer_seconds(8 * MiB, MiB, 4 * MiB) * 0.9 <= took <= 2.0 * 1.3, took
 
 
-def test_a_long_wait_is_answered_pending_first(srv):
+def test_a_long_wait_is_answered_pending_first_and_grants_no_more_credits(srv):
     """A READ that must wait longer than half a second for egress = 256KiB gets an interim
-    STATUS_PENDING (so the client does not time it out), then its data."""
+    STATUS_PENDING (so the client does not time it out), then its data; and while a client
+    runs over its limit its credit window stops growing: a request that waited grants what it
+    charged, not the more it asked for."""
+    size = 512 * 1024
+    charge = size // 65536
     with harness.Smb(srv, "slow") as s:
         f = s.open("braid-bench\\file0.dat")
-        assert len(f.read(0, 512 * 1024)) == 512 * 1024  # goes at once; 2 s of debt
-        msg, receive = f.read(0, 512 * 1024, send=False)
-        t = time.monotonic()
-        req = s.conn.send(msg, s.session.session_id, s.tree.tree_connect_id)
-        data = receive(req)
-        took = time.monotonic() - t
-        assert len(data) == 512 * 1024
+
+        def read(credits: int):
+            msg, receive = f.read(0, size, send=False)
+            high = s.conn.sequence_window["high"]
+            t = time.monotonic()
+            req = s.conn.send(msg, s.session.session_id, s.tree.tree_connect_id, credit_request=credits)
+            data = receive(req)
+            assert len(data) == size
+            return req, time.monotonic() - t, s.conn.sequence_window["high"] - high
+
+        req, _, granted = read(2 * charge)  # goes at once (2 s of debt): all it asked for
+        assert req.async_id is None and granted == 2 * charge, granted
+        req, took, granted = read(2 * charge)
         assert req.async_id is not None, "no STATUS_PENDING before the final response"
         assert 1.5 <= took <= 3.0, took
+        assert granted == charge, granted
         f.close()

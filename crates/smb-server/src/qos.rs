@@ -47,17 +47,18 @@ pub async fn admit(cx: &mut Ctx<'_>, cmd: Command, out: &mut Vec<u8>) {
         Io::Meta => None,
     };
     let mut wait = std::pin::pin!(share.qos.admit(slot, file, io));
-    let waited = match poll_once(wait.as_mut()).await {
-        Some(waited) => waited,
-        None => tokio::select! {
-            waited = &mut wait => waited,
-            _ = tokio::time::sleep(ASYNC_AFTER) => {
-                go_async(cx, out).await;
-                wait.await
-            }
-        },
-    };
-    cx.throttled = !waited.is_zero();
+    if poll_once(wait.as_mut()).await.is_some() {
+        return;
+    }
+    // It waits: set before an interim response, which grants credits too.
+    cx.throttled = true;
+    tokio::select! {
+        _ = &mut wait => {}
+        _ = tokio::time::sleep(ASYNC_AFTER) => {
+            go_async(cx, out).await;
+            wait.await;
+        }
+    }
 }
 
 /// The backend file id of the open a READ or WRITE names, the key of per-file limits.
