@@ -157,6 +157,7 @@ def test_burst_drains_to_baseline_and_refills_while_idle(srv):
     timeline = r1.get("timeline")
     if timeline:  # per-second data (`braid bench --timeline`): the shape itself
         per_s = [p["iops"] for p in timeline]
+        print(f"burst, IOPS each second: {per_s}")
         assert all(near(v, 600, 0.15) for v in per_s[:2]), per_s
         assert all(near(v, 200, 0.15) for v in per_s[4:8]), per_s
     # Drained: the baseline only (the warm-up second spends what the bucket earned while
