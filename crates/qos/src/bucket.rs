@@ -31,15 +31,15 @@ impl Bucket {
 
     /// The capacity of a short-term bucket at `rate`: [`WINDOW_NS`] of it, at least 1 token.
     pub fn window(rate: u64) -> i128 {
-        (rate as i128 * WINDOW_NS).max(NANO)
+        (rate as i128).saturating_mul(WINDOW_NS).max(NANO)
     }
 
     /// Adds what the time since the last refill earned.
     pub fn refill(&mut self, now: u64) {
         if now > self.at {
             if self.level < self.cap {
-                let earned = self.rate as i128 * (now - self.at) as i128;
-                self.level = (self.level + earned).min(self.cap);
+                let earned = (self.rate as i128).saturating_mul((now - self.at) as i128);
+                self.level = self.level.saturating_add(earned).min(self.cap);
             }
             self.at = now;
         }

@@ -4,8 +4,9 @@
 //! request; an unlimited share takes no lock at all (counters only). A request that must wait
 //! is queued and parks on a oneshot; one dispatcher task per share (spawned when the first
 //! request waits, gone when none does) sleeps until the next request can go, grants it and
-//! whatever else may go then, in round-robin order across clients. A waiter whose future is
-//! dropped (its client went away) withdraws itself, so it holds nothing up.
+//! whatever else may go then, in fair-queueing order across clients (see [`crate::schedule`]).
+//! A waiter whose future is dropped (its client went away) withdraws itself, so it holds
+//! nothing up.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,7 +79,7 @@ impl ShareLimiter {
         let base = Instant::now();
         let shared = Shared {
             base,
-            unlimited: AtomicBool::new(limits.is_unlimited()),
+            unlimited: AtomicBool::new(no_limit(&limits)),
             state: Mutex::new(State { core: Core::new(limits, 0), dispatching: false, wake_at: u64::MAX }),
             notify: Notify::new(),
             usage: Usage::default(),
@@ -89,6 +90,11 @@ impl ShareLimiter {
     /// The share's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// No limit is set: [`ShareLimiter::admit`] only counts.
+    pub fn is_unlimited(&self) -> bool {
+        self.shared.unlimited.load(Ordering::Acquire)
     }
 
     /// The limits in force.
@@ -103,7 +109,7 @@ impl ShareLimiter {
         {
             let mut st = sh.lock();
             let now = sh.now_ns();
-            sh.unlimited.store(limits.is_unlimited(), Ordering::Release);
+            sh.unlimited.store(no_limit(&limits), Ordering::Release);
             st.core.set_limits(limits, now);
         }
         sh.notify.notify_one();
@@ -134,29 +140,11 @@ impl ShareLimiter {
             return Duration::ZERO;
         }
         let cost = Cost::of(io);
-        let (id, rx, spawn, wake) = {
-            let mut st = sh.lock();
-            let now = sh.now_ns();
-            if st.core.try_admit(now, file, cost) {
-                drop(st);
-                self.record(client, now, io);
-                return Duration::ZERO;
-            }
-            let (tx, rx) = oneshot::channel();
-            let (id, due) = st.core.enqueue(now, client.key, file, cost, tx);
-            let spawn = !st.dispatching;
-            st.dispatching = true;
-            // A request due now wakes the dispatcher only if none was queued before it (it
-            // then waits for no one); a later one only if it is due before the next wake.
-            let wake = if due <= now { st.core.ready_len() == 1 } else { due < st.wake_at };
-            (id, rx, spawn, wake)
+        let Some((id, rx)) = self.queue(client, file, cost) else {
+            self.record(client, sh.now_ns(), io);
+            return Duration::ZERO;
         };
         let start = Instant::now();
-        if spawn {
-            tokio::spawn(dispatch(self.shared.clone()));
-        } else if wake {
-            sh.notify.notify_one();
-        }
         let mut guard = Withdraw { shared: sh, id: Some(id) };
         // An error is a dispatcher gone with the runtime: the request goes.
         let _ = rx.await;
@@ -167,6 +155,41 @@ impl ShareLimiter {
         client.usage.throttled(us);
         self.record(client, sh.now_ns(), io);
         waited
+    }
+
+    /// Admits `cost` at once if it may go, else queues it and returns its id and the receiver
+    /// of its grant. A queued request runs the dispatch itself (it may go past requests held
+    /// by buckets it does not use, and wakes those that may go), then leaves the waiting to
+    /// the share's dispatcher task, started if none runs, woken if it must wake sooner.
+    fn queue(&self, client: &ClientSlot, file: Option<u64>, cost: Cost) -> Option<(u64, oneshot::Receiver<()>)> {
+        let sh = &self.shared;
+        let mut st = sh.lock();
+        let now = sh.now_ns();
+        if st.core.try_admit(now, file, cost) {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        let (id, _) = st.core.enqueue(now, client.key, file, cost, tx);
+        let mut granted = Vec::new();
+        let next = st.core.dispatch(now, &mut granted);
+        let waits = st.core.is_waiting(id);
+        let (mut spawn, mut wake) = (false, false);
+        if let Some(next) = next {
+            spawn = !st.dispatching;
+            wake = !spawn && next < st.wake_at;
+            st.dispatching = true;
+            st.wake_at = st.wake_at.min(next);
+        }
+        drop(st);
+        for tx in granted {
+            let _ = tx.send(());
+        }
+        if spawn {
+            tokio::spawn(dispatch(sh.clone()));
+        } else if wake {
+            sh.notify.notify_one();
+        }
+        waits.then_some((id, rx))
     }
 
     fn record(&self, client: &ClientSlot, now: u64, io: Io) {
@@ -226,6 +249,11 @@ impl ShareLimiter {
     }
 }
 
+/// Nothing limits: every rate is unset or 0 (a credit bucket alone limits nothing).
+fn no_limit(l: &Limits) -> bool {
+    [l.iops, l.burst_iops, l.throughput, l.ingress, l.egress, l.max_file_iops, l.max_file_throughput].iter().all(|v| v.unwrap_or(0) == 0)
+}
+
 /// Withdraws a waiter whose admit future is dropped before it was granted.
 struct Withdraw<'a> {
     shared: &'a Shared,
@@ -264,6 +292,8 @@ async fn dispatch(shared: Arc<Shared>) {
             let _ = tx.send(());
         }
         let Some(at) = next else { return };
+        // Waits of hours (a tiny rate owed a big request) are slept in hour steps.
+        let at = at.min(shared.now_ns().saturating_add(3600 * 1_000_000_000));
         let when = tokio::time::Instant::from_std(shared.base + Duration::from_nanos(at));
         tokio::select! {
             _ = tokio::time::sleep_until(when) => {}
@@ -313,25 +343,95 @@ mod tests {
         for t in tasks {
             total += t.await.unwrap();
         }
-        // 100 in 0.5 s, plus the short-term bucket (10) and the requests in flight at the end.
-        assert!((95..=120).contains(&total), "{total}");
+        // 100 in 0.5 s, plus the short-term bucket (10) and the requests in flight at the end
+        // (fewer if this machine is too busy to ask in time).
+        assert!((80..=120).contains(&total), "{total}");
         let st = share.status();
         assert_eq!(st.ios_total, total);
         assert!(st.throttled_requests > 0 && st.throttled_ms > 0);
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_with_one_request_in_flight_gets_as_much_as_one_with_sixteen() {
+        let share = ShareLimiter::new("s", iops(400));
+        let start = Instant::now();
+        let run = |key: u64| {
+            let share = share.clone();
+            tokio::spawn(async move {
+                let client = share.client(key, "c");
+                let mut n = 0u64;
+                while start.elapsed() < Duration::from_millis(600) {
+                    share.admit(&client, None, Io::Meta).await;
+                    n += 1;
+                }
+                n
+            })
+        };
+        let deep: Vec<_> = (0..16).map(|_| run(1)).collect();
+        let shallow = run(2);
+        let mut a = 0;
+        for t in deep {
+            a += t.await.unwrap();
+        }
+        let b = shallow.await.unwrap();
+        assert!(a as f64 / b as f64 > 0.7 && (a as f64 / b as f64) < 1.43, "{a} {b}");
+    }
+
     #[tokio::test]
     async fn a_dropped_waiter_holds_nobody_up() {
-        let share = ShareLimiter::new("s", iops(10));
+        let share = ShareLimiter::new("s", iops(5));
         let c = share.client(1, "c");
         let start = Instant::now();
         assert_eq!(share.admit(&c, None, Io::Meta).await, Duration::ZERO);
-        // This one would go at 100 ms; its client goes away at 20 ms.
+        // This one would go at 200 ms; its client goes away at 20 ms.
         assert!(tokio::time::timeout(Duration::from_millis(20), share.admit(&c, None, Io::Meta)).await.is_err());
-        // So the next goes at 100 ms, not 200.
+        // So the next goes at 200 ms, not 400.
         share.admit(&c, None, Io::Meta).await;
         let t = start.elapsed();
-        assert!(t >= Duration::from_millis(90) && t < Duration::from_millis(170), "{t:?}");
+        assert!(t >= Duration::from_millis(190) && t < Duration::from_millis(330), "{t:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_burst_drains_its_credits_then_runs_at_baseline() {
+        let limits = Limits { iops: Some(100), burst_iops: Some(1000), burst_credits: Some(180), ..Limits::default() };
+        let share = ShareLimiter::new("s", limits);
+        let c = share.client(1, "c");
+        let start = Instant::now();
+        let mut at_200ms = None;
+        let mut n = 0u64;
+        while start.elapsed() < Duration::from_millis(500) {
+            share.admit(&c, None, Io::Meta).await;
+            n += 1;
+            if at_200ms.is_none() && start.elapsed() >= Duration::from_millis(200) {
+                at_200ms = Some(n);
+            }
+        }
+        // 180 credits at 1000 − 100 a second: 0.2 s of burst (about 200 IOs, plus the 50 ms
+        // bucket), then 100 IOPS: about 30 more in the last 0.3 s.
+        let burst = at_200ms.unwrap();
+        assert!((170..=260).contains(&burst), "{burst}");
+        assert!((n - burst) <= 40, "{burst} then {}", n - burst);
+        assert!(share.status().burst_credits.unwrap() <= 1);
+        assert_eq!(share.status().burst_credits_max, Some(180));
+    }
+
+    #[tokio::test]
+    async fn a_read_passes_a_write_held_by_ingress() {
+        let share = ShareLimiter::new("s", Limits { ingress: Some(64 << 10), egress: Some(1 << 30), ..Limits::default() });
+        let c = share.client(1, "c");
+        share.admit(&c, None, Io::Write(64 << 10)).await;
+        let s2 = share.clone();
+        let write = tokio::spawn(async move {
+            let c = s2.client(2, "w");
+            s2.admit(&c, None, Io::Write(64 << 10)).await
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!write.is_finished());
+        let t = Instant::now();
+        assert_eq!(share.admit(&c, None, Io::Read(64 << 10)).await, Duration::ZERO);
+        assert_eq!(share.admit(&c, None, Io::Meta).await, Duration::ZERO);
+        assert!(t.elapsed() < Duration::from_millis(20));
+        write.abort();
     }
 
     #[tokio::test]
@@ -351,6 +451,14 @@ mod tests {
         assert_eq!(share.limits(), iops(1000));
     }
 
+    #[test]
+    fn admit_can_run_on_any_worker() {
+        fn send<T: Send>(_: &T) {}
+        let share = ShareLimiter::new("s", iops(1));
+        let c = share.client(1, "c");
+        send(&share.admit(&c, None, Io::Meta));
+    }
+
     #[tokio::test]
     async fn clients_and_status() {
         let share = ShareLimiter::new("s", Limits::default());
@@ -367,6 +475,11 @@ mod tests {
         drop(a);
         drop(b);
         assert!(share.status().top_clients.is_empty());
+        assert!(share.is_unlimited());
+        share.set_limits(Limits { iops: Some(0), burst_credits: Some(5), ..Limits::default() });
+        assert!(share.is_unlimited());
+        share.set_limits(iops(5));
+        assert!(!share.is_unlimited());
         // A dead slot's key gets a fresh slot.
         assert_eq!(share.client(7, "smb a2").label, "smb a2");
     }
