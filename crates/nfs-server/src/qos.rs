@@ -73,6 +73,9 @@ pub async fn admit(slots: &Slots, state: &NfsState, export: &ExportState, args: 
 /// Whether the share holds single files to limits of their own (only then is the file of
 /// a READ or WRITE looked up).
 fn has_file_limits(limiter: &ShareLimiter) -> bool {
+    if limiter.is_unlimited() {
+        return false;
+    }
     let l = limiter.limits();
     l.max_file_iops.is_some() || l.max_file_throughput.is_some()
 }

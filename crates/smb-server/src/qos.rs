@@ -40,11 +40,11 @@ pub async fn admit(cx: &mut Ctx<'_>, cmd: Command, out: &mut Vec<u8>) {
     let Some(tree) = cx.tree.clone() else { return };
     let (Some(share), Some(slot)) = (tree.share(), tree.qos.as_ref()) else { return };
     let Some(io) = cost(cmd, cx.msg()) else { return };
-    // Looked up whether or not the share has per-file limits: a read lock of the session's
-    // opens costs less than asking the share's limiter (a lock all its clients share).
+    // On a limited share, whether or not it has per-file limits: a read lock of the
+    // session's opens costs less than asking the limiter (a lock all its clients share).
     let file = match io {
-        Io::Read(_) | Io::Write(_) => file_key(cx, cmd),
-        Io::Meta => None,
+        Io::Read(_) | Io::Write(_) if !share.qos.is_unlimited() => file_key(cx, cmd),
+        _ => None,
     };
     let mut wait = std::pin::pin!(share.qos.admit(slot, file, io));
     if poll_once(wait.as_mut()).await.is_some() {
