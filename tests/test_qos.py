@@ -36,7 +36,7 @@ SHARES = [
     {"name": "both", "lines": ["iops = 400", *NFS]},
     {"name": "nfsiops", "lines": ["iops = 300", *NFS]},
     {"name": "burst", "lines": ["iops = 200", "burst_iops = 600", "burst_seconds = 3"]},
-    {"name": "perfile", "lines": ["iops = 2000", "max_file_iops = 200"]},
+    {"name": "perfile", "lines": ["iops = 2000", "max_file_iops = 200", *NFS]},
     {"name": "fair", "lines": ["iops = 400"]},
     {"name": "slow", "lines": ['egress = "256KiB"']},
     {"name": "free"},
@@ -174,13 +174,19 @@ def test_burst_drains_to_baseline_and_refills_while_idle(srv):
 
 
 def test_one_file_is_held_to_max_file_iops_while_the_share_has_headroom(srv):
-    """(d) max_file_iops = 200 on a share of 2000 IOPS: two benchmarks, each on one file, get
-    200 each (together 400, far below the share's limit)."""
+    """(d) max_file_iops = 200 on a share of 2000 IOPS: two SMB clients, each on a file of
+    its own, get 200 each (together 400, far below the share's limit); an NFS client on the
+    first one's file shares that file's 200 with it (one file, one limit, both protocols)."""
     a = Bench(smb_url(srv, "perfile"), duration=6, threads=2, depth=8, directory="a")
     b = Bench(smb_url(srv, "perfile", "bob"), duration=6, threads=2, depth=8, directory="b")
     ra, rb = a.result(), b.result()
     assert near(ra["iops"], 200), ra
     assert near(rb["iops"], 200), rb
+    smb = Bench(smb_url(srv, "perfile"), duration=6, threads=2, depth=8, directory="a")
+    nfs = Bench(nfs_url(srv, "perfile"), duration=6, threads=2, depth=8, directory="a")
+    rs, rn = smb.result(), nfs.result()
+    assert near(rs["iops"] + rn["iops"], 200), (rs, rn)
+    assert min(rs["iops"], rn["iops"]) > 0.25 * 200, (rs, rn)
 
 
 def test_two_clients_of_one_share_get_within_20_percent(srv):
