@@ -224,6 +224,7 @@ def test_smbclient_put_and_get_take_the_time_the_throughput_allows(srv, tmp_path
     # 12 MiB at 4 MiB/s is 3 s; the first I/O (at most the 2 MiB max_io_size) rides on the
     # full bucket, and smbclient's own start adds a little.
     low, high = transfer_seconds(12 * MiB, 2 * MiB, 4 * MiB) * 0.9, 3.0 * 1.25
+    print(f"smbclient: put {put_s:.2f} s, get {get_s:.2f} s (bounds {low:.2f}..{high:.2f})")
     assert low <= put_s <= high, put_s
     assert low <= get_s <= high, get_s
 
@@ -238,6 +239,7 @@ def test_nfs_cp_takes_the_time_the_throughput_allows(srv, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert out.stat().st_size == 8 * MiB
     # libnfs reads up to 1 MiB at a time.
+    print(f"nfs-cp: {took:.2f} s")
     assert transfer_seconds(8 * MiB, MiB, 4 * MiB) * 0.9 <= took <= 2.0 * 1.3, took
 
 
