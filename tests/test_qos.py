@@ -269,3 +269,32 @@ def test_a_long_wait_is_answered_pending_first_and_grants_no_more_credits(srv):
         assert 1.5 <= took <= 3.0, took
         assert granted == charge, granted
         f.close()
+
+
+def test_cancel_ends_a_wait_and_the_cancelled_read_costs_nothing(srv):
+    """A READ waiting for egress = 256KiB is ended by CANCEL (STATUS_CANCELLED, at once, not
+    when the limit would have let it go), and it is not charged: the next READ waits only for
+    the one before the cancelled one."""
+    from smbprotocol.exceptions import SMBResponseException
+
+    size = 512 * 1024
+    with harness.Smb(srv, "slow") as s:
+        f = s.open("braid-bench\\file1.dat")
+        f.read(0, size)  # 2 s of debt from here
+        paid_at = time.monotonic() + size / (256 * 1024)
+        msg, receive = f.read(0, size, send=False)
+        req = s.conn.send(msg, s.session.session_id, s.tree.tree_connect_id)
+        deadline = time.monotonic() + 1.5
+        while req.async_id is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert req.async_id is not None, "no STATUS_PENDING"
+        t = time.monotonic()
+        req.cancel()
+        with pytest.raises(SMBResponseException) as e:
+            receive(req)
+        assert e.value.status == 0xC0000120, hex(e.value.status)  # STATUS_CANCELLED
+        assert time.monotonic() - t < 0.5
+        assert len(f.read(0, 64 * 1024)) == 64 * 1024
+        # Had the cancelled READ been charged, this one would have waited 2 s more.
+        assert abs(time.monotonic() - paid_at) < 0.6, time.monotonic() - paid_at
+        f.close()

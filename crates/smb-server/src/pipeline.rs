@@ -172,10 +172,10 @@ async fn process_one(
         Some(st) => Err(st),
         None => match gate(&mut cx, cmd, related, &prev_tree, auth.verified) {
             Err(st) => Err(st),
-            Ok(()) => {
-                crate::qos::admit(&mut cx, cmd, out).await;
-                commands::dispatch(&mut cx, cmd, out).await
-            }
+            Ok(()) => match crate::qos::admit(&mut cx, cmd, out).await {
+                Ok(()) => commands::dispatch(&mut cx, cmd, out).await,
+                Err(st) => Err(st),
+            },
         },
     };
     // The one place requests are counted: every request that reached the gate, with its

@@ -5,17 +5,22 @@
 //! Waiting never fails a request. A wait longer than [`ASYNC_AFTER`] is answered
 //! STATUS_PENDING first, like slow storage, so the client does not time the request out;
 //! and a request that waited grants no more credits than it charged (`Ctx::throttled`), so
-//! a client over its limit does not widen its window of requests in flight.
+//! a client over its limit does not widen its window of requests in flight. Only CANCEL, or
+//! the connection going away, ends a wait early (STATUS_CANCELLED; the request never runs).
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::Poll;
 
 use braid_qos::Io;
-use smb_wire::{Command, HEADER_LEN};
+use smb_wire::{Command, NtStatus, HEADER_LEN};
+use tokio::sync::Notify;
 
+use crate::connection::PendingOp;
 use crate::open::OpenKind;
 use crate::request::{go_async, Ctx, ASYNC_AFTER};
+use crate::sync::lock;
 
 /// What `cmd` costs its share; None for the commands that do not reach the share's files
 /// (session and tree setup, ECHO, CANCEL, break acknowledgments).
@@ -35,11 +40,13 @@ fn length(msg: &[u8]) -> u32 {
 }
 
 /// Waits until the request is within its share's limits (see the module comment). Requests
-/// outside a disk tree, and those admitted at once, return without a timer.
-pub async fn admit(cx: &mut Ctx<'_>, cmd: Command, out: &mut Vec<u8>) {
-    let Some(tree) = cx.tree.clone() else { return };
-    let (Some(share), Some(slot)) = (tree.share(), tree.qos.as_ref()) else { return };
-    let Some(io) = cost(cmd, cx.msg()) else { return };
+/// outside a disk tree, and those admitted at once, return without a timer. Err: the wait
+/// was cancelled (CANCEL, or the connection went away): the request is answered with it
+/// and never runs.
+pub async fn admit(cx: &mut Ctx<'_>, cmd: Command, out: &mut Vec<u8>) -> Result<(), NtStatus> {
+    let Some(tree) = cx.tree.clone() else { return Ok(()) };
+    let (Some(share), Some(slot)) = (tree.share(), tree.qos.as_ref()) else { return Ok(()) };
+    let Some(io) = cost(cmd, cx.msg()) else { return Ok(()) };
     // On a limited share, whether or not it has per-file limits: a read lock of the
     // session's opens costs less than asking the limiter (a lock all its clients share).
     let file = match io {
@@ -48,16 +55,37 @@ pub async fn admit(cx: &mut Ctx<'_>, cmd: Command, out: &mut Vec<u8>) {
     };
     let mut wait = std::pin::pin!(share.qos.admit(slot, file, io));
     if poll_once(wait.as_mut()).await.is_some() {
-        return;
+        return Ok(());
     }
     // It waits: set before an interim response, which grants credits too.
     cx.throttled = true;
+    // Registered as a blocking lock is, so that CANCEL and a lost connection end the wait
+    // (the reader waits for every request in flight before it closes the session's opens).
+    let cancel = Arc::new(Notify::new());
+    let mid = cx.hdr.message_id.0;
+    if !cx.conn.register_pending(mid, PendingOp { async_id: cx.async_id.unwrap_or(0), cancel: cancel.clone() }) {
+        return Err(NtStatus::CANCELLED);
+    }
+    let r = wait_or_cancel(cx, out, wait, &cancel).await;
+    lock(&cx.conn.pending).remove(&mid);
+    r
+}
+
+/// The wait of a registered request: STATUS_PENDING past [`ASYNC_AFTER`]; dropping `wait`
+/// on a cancel withdraws the request from the limiter.
+async fn wait_or_cancel<F: Future>(cx: &mut Ctx<'_>, out: &mut Vec<u8>, mut wait: Pin<&mut F>, cancel: &Notify) -> Result<(), NtStatus> {
+    if cx.conn.is_closed() {
+        return Err(NtStatus::CANCELLED);
+    }
     tokio::select! {
-        _ = &mut wait => {}
-        _ = tokio::time::sleep(ASYNC_AFTER) => {
-            go_async(cx, out).await;
-            wait.await;
-        }
+        _ = wait.as_mut() => return Ok(()),
+        _ = cancel.notified() => return Err(NtStatus::CANCELLED),
+        _ = tokio::time::sleep(ASYNC_AFTER) => {}
+    }
+    go_async(cx, out).await;
+    tokio::select! {
+        _ = wait => Ok(()),
+        _ = cancel.notified() => Err(NtStatus::CANCELLED),
     }
 }
 
