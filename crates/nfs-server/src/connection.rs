@@ -68,7 +68,9 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
             }
         }
     }
-    // Close our side now; replies still being produced find the writer shut.
+    // Close our side now; replies still being produced find the writer shut, and calls
+    // waiting for their export's limits leave the queue.
+    slots.close();
     let _ = wr.lock().await.shutdown().await;
     state.peers.disconnect(peer.ip(), &counts);
     tracing::debug!(%peer, "nfs connection closed");

@@ -162,9 +162,12 @@ async fn nfs(
         }
     }
     let mut claim = Claim { state, key };
-    // After the DRC: a retransmission answered from the cache costs nothing.
+    // After the DRC: a retransmission answered from the cache costs nothing. A call whose
+    // connection went away while it waited does not run (the claim is released).
     if let Some(e) = &export {
-        crate::qos::admit(slots, state, e, &args).await;
+        if !crate::qos::admit(slots, state, e, &args).await {
+            return None;
+        }
     }
     let mut out = accepted(hdr.xid, AcceptStat::Success, out)?;
     let ctx = Ctx { state: state.clone(), export, id };

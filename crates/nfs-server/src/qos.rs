@@ -8,7 +8,10 @@
 //! used, so the limiter's table is asked once per connection and export.
 
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
 
 use braid_qos::{ClientSlot, Io, ShareLimiter};
 use nfs_wire::nfs3::Args3;
@@ -16,16 +19,25 @@ use nfs_wire::nfs3::Args3;
 use crate::handlers::read::MAX_READ;
 use crate::state::{ExportState, NfsState};
 
-/// One connection's client slots, by export id.
+/// One connection's client slots, by export id, and whether the connection is gone.
 #[derive(Debug)]
 pub struct Slots {
     peer: IpAddr,
     slots: Mutex<Vec<(u32, Arc<ClientSlot>)>>,
+    closed: AtomicBool,
+    closing: Notify,
 }
 
 impl Slots {
     pub fn new(peer: IpAddr) -> Self {
-        Slots { peer, slots: Mutex::new(Vec::new()) }
+        Slots { peer, slots: Mutex::new(Vec::new()), closed: AtomicBool::new(false), closing: Notify::new() }
+    }
+
+    /// The connection is gone: its waiting calls leave the queue uncharged (nobody would get
+    /// their replies).
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.closing.notify_waiters();
     }
 
     /// This connection's slot at `export`'s limiter.
@@ -57,9 +69,10 @@ fn cost(args: &Args3<'_>) -> Option<Io> {
     })
 }
 
-/// Waits until the call is within its export's limits.
-pub async fn admit(slots: &Slots, state: &NfsState, export: &ExportState, args: &Args3<'_>) {
-    let Some(io) = cost(args) else { return };
+/// Waits until the call is within its export's limits; false when the connection went away
+/// meanwhile (the call is not to run).
+pub async fn admit(slots: &Slots, state: &NfsState, export: &ExportState, args: &Args3<'_>) -> bool {
+    let Some(io) = cost(args) else { return true };
     let limiter = &export.export.qos;
     let file = match args {
         Args3::Read(a) if has_file_limits(limiter) => file_id(state, export, a.file.as_bytes()),
@@ -67,7 +80,27 @@ pub async fn admit(slots: &Slots, state: &NfsState, export: &ExportState, args: 
         _ => None,
     };
     let slot = slots.slot(export);
-    limiter.admit(&slot, file, io).await;
+    let mut wait = std::pin::pin!(limiter.admit(&slot, file, io));
+    if futures_ready(wait.as_mut()).await {
+        return true;
+    }
+    // Subscribed before the flag is read, so a close between the two is not missed.
+    let closing = slots.closing.notified();
+    let mut closing = std::pin::pin!(closing);
+    closing.as_mut().enable();
+    if slots.closed.load(Ordering::Acquire) {
+        return false;
+    }
+    tokio::select! {
+        _ = wait => true,
+        _ = closing => false,
+    }
+}
+
+/// Polls `f` once; true if it finished (a call within its limits goes on without a timer
+/// or a subscription).
+async fn futures_ready<F: std::future::Future>(mut f: std::pin::Pin<&mut F>) -> bool {
+    std::future::poll_fn(|c| std::task::Poll::Ready(f.as_mut().poll(c).is_ready())).await
 }
 
 /// Whether the share holds single files to limits of their own (only then is the file of
