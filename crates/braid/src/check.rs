@@ -49,6 +49,9 @@ fn summary(path: &Path, loaded: &config::Loaded) -> String {
             }
         );
     }
+    for sh in &c.shares {
+        let _ = writeln!(s, "  share {:?} limits: {}", sh.name, config::describe_limits(&sh.limits));
+    }
     nfs_summary(loaded, &mut s);
     s
 }
@@ -86,6 +89,19 @@ mod tests {
         assert!(s.contains("nfs export /data: every client; all squashed to 65534:65534; read-only"), "{s}");
         let off = config::parse("", "braid.toml", &dir).unwrap();
         assert!(summary(Path::new("braid.toml"), &off).contains("nfs:          off"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn one_limits_line_per_share() {
+        let dir = std::env::temp_dir().join(format!("braid-check-limits-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = "[[share]]\nname = \"fast\"\nbackend = \"memory\"\n[[share]]\nname = \"data\"\nbackend = \"memory\"\n\
+                    provisioned = { model = \"azure-v1\", size = \"1TiB\" }\n";
+        let loaded = config::parse(text, "braid.toml", &dir).unwrap();
+        let s = summary(Path::new("braid.toml"), &loaded);
+        assert!(s.contains("  share \"fast\" limits: unlimited\n"), "{s}");
+        assert!(s.contains("  share \"data\" limits: 4024 IOPS, burst 10000 IOPS (21513600 credits, 60 min), throughput 203 MiB/s\n"), "{s}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -160,6 +160,17 @@ struct RawShare {
     nfs_anonuid: Option<Spanned<i64>>,
     nfs_anongid: Option<Spanned<i64>>,
     nfs_auth_none: Option<Spanned<bool>>,
+    // Provisioned performance (`config/limits.rs`): integers, or sizes per second.
+    iops: Option<Spanned<i64>>,
+    burst_iops: Option<Spanned<i64>>,
+    burst_seconds: Option<Spanned<i64>>,
+    burst_credits: Option<Spanned<i64>>,
+    throughput: Option<Spanned<toml::Value>>,
+    ingress: Option<Spanned<toml::Value>>,
+    egress: Option<Spanned<toml::Value>>,
+    max_file_iops: Option<Spanned<i64>>,
+    max_file_throughput: Option<Spanned<toml::Value>>,
+    provisioned: Option<Spanned<limits::RawProvisioned>>,
 }
 
 // ---- validation --------------------------------------------------------------------------
@@ -230,6 +241,7 @@ impl Ctx<'_> {
             let storage = self.share_storage(&s, span, base_dir, &what)?;
             let metadata_cache = self.share_metadata_cache(&s, &what)?;
             let max_watches = self.max_watches(&s, &what)?;
+            let limits = self.share_limits(&s, &what)?;
             if let Some(rules) = self.share_nfs(&s, &what, &nfs)? {
                 nfs.exports.push((server.shares.len(), rules));
             }
@@ -251,7 +263,7 @@ impl Ctx<'_> {
                 comment: s.comment,
                 metadata_cache,
                 max_watches,
-                limits: Default::default(),
+                limits,
             });
         }
         Ok(Loaded { server, log, nfs })
@@ -641,7 +653,7 @@ fn cache_bytes(v: &toml::Value) -> Result<u64, String> {
     Ok(bytes)
 }
 
-/// Parses a byte count with an optional binary unit suffix (K, KiB, M, MiB, G, GiB; any case).
+/// Parses a byte count with an optional binary unit suffix (K, KiB, M, MiB, G, GiB, T, TiB; any case).
 fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
     let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -652,11 +664,14 @@ fn parse_size(s: &str) -> Option<u64> {
         "k" | "kib" => 1 << 10,
         "m" | "mib" => 1 << 20,
         "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
         _ => return None,
     };
     n.checked_mul(mult)
 }
 
+mod limits;
+pub use limits::describe as describe_limits;
 mod locate;
 mod nfs;
 pub use nfs::NfsSettings;

@@ -30,6 +30,7 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let mut records = RecordReader::new(MAX_RECORD as u32);
     let counts = state.peers.connect(peer.ip());
+    let slots = Arc::new(crate::qos::Slots::new(peer.ip()));
     tracing::debug!(%peer, "nfs connection");
     // A graceful stop changes this: no new calls are read, those in flight are answered.
     let mut stop = state.stop.subscribe();
@@ -44,10 +45,10 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
                 }
             };
             let Ok(permit) = in_flight.clone().acquire_owned().await else { break 'conn };
-            let (state, wr, counts) = (state.clone(), wr.clone(), counts.clone());
+            let (state, wr, counts, slots) = (state.clone(), wr.clone(), counts.clone(), slots.clone());
             tokio::spawn(async move {
                 let len_in = record.len();
-                let reply = dispatch::call(&state, peer.ip(), record).await;
+                let reply = dispatch::call(&state, peer.ip(), &slots, record).await;
                 counts.record(len_in, reply.as_ref().map_or(0, Vec::len));
                 if let Some(reply) = reply {
                     send(&wr, reply).await;
@@ -76,7 +77,9 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
     if *stop.borrow() {
         let _ = in_flight.acquire_many(MAX_IN_FLIGHT as u32).await;
     }
-    // Close our side now; replies still being produced find the writer shut.
+    // Close our side now; replies still being produced find the writer shut, and calls
+    // waiting for their export's limits leave the queue.
+    slots.close();
     let _ = wr.lock().await.shutdown().await;
     state.peers.disconnect(peer.ip(), &counts);
     tracing::debug!(%peer, "nfs connection closed");

@@ -21,7 +21,8 @@ use crate::state::{ExportState, NfsState, MOUNT_OPS};
 
 /// The reply to one call record (starting with room for its record mark), or None when
 /// nothing is to be sent (undecodable, or a duplicate of a call still running).
-pub async fn call(state: &Arc<NfsState>, peer: IpAddr, record: Record) -> Option<Vec<u8>> {
+/// `slots` are the connection's places at the exports' limiters (`qos.rs`).
+pub async fn call(state: &Arc<NfsState>, peer: IpAddr, slots: &crate::qos::Slots, record: Record) -> Option<Vec<u8>> {
     let record = Arc::new(record);
     let mut out = Vec::with_capacity(512);
     reserve_mark(&mut out);
@@ -36,7 +37,7 @@ pub async fn call(state: &Arc<NfsState>, peer: IpAddr, record: Record) -> Option
     };
     let v3 = hdr.vers == 3;
     match hdr.prog {
-        PROG_NFS if v3 => nfs(state, peer, &hdr, args, &record, out).await,
+        PROG_NFS if v3 => nfs(state, peer, slots, &hdr, args, &record, out).await,
         PROG_MOUNT if v3 => mount_call(state, peer, &hdr, args, out).await,
         PROG_NFS | PROG_MOUNT => accepted(hdr.xid, AcceptStat::ProgMismatch { low: 3, high: 3 }, out),
         _ => accepted(hdr.xid, AcceptStat::ProgUnavail, out),
@@ -136,7 +137,15 @@ impl Drop for Claim<'_> {
     }
 }
 
-async fn nfs(state: &Arc<NfsState>, peer: IpAddr, hdr: &CallHeader, raw: &[u8], record: &Arc<Record>, out: Vec<u8>) -> Option<Vec<u8>> {
+async fn nfs(
+    state: &Arc<NfsState>,
+    peer: IpAddr,
+    slots: &crate::qos::Slots,
+    hdr: &CallHeader,
+    raw: &[u8],
+    record: &Arc<Record>,
+    out: Vec<u8>,
+) -> Option<Vec<u8>> {
     let started = Instant::now();
     let Some(proc_) = Proc3::from_u32(hdr.proc_) else { return accepted(hdr.xid, AcceptStat::ProcUnavail, out) };
     let Ok(args) = Args3::decode(proc_, &mut XdrReader::new(raw)) else { return accepted(hdr.xid, AcceptStat::GarbageArgs, out) };
@@ -153,6 +162,13 @@ async fn nfs(state: &Arc<NfsState>, peer: IpAddr, hdr: &CallHeader, raw: &[u8], 
         }
     }
     let mut claim = Claim { state, key };
+    // After the DRC: a retransmission answered from the cache costs nothing. A call whose
+    // connection went away while it waited does not run (the claim is released).
+    if let Some(e) = &export {
+        if !crate::qos::admit(slots, state, e, &args).await {
+            return None;
+        }
+    }
     let mut out = accepted(hdr.xid, AcceptStat::Success, out)?;
     let ctx = Ctx { state: state.clone(), export, id };
     let status = run(&ctx, args, record, &mut out).await;

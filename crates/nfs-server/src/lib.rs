@@ -25,6 +25,7 @@ mod listener;
 mod mount;
 mod open_files;
 mod paths;
+mod qos;
 mod request;
 pub mod state;
 mod status;

@@ -37,6 +37,7 @@ mod open;
 mod oplocks;
 mod outbox;
 mod pipeline;
+mod qos;
 mod reader;
 pub mod reload;
 mod request;

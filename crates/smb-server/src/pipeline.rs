@@ -14,7 +14,9 @@ use smb_wire::{smb1, Command, FileId, Header, NtStatus, HEADER_LEN};
 
 use crate::commands::{self, spec_of};
 use crate::connection::Connection;
-use crate::request::{add_flags, finish_credits, response_buffer, send_responses, set_credits, write_header, Ctx, HResult, Part, Reply, Tail};
+use crate::request::{
+    add_flags, finish_credits, grant_credits, response_buffer, send_responses, set_credits, write_header, Ctx, HResult, Part, Reply, Tail,
+};
 use crate::session::Session;
 use crate::sync::lock;
 use crate::transform::{self, TRANSFORM_LEN};
@@ -150,6 +152,7 @@ async fn process_one(
         file_id_out: None,
         async_id: None,
         credits_granted_early: false,
+        throttled: false,
         encrypted_by: encrypted_by.clone(),
         payload: payload.take(),
     };
@@ -169,7 +172,10 @@ async fn process_one(
         Some(st) => Err(st),
         None => match gate(&mut cx, cmd, related, &prev_tree, auth.verified) {
             Err(st) => Err(st),
-            Ok(()) => commands::dispatch(&mut cx, cmd, out).await,
+            Ok(()) => match crate::qos::admit(&mut cx, cmd, out).await {
+                Ok(()) => commands::dispatch(&mut cx, cmd, out).await,
+                Err(st) => Err(st),
+            },
         },
     };
     // The one place requests are counted: every request that reached the gate, with its
@@ -421,7 +427,7 @@ fn finish_response(
     if cx.credits_granted_early {
         set_credits(out, start, 0);
     } else {
-        finish_credits(conn, out, start, hdr);
+        grant_credits(conn, out, start, cx.credits_asked());
     }
     let session_now = cx.session.clone().or_else(|| cx.resp_session_id.and_then(|id| conn.server.sessions.get(&id)));
     // Signed with the key of the channel the response goes out on: once a SESSION_SETUP

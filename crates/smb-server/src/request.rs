@@ -52,6 +52,9 @@ pub struct Ctx<'a> {
     pub async_id: Option<u64>,
     /// Credits already granted in an interim response.
     pub credits_granted_early: bool,
+    /// The request waited for its share's limits (`qos.rs`): its responses grant no more
+    /// credits than it charged ([`Ctx::credits_asked`]).
+    pub(crate) throttled: bool,
     /// The session whose key decrypted this frame; its responses are encrypted with it.
     pub(crate) encrypted_by: Option<Arc<Session>>,
     /// A WRITE payload received into a pipe instead of the frame (see `splice.rs`).
@@ -104,6 +107,17 @@ impl Ctx<'_> {
     /// The request is its frame's only one (no compound before or after it).
     fn alone_in_frame(&self) -> bool {
         self.earlier.is_empty() && self.range.end == self.frame.len() && !self.hdr.is_related() && self.hdr.next_command == 0
+    }
+
+    /// The credits this request's response grants (at most): what the client asked for;
+    /// after a wait for the share's limits, no more than the request charged. The client's
+    /// window then stops growing while it runs over its limit (credits are granted more
+    /// slowly), instead of filling the server with requests that can only wait.
+    pub(crate) fn credits_asked(&self) -> u16 {
+        match self.throttled {
+            true => self.hdr.credits.min(self.hdr.credit_charge.max(1)),
+            false => self.hdr.credits,
+        }
     }
 
     /// Resolves a FileId from a request: the all-ones id means the previous related result.
@@ -281,7 +295,12 @@ pub(crate) fn set_credits(out: &mut [u8], start: usize, credits: u16) {
 }
 
 pub(crate) fn finish_credits(conn: &Connection, out: &mut [u8], start: usize, req: &Header) {
-    let g = lock(&conn.credits).grant(req.credits);
+    grant_credits(conn, out, start, req.credits);
+}
+
+/// Grants up to `requested` credits in the response at `start`.
+pub(crate) fn grant_credits(conn: &Connection, out: &mut [u8], start: usize, requested: u16) {
+    let g = lock(&conn.credits).grant(requested);
     set_credits(out, start, g);
 }
 
@@ -314,7 +333,7 @@ pub async fn go_async(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> u64 {
     interim[at + offset::FLAGS..at + offset::FLAGS + 4].copy_from_slice(&f.to_le_bytes());
     interim[at + 32..at + 40].copy_from_slice(&aid.to_le_bytes());
     encode_error(&mut interim);
-    finish_credits(cx.conn, &mut interim, at, cx.hdr);
+    grant_credits(cx.conn, &mut interim, at, cx.credits_asked());
     match (&encrypted_by, cx.hdr.is_signed(), cx.signer.as_ref()) {
         (Some(s), _, _) if transform::encrypt(s, &mut interim).is_err() => cx.conn.close(),
         (Some(_), _, _) => {}
@@ -393,7 +412,7 @@ pub fn channel_sequence(cx: &Ctx<'_>, open: &std::sync::Arc<crate::open::Open>) 
 
 /// How long storage work may run before its request goes async: past this the client gets
 /// STATUS_PENDING (and its credits back) instead of waiting on a silent request.
-const ASYNC_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+pub(crate) const ASYNC_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Answers STATUS_PENDING (MS-SMB2 3.3.4.2) and registers the request so CANCEL and a lost
 /// connection can wake it through `cancel` (at once, if a CANCEL by MessageId overtook the

@@ -21,6 +21,9 @@ pub struct Tree {
     pub read_only: bool,
     /// Requests on this tree must be encrypted (the share has `encrypt = true`).
     pub encrypt: bool,
+    /// This tree connect's place among its share's clients (fairness and the per-client
+    /// view of `braid_qos`); None on IPC$.
+    pub qos: Option<Arc<braid_qos::ClientSlot>>,
 }
 
 impl Tree {

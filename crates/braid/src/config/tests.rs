@@ -324,4 +324,5 @@ fn share_watch_limits() {
     error(&share("max_watches = \"many\"\n"), 4, &["max_watches"]);
 }
 
+mod limits;
 mod nfs;

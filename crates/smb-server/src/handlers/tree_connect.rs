@@ -42,7 +42,21 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         return Err(NtStatus::ACCESS_DENIED);
     }
     let share_flags = if encrypt { share_flags::ENCRYPT_DATA } else { 0 };
-    let tree = session.add_tree(|id| Tree { id, kind, maximal_access, read_only, encrypt });
+    // One client of the share's limiter per session: its tree connects share a slot.
+    let qos = match &kind {
+        TreeKind::Disk(s) => Some(s.qos.client(session.id.0, &format!("smb {}@{}", user_label(&user), cx.conn.peer.ip()))),
+        TreeKind::Ipc => None,
+    };
+    let tree = session.add_tree(|id| Tree { id, kind, maximal_access, read_only, encrypt, qos });
     TreeConnectResponse { share_type, share_flags, capabilities: 0, maximal_access }.encode(out);
     Ok(Reply { tree_id: Some(tree.id), ..Reply::success() })
+}
+
+/// The user as the share's client list names it.
+fn user_label(user: &User) -> &str {
+    match user {
+        User::Named(n) => n,
+        User::Guest => "guest",
+        User::Anonymous => "anonymous",
+    }
 }
