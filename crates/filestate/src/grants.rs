@@ -572,6 +572,25 @@ impl<T: GrantTypes> Grants<T> {
     pub fn oplock_level(&self, open: OpenId) -> Caching {
         lock(&self.state).oplocks.iter().find(|g| g.open == open).map_or(Caching::NONE, |g| g.level)
     }
+
+    /// Lease `key` as it stands, if it is on this file.
+    pub fn lease(&self, key: &T::LeaseKey) -> Option<Lease<T>> {
+        lock(&self.state).leases.iter().find(|l| l.key == *key).cloned()
+    }
+
+    /// Where `open`'s breaks go from now on: a durable open reconnected on another
+    /// connection keeps its oplock or lease, reached through its new channel.
+    pub fn set_holder(&self, open: OpenId, holder: T::Holder) {
+        let mut st = lock(&self.state);
+        for g in st.oplocks.iter_mut().filter(|g| g.open == open) {
+            g.holder = holder.clone();
+        }
+        for l in st.leases.iter_mut() {
+            for h in l.opens.iter_mut().filter(|(o, _)| *o == open) {
+                h.1 = holder.clone();
+            }
+        }
+    }
 }
 
 #[cfg(test)]

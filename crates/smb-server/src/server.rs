@@ -33,6 +33,8 @@ pub struct ServerState {
     pub users: HashMap<String, [u8; 16]>,
     pub sessions: Sharded<SessionId, Arc<Session>>,
     pub files: FileTable,
+    /// Durable opens, connected or waiting for a reconnect (see `durable.rs`).
+    pub durable: crate::durable::DurableOpens,
     pub server_guid: [u8; 16],
     /// Server start as FILETIME.
     pub start_time: u64,
@@ -112,6 +114,7 @@ impl ServerState {
             users,
             sessions: Sharded::new(16),
             files: FileTable::new(),
+            durable: Default::default(),
             server_guid,
             start_time,
             next_session: AtomicU64::new(first_session),

@@ -212,12 +212,16 @@ fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 /// Deregisters a session and closes everything opened through it: LOGOFF (on any channel),
 /// a failed re-authentication, a reconnecting client naming it as its PreviousSessionId
 /// (MS-SMB2 3.3.5.5.3), or the loss of its last channel. Every channel stops serving it.
-pub async fn end_session(server: &crate::server::ServerState, s: &Arc<Session>) {
+/// Durable opens are not closed but disconnected (see `durable.rs`): Windows and Samba
+/// keep them through all of these, LOGOFF included (smbtorture's durable-open.reopen4).
+pub async fn end_session(server: &Arc<crate::server::ServerState>, s: &Arc<Session>) {
     // Removed first, so no new request finds the session while its opens close.
     server.sessions.remove(&s.id);
     crate::channel::end_all(server, s);
     for o in s.take_opens(None) {
-        crate::open::close_open(server, &o).await;
+        if !server.durable.disconnect(server, s, &o) {
+            crate::open::close_open(server, &o).await;
+        }
     }
     s.take_trees();
 }

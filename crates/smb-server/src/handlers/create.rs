@@ -1,5 +1,6 @@
 //! CREATE (MS-SMB2 3.3.5.9): dispositions, directory options, access and share modes,
-//! delete-on-close, the MxAc and QFid contexts, and named pipes on IPC$.
+//! delete-on-close, the MxAc and QFid contexts, and named pipes on IPC$; durable handle
+//! contexts in `durable`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,8 @@ use crate::session::Session;
 use crate::status_map::state_status;
 use crate::sync::lock;
 use crate::tree::{Tree, TreeKind};
+
+mod durable;
 
 /// FILE_CREATE_TREE_CONNECTION (MS-SMB2 2.2.13).
 const CREATE_TREE_CONNECTION: u32 = 0x0000_0080;
@@ -60,6 +63,10 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         TreeKind::Ipc => return open_pipe(cx, &req, granted, out),
         TreeKind::Disk(s) => s.clone(),
     };
+    let ask = durable::parse(&req)?;
+    if let durable::Ask::Reconnect { file_id, create_guid } = ask {
+        return durable::reconnect(cx, &req, lease_req, (&tree, &session), (file_id, create_guid), out).await;
+    }
     let plan = plan_disk_open(&req, granted)?;
     let opened = open_in_backend(cx, &share, &plan, granted).await?;
     let key = (share.index, opened.attrs.file_id);
@@ -117,7 +124,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         lease_directory(&server, &share, &open).await;
     }
     announce_create(&cx.conn.server, share.index, &open, created, create_action);
-    let answer = Answer { oplock_level, create_action, lease_ctx };
+    let durable_ctx = durable::grant(cx, ask, &open, &session, share.index);
+    let answer = Answer { oplock_level, create_action, lease_ctx, durable_ctx };
     encode_response(out, &req, &tree, share.index, &attrs, &open, answer);
     Ok(Reply { file_id: Some(id), ..Reply::success() })
 }
@@ -439,6 +447,8 @@ struct Answer {
     oplock_level: u8,
     create_action: u32,
     lease_ctx: Option<Vec<u8>>,
+    /// The DHnQ or DH2Q response context when the open was made durable.
+    durable_ctx: Option<(&'static [u8], Vec<u8>)>,
 }
 
 /// Encodes the CREATE response with the MxAc, QFid and lease contexts asked for.
@@ -467,6 +477,9 @@ fn encode_response(
     }
     if let Some(d) = a.lease_ctx {
         ctxs.push((b"RqLs", d));
+    }
+    if let Some((name, d)) = a.durable_ctx {
+        ctxs.push((name, d));
     }
     CreateResponse {
         oplock_level: a.oplock_level,
