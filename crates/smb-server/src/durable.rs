@@ -178,7 +178,8 @@ impl DurableOpens {
         let g = &entry.grant;
         // A v2 reconnect names the CreateGuid; a lease must be the open's, from the same
         // client; the open is on this share.
-        let guid_ok = claim.create_guid.is_none_or(|c| g.create_guid == Some(c));
+        // A v1 open's CreateGuid is all zeros: a DH2C naming zeros reclaims it (as Samba).
+        let guid_ok = claim.create_guid.is_none_or(|c| g.create_guid.unwrap_or([0; 16]) == c);
         if !guid_ok || claim.lease != g.lease || claim.share != g.share {
             return Ok(Err(NtStatus::OBJECT_NAME_NOT_FOUND));
         }

@@ -58,15 +58,16 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = CreateRequest::decode(&frame[cx.range.clone()]).map_err(super::bad("CREATE"))?;
     let tree = cx.tree.clone().ok_or(NtStatus::NETWORK_NAME_DELETED)?;
     let session = cx.session.clone().ok_or(NtStatus::USER_SESSION_DELETED)?;
+    // Durable contexts mean nothing on IPC$; a reconnect ignores the other fields.
+    let ask = if tree.share().is_some() { durable::parse(&req)? } else { durable::Ask::Nothing };
+    if let durable::Ask::Reconnect { file_id, create_guid } = ask {
+        return durable::reconnect(cx, &req, (&tree, &session), (file_id, create_guid), out).await;
+    }
     let (granted, lease_req) = check_request(cx, &req, &tree, &session)?;
     let share = match &tree.kind {
         TreeKind::Ipc => return open_pipe(cx, &req, granted, out),
         TreeKind::Disk(s) => s.clone(),
     };
-    let ask = durable::parse(&req)?;
-    if let durable::Ask::Reconnect { file_id, create_guid } = ask {
-        return durable::reconnect(cx, &req, lease_req, (&tree, &session), (file_id, create_guid), out).await;
-    }
     let plan = plan_disk_open(&req, granted)?;
     let opened = open_in_backend(cx, &share, &plan, granted).await?;
     let key = (share.index, opened.attrs.file_id);
@@ -359,6 +360,8 @@ async fn apply_create_settings(req: &CreateRequest<'_>, plan: &DiskPlan, opened:
         .await?;
         create_action = if req.create_disposition == disposition::SUPERSEDE { action::SUPERSEDED } else { action::OVERWRITTEN };
     } else if created && set != 0 {
+        // A new file is ARCHIVE whatever else it is created with (as Windows and Samba).
+        let set = if opened.is_dir() { set } else { set | smb_fscc::FILE_ATTRIBUTE_ARCHIVE };
         let h = opened.handle.clone();
         if let Ok(a) = blocking(move || {
             h.set_dos_attributes(set)?;

@@ -92,12 +92,16 @@ pub(super) fn grant(cx: &Ctx<'_>, ask: Ask, open: &Open, session: &Session, shar
 pub(super) async fn reconnect(
     cx: &mut Ctx<'_>,
     req: &CreateRequest<'_>,
-    lease_req: Option<LeaseContext>,
     (tree, session): (&Arc<Tree>, &Arc<Session>),
     (file_id, create_guid): (FileId, Option<[u8; 16]>),
     out: &mut Vec<u8>,
 ) -> HResult {
     let share = tree.share().ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+    // A lease context counts whatever the OplockLevel says (as Samba reads it).
+    let lease_req = match req.context(b"RqLs").filter(|_| cx.conn.dialect() >= smb_wire::dialect::SMB210) {
+        Some(d) => Some(LeaseContext::decode(d).map_err(|_| NtStatus::INVALID_PARAMETER)?),
+        None => None,
+    };
     let server = cx.conn.server.clone();
     let claim = Claim {
         persistent: file_id.persistent,
