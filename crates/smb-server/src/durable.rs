@@ -49,6 +49,8 @@ pub struct Grant {
     /// Index of the share the open is on.
     pub share: usize,
     pub lease: Option<LeaseId>,
+    /// The CreateAction of the CREATE that opened it (a replay answers it again).
+    pub create_action: u32,
 }
 
 #[derive(Debug)]
@@ -101,6 +103,14 @@ impl DurableOpens {
     /// The open is closed (CLOSE, or a disconnected open ending): nothing to reconnect.
     pub fn forget(&self, persistent: u64) {
         lock(&self.entries).remove(&persistent);
+    }
+
+    /// The durable v2 open with `create_guid`: its persistent id, and the session it is
+    /// connected to (None: disconnected).
+    pub fn find_by_create_guid(&self, create_guid: [u8; 16]) -> Option<(u64, Option<SessionId>)> {
+        let entries = lock(&self.entries);
+        let (id, e) = entries.iter().find(|(_, e)| e.grant.create_guid == Some(create_guid))?;
+        Some((*id, if let State::Connected(s) = e.state { Some(s) } else { None }))
     }
 
     /// What `persistent` was made durable with, if it is.
@@ -243,7 +253,8 @@ mod tests {
     }
 
     fn grant() -> Grant {
-        Grant { create_guid: Some([1; 16]), timeout: V1_TIMEOUT, user: User::Named("a".into()), share: 0, lease: None }
+        let user = User::Named("a".into());
+        Grant { create_guid: Some([1; 16]), timeout: V1_TIMEOUT, user, share: 0, lease: None, create_action: 2 }
     }
 
     #[test]

@@ -63,6 +63,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if let durable::Ask::Reconnect { file_id, create_guid } = ask {
         return durable::reconnect(cx, &req, (&tree, &session), (file_id, create_guid), out).await;
     }
+    if let Some(replayed) = durable::replay(cx, &req, ask, (&tree, &session), out).await {
+        return replayed;
+    }
     let (granted, lease_req) = check_request(cx, &req, &tree, &session)?;
     let share = match &tree.kind {
         TreeKind::Ipc => return open_pipe(cx, &req, granted, out),
@@ -125,7 +128,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         lease_directory(&server, &share, &open).await;
     }
     announce_create(&cx.conn.server, share.index, &open, created, create_action);
-    let durable_ctx = durable::grant(cx, ask, &open, &session, share.index);
+    let durable_ctx = durable::grant(cx, ask, &open, &session, (share.index, create_action));
     let answer = Answer { oplock_level, create_action, lease_ctx, durable_ctx };
     encode_response(out, &req, &tree, share.index, &attrs, &open, answer);
     Ok(Reply { file_id: Some(id), ..Reply::success() })

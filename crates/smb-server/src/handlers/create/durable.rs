@@ -68,7 +68,7 @@ pub(super) fn parse(req: &CreateRequest<'_>) -> Result<Ask, NtStatus> {
 /// Makes a new open durable when it asked and qualifies (a file with a batch oplock or a
 /// lease caching handles; persistence is never granted: no share is continuously
 /// available). Returns the response context to add, if any.
-pub(super) fn grant(cx: &Ctx<'_>, ask: Ask, open: &Open, session: &Session, share: usize) -> Option<(&'static [u8], Vec<u8>)> {
+pub(super) fn grant(cx: &Ctx<'_>, ask: Ask, open: &Open, session: &Session, (share, create_action): (usize, u32)) -> Option<(&'static [u8], Vec<u8>)> {
     let Ask::Durable(v2) = ask else { return None };
     let node = open.node()?;
     if open.is_dir() || !node.oplocks.caches_handle(open.id.volatile) {
@@ -76,7 +76,7 @@ pub(super) fn grant(cx: &Ctx<'_>, ask: Ask, open: &Open, session: &Session, shar
     }
     let user = session.user()?.clone();
     let timeout = v2.map_or(crate::durable::V1_TIMEOUT, |r| crate::durable::v2_timeout(r.timeout));
-    let grant = Grant { create_guid: v2.map(|r| r.create_guid), timeout, user, share, lease: open.lease };
+    let grant = Grant { create_guid: v2.map(|r| r.create_guid), timeout, user, share, lease: open.lease, create_action };
     cx.conn.server.durable.register(open.id.persistent, grant, session.id);
     node.enable_lock_sequences(open.id.volatile);
     Some(match v2 {
@@ -96,6 +96,21 @@ pub(super) async fn reconnect(
     (file_id, create_guid): (FileId, Option<[u8; 16]>),
     out: &mut Vec<u8>,
 ) -> HResult {
+    let open = reclaim(cx, req, (tree, session), (file_id, create_guid)).await?.0;
+    let mut ctxs: Vec<(&[u8], Vec<u8>)> = Vec::new();
+    if req.context(dh::DHNQ).is_some() {
+        ctxs.push((dh::DHNQ, dh::encode_response_v1()));
+    }
+    answer(out, &open, action::OPENED, ctxs).await
+}
+
+/// Takes the disconnected open back for this session and tree (see [`reconnect`]).
+async fn reclaim(
+    cx: &Ctx<'_>,
+    req: &CreateRequest<'_>,
+    (tree, session): (&Arc<Tree>, &Arc<Session>),
+    (file_id, create_guid): (FileId, Option<[u8; 16]>),
+) -> Result<(Arc<Open>, Grant), NtStatus> {
     let share = tree.share().ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
     // A lease context counts whatever the OplockLevel says (as Samba reads it).
     let lease_req = match req.context(b"RqLs").filter(|_| cx.conn.dialect() >= smb_wire::dialect::SMB210) {
@@ -111,7 +126,7 @@ pub(super) async fn reconnect(
         lease: lease_req.map(|l| (session.client_guid, l.key)),
         name: req.name.replace('/', "\\").trim_start_matches('\\').to_lowercase(),
     };
-    let (old, _grant) = server.durable.reconnect(&server, &claim, session.id).await?;
+    let (old, grant) = server.durable.reconnect(&server, &claim, session.id).await?;
     let OpenKind::File { handle, is_dir, key, node } = &old.kind else { return Err(NtStatus::OBJECT_NAME_NOT_FOUND) };
     let open = Arc::new(Open {
         id: old.id,
@@ -131,24 +146,59 @@ pub(super) async fn reconnect(
     node.oplocks.set_reach(open.id.volatile, Reach { owner, file_id: open.id });
     session.add_open(open.clone());
     tracing::debug!(open = open.id.persistent, "durable open reconnected");
-    let h = handle.clone();
-    let attrs = super::blocking(move || h.attrs()).await?;
+    Ok((open, grant))
+}
+
+/// A CREATE with SMB2_FLAGS_REPLAY_OPERATION and the CreateGuid of a durable v2 open
+/// (MS-SMB2 3.3.5.9.10): the client did not see the answer to its first CREATE, so it gets
+/// that open again, never a second one; if the open's connection was lost meanwhile, the
+/// replay reconnects it. None: not a replay of a known open (the CREATE goes on as new).
+pub(super) async fn replay(
+    cx: &mut Ctx<'_>,
+    req: &CreateRequest<'_>,
+    ask: Ask,
+    (tree, session): (&Arc<Tree>, &Arc<Session>),
+    out: &mut Vec<u8>,
+) -> Option<HResult> {
+    let Ask::Durable(Some(v2)) = ask else { return None };
+    if cx.hdr.flags & smb_wire::header::flags::REPLAY_OPERATION == 0 {
+        return None;
+    }
+    let server = cx.conn.server.clone();
+    let (persistent, connected) = server.durable.find_by_create_guid(v2.create_guid)?;
+    let (open, grant) = match connected {
+        Some(s) if s == session.id => (session.open(persistent)?, server.durable.grant(persistent)?),
+        Some(_) => return None,
+        None => match reclaim(cx, req, (tree, session), (FileId { persistent, volatile: persistent }, Some(v2.create_guid))).await {
+            Ok(r) => r,
+            Err(st) => return Some(Err(st)),
+        },
+    };
+    let ms = u32::try_from(grant.timeout.as_millis()).unwrap_or(u32::MAX);
+    let ctxs: Vec<(&[u8], Vec<u8>)> = vec![(dh::DH2Q, dh::encode_response_v2(ms, 0))];
+    Some(answer(out, &open, grant.create_action, ctxs).await)
+}
+
+/// The CREATE response for an open handed back (reconnect, replay): its attributes now,
+/// its oplock level or lease as they stand, and `ctxs`.
+async fn answer(out: &mut Vec<u8>, open: &Arc<Open>, create_action: u32, mut ctxs: Vec<(&[u8], Vec<u8>)>) -> HResult {
+    let (handle, node) = match &open.kind {
+        OpenKind::File { handle, node, .. } => (handle.clone(), node.clone()),
+        OpenKind::Pipe(_) => return Err(NtStatus::OBJECT_NAME_NOT_FOUND),
+    };
+    let attrs = super::blocking(move || handle.attrs()).await?;
     let (oplock_level, lease_ctx) = match open.lease {
         Some(id) => (oplock::LEASE, node.oplocks.lease_answer(id)),
         None => (node.oplocks.level(open.id.volatile), None),
     };
-    let mut ctxs: Vec<(&[u8], Vec<u8>)> = Vec::new();
     if let Some(l) = lease_ctx {
-        ctxs.push((b"RqLs", l.encode()));
+        ctxs.insert(0, (b"RqLs", l.encode()));
     }
-    if req.context(dh::DHNQ).is_some() {
-        ctxs.push((dh::DHNQ, dh::encode_response_v1()));
-    }
-    let info = super::file_info(&attrs, &open);
+    let info = super::file_info(&attrs, open);
     CreateResponse {
         oplock_level,
         flags: 0,
-        create_action: action::OPENED,
+        create_action,
         creation_time: info.creation_time,
         last_access_time: info.last_access_time,
         last_write_time: info.last_write_time,
