@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use smb_wire::{NtStatus, SessionId};
 
-use crate::oplocks::{LeaseId, Notice};
 use crate::open::Open;
+use crate::oplocks::{LeaseId, Notice};
 use crate::server::ServerState;
 use crate::session::{Session, User};
 use crate::sync::lock;
@@ -123,9 +123,8 @@ impl DurableOpens {
     /// what Samba requires too). Returns whether it was kept; if not, the caller closes it.
     pub fn disconnect(&self, server: &Arc<ServerState>, session: &Session, open: &Arc<Open>) -> bool {
         let id = open.id.persistent;
-        let eligible = open.node().is_some_and(|n| n.oplocks.caches_handle(open.id.volatile))
-            && !open.is_dir()
-            && !open.delete_on_close.load(Ordering::Acquire);
+        let eligible =
+            open.node().is_some_and(|n| n.oplocks.caches_handle(open.id.volatile)) && !open.is_dir() && !open.delete_on_close.load(Ordering::Acquire);
         let mut entries = lock(&self.entries);
         let Some(entry) = entries.get_mut(&id).filter(|e| matches!(e.state, State::Connected(s) if s == session.id)) else {
             return false;

@@ -26,7 +26,10 @@ pub(super) enum Ask {
     /// DHnQ (v1) or DH2Q (v2, with its request).
     Durable(Option<DurableRequestV2>),
     /// DHnC (v1: no CreateGuid) or DH2C.
-    Reconnect { file_id: FileId, create_guid: Option<[u8; 16]> },
+    Reconnect {
+        file_id: FileId,
+        create_guid: Option<[u8; 16]>,
+    },
 }
 
 /// Reads the durable contexts and checks their combinations and sizes as Windows and
@@ -68,7 +71,13 @@ pub(super) fn parse(req: &CreateRequest<'_>) -> Result<Ask, NtStatus> {
 /// Makes a new open durable when it asked and qualifies (a file with a batch oplock or a
 /// lease caching handles; persistence is never granted: no share is continuously
 /// available). Returns the response context to add, if any.
-pub(super) fn grant(cx: &Ctx<'_>, ask: Ask, open: &Open, session: &Session, (share, create_action): (usize, u32)) -> Option<(&'static [u8], Vec<u8>)> {
+pub(super) fn grant(
+    cx: &Ctx<'_>,
+    ask: Ask,
+    open: &Open,
+    session: &Session,
+    (share, create_action): (usize, u32),
+) -> Option<(&'static [u8], Vec<u8>)> {
     let Ask::Durable(v2) = ask else { return None };
     let node = open.node()?;
     if open.is_dir() || !node.oplocks.caches_handle(open.id.volatile) {
