@@ -634,6 +634,29 @@ mod tests {
     /// (from, to, ack) of a notice.
     type Step = (Caching, Caching, bool);
 
+    #[test]
+    fn a_moved_holder_gets_the_breaks() {
+        // A durable open reconnected elsewhere: its grants stay, its breaks go to the new place.
+        let (oplocked, leased) = (Grants::<Test>::default(), Grants::<Test>::default());
+        assert_eq!(oplocked.grant_oplock(1, 10, RWH, 0), RWH);
+        assert_eq!(leased.grant_lease(2, 20, lr(7, RWH, 0), 0).state, RWH);
+        oplocked.set_holder(1, 11);
+        leased.set_holder(2, 21);
+        assert_eq!(leased.lease(&7).map(|l| l.opens), Some(vec![(2, 21)]));
+        let holders = |g: &Grants<Test>| -> Vec<u32> {
+            let plan = g.start_breaks(&by(3), TRUNCATE, Instant::now(), T);
+            plan.notices
+                .iter()
+                .flat_map(|n| match n {
+                    Notice::Oplock { holder, .. } => vec![*holder],
+                    Notice::Lease { holders, .. } => holders.clone(),
+                })
+                .collect()
+        };
+        assert_eq!(holders(&oplocked), vec![11]);
+        assert_eq!(holders(&leased), vec![21]);
+    }
+
     /// (from, to, ack) of every notice.
     fn summary(p: &BreakPlan<Test>) -> Vec<Step> {
         p.notices
