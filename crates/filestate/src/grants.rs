@@ -573,6 +573,13 @@ impl<T: GrantTypes> Grants<T> {
         lock(&self.state).oplocks.iter().find(|g| g.open == open).map_or(Caching::NONE, |g| g.level)
     }
 
+    /// Whether a break of `open`'s oplock or lease waits for an acknowledgment.
+    pub fn breaking(&self, open: OpenId) -> bool {
+        let st = lock(&self.state);
+        st.oplocks.iter().any(|g| g.open == open && g.breaking_to.is_some())
+            || st.leases.iter().any(|l| l.breaking_to.is_some() && l.opens.iter().any(|(o, _)| *o == open))
+    }
+
     /// Lease `key` as it stands, if it is on this file.
     pub fn lease(&self, key: &T::LeaseKey) -> Option<Lease<T>> {
         lock(&self.state).leases.iter().find(|l| l.key == *key).cloned()
@@ -653,8 +660,10 @@ mod tests {
                 })
                 .collect()
         };
+        assert!(!oplocked.breaking(1));
         assert_eq!(holders(&oplocked), vec![11]);
         assert_eq!(holders(&leased), vec![21]);
+        assert!(oplocked.breaking(1) && leased.breaking(2));
     }
 
     /// (from, to, ack) of every notice.

@@ -125,11 +125,15 @@ impl DurableOpens {
 
     /// Moves `open` of `session`, which is ending, to the disconnected opens if it is
     /// durable and still may be (it caches its handle and is not to be deleted on close:
-    /// what Samba requires too). Returns whether it was kept; if not, the caller closes it.
+    /// what Samba requires too; and no break of it is waiting for an acknowledgment, which
+    /// could never come: a CREATE may be waiting for it). Returns whether it was kept; if
+    /// not, the caller closes it.
     pub fn disconnect(&self, server: &Arc<ServerState>, session: &Session, open: &Arc<Open>) -> bool {
         let id = open.id.persistent;
-        let eligible =
-            open.node().is_some_and(|n| n.oplocks.caches_handle(open.id.volatile)) && !open.is_dir() && !open.delete_on_close.load(Ordering::Acquire);
+        let v = open.id.volatile;
+        let eligible = open.node().is_some_and(|n| n.oplocks.caches_handle(v) && !n.oplocks.breaking(v))
+            && !open.is_dir()
+            && !open.delete_on_close.load(Ordering::Acquire);
         let mut entries = lock(&self.entries);
         let Some(entry) = entries.get_mut(&id).filter(|e| matches!(e.state, State::Connected(s) if s == session.id)) else {
             return false;

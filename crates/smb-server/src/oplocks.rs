@@ -274,6 +274,11 @@ impl NodeOplocks {
         self.grants.lease_of(open).and_then(|id| self.grants.lease_state(&id)).is_some_and(|c| c.0 & Caching::HANDLE.0 != 0)
     }
 
+    /// Whether a break of `open`'s oplock or lease waits for an acknowledgment.
+    pub fn breaking(&self, open: u64) -> bool {
+        self.grants.breaking(open)
+    }
+
     /// The lease context a reconnected open is answered with: lease `id` as it stands.
     pub fn lease_answer(&self, id: LeaseId) -> Option<LeaseContext> {
         let l = self.grants.lease(&id)?;
