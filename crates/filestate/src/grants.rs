@@ -572,6 +572,32 @@ impl<T: GrantTypes> Grants<T> {
     pub fn oplock_level(&self, open: OpenId) -> Caching {
         lock(&self.state).oplocks.iter().find(|g| g.open == open).map_or(Caching::NONE, |g| g.level)
     }
+
+    /// Whether a break of `open`'s oplock or lease waits for an acknowledgment.
+    pub fn breaking(&self, open: OpenId) -> bool {
+        let st = lock(&self.state);
+        st.oplocks.iter().any(|g| g.open == open && g.breaking_to.is_some())
+            || st.leases.iter().any(|l| l.breaking_to.is_some() && l.opens.iter().any(|(o, _)| *o == open))
+    }
+
+    /// Lease `key` as it stands, if it is on this file.
+    pub fn lease(&self, key: &T::LeaseKey) -> Option<Lease<T>> {
+        lock(&self.state).leases.iter().find(|l| l.key == *key).cloned()
+    }
+
+    /// Where `open`'s breaks go from now on: a durable open reconnected on another
+    /// connection keeps its oplock or lease, reached through its new channel.
+    pub fn set_holder(&self, open: OpenId, holder: T::Holder) {
+        let mut st = lock(&self.state);
+        for g in st.oplocks.iter_mut().filter(|g| g.open == open) {
+            g.holder = holder.clone();
+        }
+        for l in st.leases.iter_mut() {
+            for h in l.opens.iter_mut().filter(|(o, _)| *o == open) {
+                h.1 = holder.clone();
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -614,6 +640,31 @@ mod tests {
 
     /// (from, to, ack) of a notice.
     type Step = (Caching, Caching, bool);
+
+    #[test]
+    fn a_moved_holder_gets_the_breaks() {
+        // A durable open reconnected elsewhere: its grants stay, its breaks go to the new place.
+        let (oplocked, leased) = (Grants::<Test>::default(), Grants::<Test>::default());
+        assert_eq!(oplocked.grant_oplock(1, 10, RWH, 0), RWH);
+        assert_eq!(leased.grant_lease(2, 20, lr(7, RWH, 0), 0).state, RWH);
+        oplocked.set_holder(1, 11);
+        leased.set_holder(2, 21);
+        assert_eq!(leased.lease(&7).map(|l| l.opens), Some(vec![(2, 21)]));
+        let holders = |g: &Grants<Test>| -> Vec<u32> {
+            let plan = g.start_breaks(&by(3), TRUNCATE, Instant::now(), T);
+            plan.notices
+                .iter()
+                .flat_map(|n| match n {
+                    Notice::Oplock { holder, .. } => vec![*holder],
+                    Notice::Lease { holders, .. } => holders.clone(),
+                })
+                .collect()
+        };
+        assert!(!oplocked.breaking(1));
+        assert_eq!(holders(&oplocked), vec![11]);
+        assert_eq!(holders(&leased), vec![21]);
+        assert!(oplocked.breaking(1) && leased.breaking(2));
+    }
 
     /// (from, to, ack) of every notice.
     fn summary(p: &BreakPlan<Test>) -> Vec<Step> {

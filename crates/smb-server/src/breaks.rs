@@ -25,6 +25,17 @@ pub async fn deliver(server: &Arc<ServerState>, notices: Vec<Notice>) {
 /// and records the one used. Used again after a channel was found dead (see
 /// [`Delivery`]), it moves on to the session's other channels.
 pub async fn send_notice(server: &Arc<ServerState>, n: &Notice, tried: &mut Vec<u64>) -> Option<Delivery> {
+    // A disconnected durable open cannot acknowledge: it is closed instead (in a task of
+    // its own: closing may announce changes, which may send breaks).
+    let purged = server.durable.take_break_targets(n);
+    if !purged.is_empty() {
+        for open in purged {
+            tracing::debug!(open = open.id.persistent, "break to a disconnected durable open: closed");
+            let server = server.clone();
+            tokio::spawn(async move { crate::open::close_open(&server, &open).await });
+        }
+        return None;
+    }
     let (msg, owners) = match n {
         Notice::Oplock { owner, body, .. } => {
             let mut msg = Vec::with_capacity(64 + 24);

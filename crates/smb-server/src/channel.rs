@@ -129,7 +129,7 @@ pub async fn connection_lost(conn: &Connection) {
             last
         };
         if last {
-            crate::session::end_session(&conn.server, &s).await;
+            crate::session::end_session_keeping_durable(&conn.server, &s).await;
         } else {
             tracing::info!(conn = conn.id, session = format!("{:#x}", sid.0), "channel lost; the session lives on its other channels");
         }

@@ -25,6 +25,7 @@ pub mod config;
 mod connection;
 mod credits;
 mod dir_leases;
+mod durable;
 mod foreign;
 mod handlers;
 mod interfaces;

@@ -260,10 +260,42 @@ impl NodeOplocks {
         self.grants.lease_opens(&id)
     }
 
-    /// The oplock level `open` holds now (for tests and status).
-    #[cfg(test)]
-    fn level(&self, open: u64) -> u8 {
+    /// The oplock level `open` holds now.
+    pub fn level(&self, open: u64) -> u8 {
         level_of(self.grants.oplock_level(open))
+    }
+
+    /// Whether `open` may cache its handle: a batch oplock, or a lease with H (what a
+    /// durable open needs, MS-SMB2 3.3.5.9.6 and 3.3.5.9.10).
+    pub fn caches_handle(&self, open: u64) -> bool {
+        if self.grants.oplock_level(open) == Caching::ALL {
+            return true;
+        }
+        self.grants.lease_of(open).and_then(|id| self.grants.lease_state(&id)).is_some_and(|c| c.0 & Caching::HANDLE.0 != 0)
+    }
+
+    /// Whether a break of `open`'s oplock or lease waits for an acknowledgment.
+    pub fn breaking(&self, open: u64) -> bool {
+        self.grants.breaking(open)
+    }
+
+    /// The lease context a reconnected open is answered with: lease `id` as it stands.
+    pub fn lease_answer(&self, id: LeaseId) -> Option<LeaseContext> {
+        let l = self.grants.lease(&id)?;
+        let mut flags = 0;
+        if l.breaking_to.is_some() {
+            flags |= smb_wire::msg::oplock::lease_flags::BREAK_IN_PROGRESS;
+        }
+        if l.info.parent.is_some() {
+            flags |= smb_wire::msg::oplock::lease_flags::PARENT_LEASE_KEY_SET;
+        }
+        let v2 = l.info.v2.then(|| (l.info.parent.unwrap_or([0; 16]), l.epoch));
+        Some(LeaseContext { key: id.1, state: l.state.0, flags, v2 })
+    }
+
+    /// Where `open`'s breaks go from now on (a reconnected durable open).
+    pub fn set_reach(&self, open: u64, reach: Reach) {
+        self.grants.set_holder(open, reach);
     }
 }
 

@@ -47,6 +47,8 @@ pub struct ServerState {
     pub reload_hook: crate::reload::ReloadHook,
     pub sessions: Sharded<SessionId, Arc<Session>>,
     pub files: FileTable,
+    /// Durable opens, connected or waiting for a reconnect (see `durable.rs`).
+    pub durable: crate::durable::DurableOpens,
     pub server_guid: [u8; 16],
     /// Server start as FILETIME.
     pub start_time: u64,
@@ -145,6 +147,7 @@ impl ServerState {
             reload_hook: Default::default(),
             sessions: Sharded::new(16),
             files: FileTable::new(),
+            durable: Default::default(),
             server_guid,
             start_time,
             next_session: AtomicU64::new(first_session),

@@ -214,15 +214,29 @@ fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Deregisters a session and closes everything opened through it: LOGOFF (on any channel),
-/// a failed re-authentication, a reconnecting client naming it as its PreviousSessionId
-/// (MS-SMB2 3.3.5.5.3), or the loss of its last channel. Every channel stops serving it.
+/// Deregisters a session and closes everything opened through it, durable opens too (a
+/// failed re-authentication). Every channel stops serving it.
 pub async fn end_session(server: &crate::server::ServerState, s: &Arc<Session>) {
+    end(server, s, None).await;
+}
+
+/// Ends a session the client may come back for: LOGOFF (on any channel), a reconnecting
+/// client naming it as its PreviousSessionId (MS-SMB2 3.3.5.5.3), or the loss of its last
+/// channel. Durable opens are not closed but disconnected (see `durable.rs`): Windows and
+/// Samba keep them through all of these, LOGOFF included (smbtorture's
+/// durable-open.reopen4); the rest close as in [`end_session`].
+pub async fn end_session_keeping_durable(server: &Arc<crate::server::ServerState>, s: &Arc<Session>) {
+    end(server, s, Some(server)).await;
+}
+
+async fn end(server: &crate::server::ServerState, s: &Arc<Session>, keep: Option<&Arc<crate::server::ServerState>>) {
     // Removed first, so no new request finds the session while its opens close.
     server.sessions.remove(&s.id);
     crate::channel::end_all(server, s);
     for o in s.take_opens(None) {
-        crate::open::close_open(server, &o).await;
+        if !keep.is_some_and(|srv| srv.durable.disconnect(srv, s, &o)) {
+            crate::open::close_open(server, &o).await;
+        }
     }
     s.take_trees();
 }

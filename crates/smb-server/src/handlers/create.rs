@@ -1,5 +1,6 @@
 //! CREATE (MS-SMB2 3.3.5.9): dispositions, directory options, access and share modes,
-//! delete-on-close, the MxAc and QFid contexts, and named pipes on IPC$.
+//! delete-on-close, the MxAc and QFid contexts, and named pipes on IPC$; durable handle
+//! contexts in `durable`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,8 @@ use crate::session::Session;
 use crate::status_map::state_status;
 use crate::sync::lock;
 use crate::tree::{Tree, TreeKind};
+
+mod durable;
 
 /// FILE_CREATE_TREE_CONNECTION (MS-SMB2 2.2.13).
 const CREATE_TREE_CONNECTION: u32 = 0x0000_0080;
@@ -55,6 +58,14 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let req = CreateRequest::decode(&frame[cx.range.clone()]).map_err(super::bad("CREATE"))?;
     let tree = cx.tree.clone().ok_or(NtStatus::NETWORK_NAME_DELETED)?;
     let session = cx.session.clone().ok_or(NtStatus::USER_SESSION_DELETED)?;
+    // Durable contexts mean nothing on IPC$; a reconnect ignores the other fields.
+    let ask = if tree.share().is_some() { durable::parse(&req)? } else { durable::Ask::Nothing };
+    if let durable::Ask::Reconnect { file_id, create_guid } = ask {
+        return durable::reconnect(cx, &req, (&tree, &session), (file_id, create_guid), out).await;
+    }
+    if let Some(replayed) = durable::replay(cx, &req, ask, (&tree, &session), out).await {
+        return replayed;
+    }
     let (granted, lease_req) = check_request(cx, &req, &tree, &session)?;
     let share = match &tree.kind {
         TreeKind::Ipc => return open_pipe(cx, &req, granted, out),
@@ -117,7 +128,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         lease_directory(&server, &share, &open).await;
     }
     announce_create(&cx.conn.server, share.index, &open, created, create_action);
-    let answer = Answer { oplock_level, create_action, lease_ctx };
+    let durable_ctx = durable::grant(cx, ask, &open, &session, (share.index, create_action));
+    let answer = Answer { oplock_level, create_action, lease_ctx, durable_ctx };
     encode_response(out, &req, &tree, share.index, &attrs, &open, answer);
     Ok(Reply { file_id: Some(id), ..Reply::success() })
 }
@@ -351,6 +363,8 @@ async fn apply_create_settings(req: &CreateRequest<'_>, plan: &DiskPlan, opened:
         .await?;
         create_action = if req.create_disposition == disposition::SUPERSEDE { action::SUPERSEDED } else { action::OVERWRITTEN };
     } else if created && set != 0 {
+        // A new file is ARCHIVE whatever else it is created with (as Windows and Samba).
+        let set = if opened.is_dir() { set } else { set | smb_fscc::FILE_ATTRIBUTE_ARCHIVE };
         let h = opened.handle.clone();
         if let Ok(a) = blocking(move || {
             h.set_dos_attributes(set)?;
@@ -439,6 +453,8 @@ struct Answer {
     oplock_level: u8,
     create_action: u32,
     lease_ctx: Option<Vec<u8>>,
+    /// The DHnQ or DH2Q response context when the open was made durable.
+    durable_ctx: Option<(&'static [u8], Vec<u8>)>,
 }
 
 /// Encodes the CREATE response with the MxAc, QFid and lease contexts asked for.
@@ -467,6 +483,9 @@ fn encode_response(
     }
     if let Some(d) = a.lease_ctx {
         ctxs.push((b"RqLs", d));
+    }
+    if let Some((name, d)) = a.durable_ctx {
+        ctxs.push((name, d));
     }
     CreateResponse {
         oplock_level: a.oplock_level,

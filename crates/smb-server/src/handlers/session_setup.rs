@@ -140,8 +140,8 @@ async fn drop_session(cx: &Ctx<'_>, session: &Arc<Session>) {
 
 /// A client reconnecting after a lost connection names its old session in PreviousSessionId;
 /// once the new session is authenticated as the same user, the old one ends and its opens
-/// close (MS-SMB2 3.3.5.5.3; there are no durable handles to keep). Guest and anonymous
-/// sessions prove no identity, so they cannot end anyone's session.
+/// close, but for durable opens, which wait disconnected for a reconnect (MS-SMB2 3.3.5.5.3).
+/// Guest and anonymous sessions prove no identity, so they cannot end anyone's session.
 async fn end_previous_session(cx: &Ctx<'_>, session: &Arc<Session>, previous: u64) {
     if previous == 0 || previous == session.id.0 || !matches!(session.user(), Some(User::Named(_))) {
         return;
@@ -152,7 +152,7 @@ async fn end_previous_session(cx: &Ctx<'_>, session: &Arc<Session>, previous: u6
         return;
     }
     tracing::debug!(conn = cx.conn.id, old = previous, "previous session of a reconnecting client ended");
-    crate::session::end_session(&cx.conn.server, &old).await;
+    crate::session::end_session_keeping_durable(&cx.conn.server, &old).await;
 }
 
 fn new_ntlm(cx: &Ctx<'_>) -> NtlmServer {

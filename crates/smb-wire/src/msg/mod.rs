@@ -5,6 +5,7 @@
 
 pub mod close;
 pub mod create;
+pub mod durable;
 pub mod error;
 pub mod ioctl;
 pub mod lock;

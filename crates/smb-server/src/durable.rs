@@ -1,0 +1,289 @@
+//! Durable opens (MS-SMB2 3.3.5.9.6, 3.3.5.9.7, 3.3.5.9.10, 3.3.5.9.12, 3.3.7.1): an open
+//! granted durability outlives its session. When the session ends without closing it
+//! (connection lost, LOGOFF, a reconnecting client's PreviousSessionId), the open stays in
+//! the file table, keeping its share mode, byte-range locks and oplock or lease, and moves
+//! here as *disconnected* until the same user reconnects it (DHnC / DH2C), a break it
+//! cannot acknowledge reaches it, or its timeout passes; the last two close it as a CLOSE
+//! would (delete on close honoured).
+//!
+//! One table keyed by the open's persistent FileId holds every durable open, connected or
+//! not, so a reconnect finds it and a teardown racing a reconnect is visible: a reconnect
+//! that finds the open still connected to a session whose connections are all gone waits
+//! (briefly) for the teardown to move it here.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use smb_wire::{NtStatus, SessionId};
+
+use crate::open::Open;
+use crate::oplocks::{LeaseId, Notice};
+use crate::server::ServerState;
+use crate::session::{Session, User};
+use crate::sync::lock;
+
+/// How long a v1 durable open is kept disconnected (Windows and Samba: 16 minutes).
+pub const V1_TIMEOUT: Duration = Duration::from_secs(16 * 60);
+/// A v2 request for timeout 0 gets this (Windows 2012 and Samba: one minute).
+pub const V2_DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest v2 timeout granted (Windows and Samba: five minutes).
+pub const V2_MAX_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The timeout granted for a v2 request's Timeout (milliseconds).
+pub fn v2_timeout(requested_ms: u32) -> Duration {
+    match requested_ms {
+        0 => V2_DEFAULT_TIMEOUT,
+        ms => Duration::from_millis(u64::from(ms)).min(V2_MAX_TIMEOUT),
+    }
+}
+
+/// What an open was made durable with, and whose it is (Open.DurableOwner).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The CreateGuid of a v2 request; None for v1.
+    pub create_guid: Option<[u8; 16]>,
+    pub timeout: Duration,
+    pub user: User,
+    /// Index of the share the open is on.
+    pub share: usize,
+    pub lease: Option<LeaseId>,
+    /// The CreateAction of the CREATE that opened it (a replay answers it again).
+    pub create_action: u32,
+}
+
+#[derive(Debug)]
+enum State {
+    /// In use by this session.
+    Connected(SessionId),
+    /// Its session is gone: the open waits here for a reconnect. `generation` tells this
+    /// disconnection's timer from a later one's.
+    Disconnected { open: Arc<Open>, session: SessionId, generation: u64 },
+}
+
+#[derive(Debug)]
+struct Entry {
+    grant: Grant,
+    state: State,
+}
+
+/// What a reconnect presents.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub persistent: u64,
+    /// DH2C's CreateGuid; None for DHnC (a v1 reconnect may reclaim a v2 open).
+    pub create_guid: Option<[u8; 16]>,
+    pub user: Option<User>,
+    pub share: usize,
+    /// The lease the reconnect asks for (ClientGuid of its connection, LeaseKey).
+    pub lease: Option<LeaseId>,
+    /// The name the reconnect gives, lowercased: with a lease, it must be the open's.
+    pub name: String,
+}
+
+/// Every durable open of the server.
+#[derive(Debug, Default)]
+pub struct DurableOpens {
+    entries: Mutex<HashMap<u64, Entry>>,
+    next_generation: AtomicU64,
+    /// How many entries are disconnected: with none, a break notification (the common
+    /// case) costs one load here, not a walk of the table.
+    disconnected: AtomicUsize,
+}
+
+/// How often, and how many times, a reconnect looks again while the old connection's
+/// teardown is still under way.
+const TEARDOWN_POLL: Duration = Duration::from_millis(20);
+const TEARDOWN_POLLS: u32 = 100;
+
+impl DurableOpens {
+    /// Records that open `persistent` of `session` is durable.
+    pub fn register(&self, persistent: u64, grant: Grant, session: SessionId) {
+        lock(&self.entries).insert(persistent, Entry { grant, state: State::Connected(session) });
+    }
+
+    /// The open is closed (CLOSE, or a disconnected open ending): nothing to reconnect.
+    pub fn forget(&self, persistent: u64) {
+        if let Some(Entry { state: State::Disconnected { .. }, .. }) = lock(&self.entries).remove(&persistent) {
+            self.disconnected.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The durable v2 open with `create_guid`: its persistent id, and the session it is
+    /// connected to (None: disconnected).
+    pub fn find_by_create_guid(&self, create_guid: [u8; 16]) -> Option<(u64, Option<SessionId>)> {
+        let entries = lock(&self.entries);
+        let (id, e) = entries.iter().find(|(_, e)| e.grant.create_guid == Some(create_guid))?;
+        Some((*id, if let State::Connected(s) = e.state { Some(s) } else { None }))
+    }
+
+    /// What `persistent` was made durable with, if it is.
+    pub fn grant(&self, persistent: u64) -> Option<Grant> {
+        lock(&self.entries).get(&persistent).map(|e| e.grant.clone())
+    }
+
+    /// Moves `open` of `session`, which is ending, to the disconnected opens if it is
+    /// durable and still may be (it caches its handle and is not to be deleted on close:
+    /// what Samba requires too; and no break of it is waiting for an acknowledgment, which
+    /// could never come: a CREATE may be waiting for it). Returns whether it was kept; if
+    /// not, the caller closes it.
+    pub fn disconnect(&self, server: &Arc<ServerState>, session: &Session, open: &Arc<Open>) -> bool {
+        let id = open.id.persistent;
+        let v = open.id.volatile;
+        let eligible = open.node().is_some_and(|n| n.oplocks.caches_handle(v) && !n.oplocks.breaking(v))
+            && !open.is_dir()
+            && !open.delete_on_close.load(Ordering::Acquire);
+        let mut entries = lock(&self.entries);
+        let Some(entry) = entries.get_mut(&id).filter(|e| matches!(e.state, State::Connected(s) if s == session.id)) else {
+            return false;
+        };
+        if !eligible {
+            entries.remove(&id);
+            return false;
+        }
+        let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
+        entry.state = State::Disconnected { open: open.clone(), session: session.id, generation };
+        self.disconnected.fetch_add(1, Ordering::AcqRel);
+        let timeout = entry.grant.timeout;
+        drop(entries);
+        tracing::debug!(open = id, ?timeout, "durable open disconnected");
+        let server = server.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            if let Some(open) = server.durable.take_if(id, |g| g == generation) {
+                tracing::debug!(open = id, "disconnected durable open timed out");
+                crate::open::close_open(&server, &open).await;
+            }
+        });
+        true
+    }
+
+    /// Removes the disconnected open `persistent` if `which` accepts its generation.
+    fn take_if(&self, persistent: u64, which: impl Fn(u64) -> bool) -> Option<Arc<Open>> {
+        let mut entries = lock(&self.entries);
+        match entries.get(&persistent).map(|e| &e.state) {
+            Some(State::Disconnected { generation, .. }) if which(*generation) => match entries.remove(&persistent)?.state {
+                State::Disconnected { open, .. } => {
+                    self.disconnected.fetch_sub(1, Ordering::AcqRel);
+                    Some(open)
+                }
+                State::Connected(_) => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// A reconnect (MS-SMB2 3.3.5.9.7, 3.3.5.9.12): hands the disconnected open over to
+    /// `session`, or says why not. An open still connected to a session whose connections
+    /// are all gone is being torn down: the reconnect waits for that.
+    pub async fn reconnect(&self, server: &ServerState, claim: &Claim, session: SessionId) -> Result<(Arc<Open>, Grant), NtStatus> {
+        for _ in 0..TEARDOWN_POLLS {
+            match self.try_reconnect(claim, session) {
+                Err(Some(old)) if tearing_down(server, old) => tokio::time::sleep(TEARDOWN_POLL).await,
+                Err(_) => return Err(NtStatus::OBJECT_NAME_NOT_FOUND),
+                Ok(r) => return r,
+            }
+        }
+        Err(NtStatus::OBJECT_NAME_NOT_FOUND)
+    }
+
+    /// One look: Ok(the answer), or Err(the session the open is still connected to).
+    #[allow(clippy::type_complexity)]
+    fn try_reconnect(&self, claim: &Claim, session: SessionId) -> Result<Result<(Arc<Open>, Grant), NtStatus>, Option<SessionId>> {
+        let mut entries = lock(&self.entries);
+        let Some(entry) = entries.get_mut(&claim.persistent) else { return Err(None) };
+        let State::Disconnected { open, .. } = &entry.state else {
+            let State::Connected(s) = entry.state else { return Err(None) };
+            return Err(Some(s));
+        };
+        let g = &entry.grant;
+        // A v2 reconnect names the CreateGuid; a lease must be the open's, from the same
+        // client; the open is on this share.
+        // A v1 open's CreateGuid is all zeros: a DH2C naming zeros reclaims it (as Samba).
+        let guid_ok = claim.create_guid.is_none_or(|c| g.create_guid.unwrap_or([0; 16]) == c);
+        if !guid_ok || claim.lease != g.lease || claim.share != g.share {
+            return Ok(Err(NtStatus::OBJECT_NAME_NOT_FOUND));
+        }
+        // With a lease, another name is a wrong parameter (what Windows and Samba answer).
+        if g.lease.is_some() && lock(&open.path).to_smb_string().to_lowercase() != claim.name {
+            return Ok(Err(NtStatus::INVALID_PARAMETER));
+        }
+        // Only its owner may have it back (ksmbd CVE-2026-31717 was the lack of this).
+        if claim.user.as_ref() != Some(&g.user) || g.user == User::Anonymous {
+            return Ok(Err(NtStatus::ACCESS_DENIED));
+        }
+        let open = open.clone();
+        entry.state = State::Connected(session);
+        self.disconnected.fetch_sub(1, Ordering::AcqRel);
+        Ok(Ok((open, g.clone())))
+    }
+
+    /// Disconnected opens a break notification is for. Such an open cannot acknowledge a
+    /// break: it is closed instead, which frees its share mode and caching at once
+    /// (MS-SMB2 3.3.4.6 and 3.3.4.7; Samba purges them the same way). Returns the opens
+    /// removed; the caller closes them and sends nothing.
+    pub fn take_break_targets(&self, notice: &Notice) -> Vec<Arc<Open>> {
+        if self.disconnected.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        let mut entries = lock(&self.entries);
+        let ids: Vec<u64> = entries
+            .iter()
+            .filter_map(|(id, e)| {
+                let State::Disconnected { open, session, .. } = &e.state else { return None };
+                let hit = match notice {
+                    Notice::Oplock { owner, body, .. } => owner.session == *session && body.file_id.volatile == open.id.volatile,
+                    Notice::Lease { owners, body } => {
+                        e.grant.lease.is_some_and(|l| l.1 == body.lease_key) && owners.iter().any(|o| o.session == *session)
+                    }
+                };
+                hit.then_some(*id)
+            })
+            .collect();
+        ids.into_iter()
+            .filter_map(|id| match entries.remove(&id)?.state {
+                State::Disconnected { open, .. } => {
+                    self.disconnected.fetch_sub(1, Ordering::AcqRel);
+                    Some(open)
+                }
+                State::Connected(_) => None,
+            })
+            .collect()
+    }
+}
+
+/// Whether session `id` is going away: gone from the session table (its opens are being
+/// moved), or every connection serving it has closed.
+fn tearing_down(server: &ServerState, id: SessionId) -> bool {
+    let Some(s) = server.sessions.get(&id) else { return true };
+    s.channel_ids().iter().all(|c| server.connections.get(c).and_then(|w| w.upgrade()).is_none_or(|conn| conn.is_closed()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v2_timeouts_are_defaulted_and_capped() {
+        assert_eq!(v2_timeout(0), V2_DEFAULT_TIMEOUT);
+        assert_eq!(v2_timeout(u32::MAX), V2_MAX_TIMEOUT);
+        assert_eq!(v2_timeout(5000), Duration::from_secs(5));
+    }
+
+    fn grant() -> Grant {
+        let user = User::Named("a".into());
+        Grant { create_guid: Some([1; 16]), timeout: V1_TIMEOUT, user, share: 0, lease: None, create_action: 2 }
+    }
+
+    #[test]
+    fn a_connected_open_is_not_reconnected() {
+        let t = DurableOpens::default();
+        t.register(7, grant(), SessionId(1));
+        let user = Some(User::Named("a".into()));
+        let claim = Claim { persistent: 7, create_guid: None, user, share: 0, lease: None, name: String::new() };
+        assert_eq!(t.try_reconnect(&claim, SessionId(2)).err(), Some(Some(SessionId(1))));
+        t.forget(7);
+        assert_eq!(t.try_reconnect(&claim, SessionId(2)).err(), Some(None));
+    }
+}

@@ -1,0 +1,223 @@
+//! The durable handle contexts of a CREATE (MS-SMB2 3.3.5.9.6, 3.3.5.9.7, 3.3.5.9.10,
+//! 3.3.5.9.12): which durability a request asks for, granting it, and reconnecting a
+//! disconnected durable open on a new connection. The table of durable opens and what
+//! happens when a session ends is `crate::durable`.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use smb_wire::msg::create::{action, oplock, CreateRequest, CreateResponse};
+use smb_wire::msg::durable::{self as dh, DurableReconnectV2, DurableRequestV2};
+use smb_wire::msg::oplock::LeaseContext;
+use smb_wire::{FileId, NtStatus};
+
+use crate::durable::{Claim, Grant};
+use crate::open::{DirCursor, Open, OpenKind};
+use crate::oplocks::{Owner, Reach};
+use crate::request::{Ctx, HResult, Reply};
+use crate::session::Session;
+use crate::sync::lock;
+use crate::tree::Tree;
+
+/// What a CREATE asks of durability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ask {
+    Nothing,
+    /// DHnQ (v1) or DH2Q (v2, with its request).
+    Durable(Option<DurableRequestV2>),
+    /// DHnC (v1: no CreateGuid) or DH2C.
+    Reconnect {
+        file_id: FileId,
+        create_guid: Option<[u8; 16]>,
+    },
+}
+
+/// Reads the durable contexts and checks their combinations and sizes as Windows and
+/// Samba do: two kinds at once or a wrong size is INVALID_PARAMETER; a reconnect carrying
+/// other contexts (but a DHnQ beside DHnC, and a lease) is OBJECT_NAME_NOT_FOUND.
+pub(super) fn parse(req: &CreateRequest<'_>) -> Result<Ask, NtStatus> {
+    let (q1, c1, q2, c2) = (req.context(dh::DHNQ), req.context(dh::DHNC), req.context(dh::DH2Q), req.context(dh::DH2C));
+    let both = |a: Option<&[u8]>, b: Option<&[u8]>| a.is_some() && b.is_some();
+    if both(c1, c2) || both(c1, q2) || both(c2, q1) || both(q2, c2) || both(q1, q2) {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let rqls = usize::from(req.context(b"RqLs").is_some());
+    if let Some(d) = c1 {
+        let file_id = dh::decode_reconnect_v1(d).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+        if req.contexts.len() != 1 + usize::from(q1.is_some()) + rqls {
+            return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
+        }
+        return Ok(Ask::Reconnect { file_id, create_guid: None });
+    }
+    if let Some(d) = c2 {
+        let r = DurableReconnectV2::decode(d).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+        if req.contexts.len() != 1 + rqls {
+            return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
+        }
+        return Ok(Ask::Reconnect { file_id: r.file_id, create_guid: Some(r.create_guid) });
+    }
+    if let Some(d) = q2 {
+        return Ok(Ask::Durable(Some(DurableRequestV2::decode(d).map_err(|_| NtStatus::INVALID_PARAMETER)?)));
+    }
+    if let Some(d) = q1 {
+        if d.len() != dh::DHNQ_LEN {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        return Ok(Ask::Durable(None));
+    }
+    Ok(Ask::Nothing)
+}
+
+/// Makes a new open durable when it asked and qualifies (a file with a batch oplock or a
+/// lease caching handles; persistence is never granted: no share is continuously
+/// available). Returns the response context to add, if any.
+pub(super) fn grant(
+    cx: &Ctx<'_>,
+    ask: Ask,
+    open: &Open,
+    session: &Session,
+    (share, create_action): (usize, u32),
+) -> Option<(&'static [u8], Vec<u8>)> {
+    let Ask::Durable(v2) = ask else { return None };
+    let node = open.node()?;
+    if open.is_dir() || !node.oplocks.caches_handle(open.id.volatile) {
+        return None;
+    }
+    let user = session.user()?.clone();
+    let timeout = v2.map_or(crate::durable::V1_TIMEOUT, |r| crate::durable::v2_timeout(r.timeout));
+    let grant = Grant { create_guid: v2.map(|r| r.create_guid), timeout, user, share, lease: open.lease, create_action };
+    cx.conn.server.durable.register(open.id.persistent, grant, session.id);
+    node.enable_lock_sequences(open.id.volatile);
+    Some(match v2 {
+        None => (dh::DHNQ, dh::encode_response_v1()),
+        Some(_) => (dh::DH2Q, dh::encode_response_v2(u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX), 0)),
+    })
+}
+
+/// A reconnect (DHnC, DH2C): the disconnected open `file_id` comes back to this session
+/// and tree with its FileId, position, share mode, locks and oplock or lease, if the
+/// same user asks on the same share (and, for v2, with the same CreateGuid; with a lease,
+/// the same lease key from the same client and the same name).
+pub(super) async fn reconnect(
+    cx: &mut Ctx<'_>,
+    req: &CreateRequest<'_>,
+    (tree, session): (&Arc<Tree>, &Arc<Session>),
+    (file_id, create_guid): (FileId, Option<[u8; 16]>),
+    out: &mut Vec<u8>,
+) -> HResult {
+    let open = reclaim(cx, req, (tree, session), (file_id, create_guid)).await?.0;
+    let mut ctxs: Vec<(&[u8], Vec<u8>)> = Vec::new();
+    if req.context(dh::DHNQ).is_some() {
+        ctxs.push((dh::DHNQ, dh::encode_response_v1()));
+    }
+    answer(out, &open, action::OPENED, ctxs).await
+}
+
+/// Takes the disconnected open back for this session and tree (see [`reconnect`]).
+async fn reclaim(
+    cx: &Ctx<'_>,
+    req: &CreateRequest<'_>,
+    (tree, session): (&Arc<Tree>, &Arc<Session>),
+    (file_id, create_guid): (FileId, Option<[u8; 16]>),
+) -> Result<(Arc<Open>, Grant), NtStatus> {
+    let share = tree.share().ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+    // A lease context counts whatever the OplockLevel says (as Samba reads it).
+    let lease_req = match req.context(b"RqLs").filter(|_| cx.conn.dialect() >= smb_wire::dialect::SMB210) {
+        Some(d) => Some(LeaseContext::decode(d).map_err(|_| NtStatus::INVALID_PARAMETER)?),
+        None => None,
+    };
+    let server = cx.conn.server.clone();
+    let claim = Claim {
+        persistent: file_id.persistent,
+        create_guid,
+        user: session.user().cloned(),
+        share: share.index,
+        lease: lease_req.map(|l| (session.client_guid, l.key)),
+        name: req.name.replace('/', "\\").trim_start_matches('\\').to_lowercase(),
+    };
+    let (old, grant) = server.durable.reconnect(&server, &claim, session.id).await?;
+    let OpenKind::File { handle, is_dir, key, node } = &old.kind else { return Err(NtStatus::OBJECT_NAME_NOT_FOUND) };
+    let open = Arc::new(Open {
+        id: old.id,
+        tree: tree.clone(),
+        path: Mutex::new(lock(&old.path).clone()),
+        kind: OpenKind::File { handle: handle.clone(), is_dir: *is_dir, key: *key, node: node.clone() },
+        access: old.access,
+        delete_on_close: AtomicBool::new(old.delete_on_close.load(Ordering::Acquire)),
+        dir: tokio::sync::Mutex::new(DirCursor::default()),
+        position: AtomicU64::new(old.position.load(Ordering::Acquire)),
+        mode: AtomicU64::new(old.mode.load(Ordering::Acquire)),
+        channel_seq: Default::default(),
+        lease: old.lease,
+        written: AtomicBool::new(old.written.load(Ordering::Acquire)),
+    });
+    let owner = Owner { session: session.id, conn: cx.conn.id, encrypt: tree.encrypt };
+    node.oplocks.set_reach(open.id.volatile, Reach { owner, file_id: open.id });
+    session.add_open(open.clone());
+    tracing::debug!(open = open.id.persistent, "durable open reconnected");
+    Ok((open, grant))
+}
+
+/// A CREATE with SMB2_FLAGS_REPLAY_OPERATION and the CreateGuid of a durable v2 open
+/// (MS-SMB2 3.3.5.9.10): the client did not see the answer to its first CREATE, so it gets
+/// that open again, never a second one; if the open's connection was lost meanwhile, the
+/// replay reconnects it. None: not a replay of a known open (the CREATE goes on as new).
+pub(super) async fn replay(
+    cx: &mut Ctx<'_>,
+    req: &CreateRequest<'_>,
+    ask: Ask,
+    (tree, session): (&Arc<Tree>, &Arc<Session>),
+    out: &mut Vec<u8>,
+) -> Option<HResult> {
+    let Ask::Durable(Some(v2)) = ask else { return None };
+    if cx.hdr.flags & smb_wire::header::flags::REPLAY_OPERATION == 0 {
+        return None;
+    }
+    let server = cx.conn.server.clone();
+    let (persistent, connected) = server.durable.find_by_create_guid(v2.create_guid)?;
+    let (open, grant) = match connected {
+        Some(s) if s == session.id => (session.open(persistent)?, server.durable.grant(persistent)?),
+        Some(_) => return None,
+        None => match reclaim(cx, req, (tree, session), (FileId { persistent, volatile: persistent }, Some(v2.create_guid))).await {
+            Ok(r) => r,
+            Err(st) => return Some(Err(st)),
+        },
+    };
+    let ms = u32::try_from(grant.timeout.as_millis()).unwrap_or(u32::MAX);
+    let ctxs: Vec<(&[u8], Vec<u8>)> = vec![(dh::DH2Q, dh::encode_response_v2(ms, 0))];
+    Some(answer(out, &open, grant.create_action, ctxs).await)
+}
+
+/// The CREATE response for an open handed back (reconnect, replay): its attributes now,
+/// its oplock level or lease as they stand, and `ctxs`.
+async fn answer(out: &mut Vec<u8>, open: &Arc<Open>, create_action: u32, mut ctxs: Vec<(&[u8], Vec<u8>)>) -> HResult {
+    let (handle, node) = match &open.kind {
+        OpenKind::File { handle, node, .. } => (handle.clone(), node.clone()),
+        OpenKind::Pipe(_) => return Err(NtStatus::OBJECT_NAME_NOT_FOUND),
+    };
+    let attrs = super::blocking(move || handle.attrs()).await?;
+    let (oplock_level, lease_ctx) = match open.lease {
+        Some(id) => (oplock::LEASE, node.oplocks.lease_answer(id)),
+        None => (node.oplocks.level(open.id.volatile), None),
+    };
+    if let Some(l) = lease_ctx {
+        ctxs.insert(0, (b"RqLs", l.encode()));
+    }
+    let info = super::file_info(&attrs, open);
+    CreateResponse {
+        oplock_level,
+        flags: 0,
+        create_action,
+        creation_time: info.creation_time,
+        last_access_time: info.last_access_time,
+        last_write_time: info.last_write_time,
+        change_time: info.change_time,
+        allocation_size: info.allocation_size,
+        end_of_file: info.end_of_file,
+        file_attributes: info.wire_attributes(),
+        file_id: open.id,
+        contexts: smb_wire::msg::create::encode_contexts(&ctxs),
+    }
+    .encode(out);
+    Ok(Reply { file_id: Some(open.id), ..Reply::success() })
+}

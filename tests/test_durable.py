@@ -1,0 +1,185 @@
+"""Durable handles v2 with Python smbprotocol: an open with a lease survives the loss of its
+TCP connection (no LOGOFF, no CLOSE) and a new connection and session of the same user
+reclaims it (DH2C) with what was written; another user, another CreateGuid or a reconnect
+after the granted timeout are refused."""
+
+import struct
+import time
+import uuid
+
+import pytest
+from smbprotocol.connection import Connection, Dialects
+from smbprotocol.create_contexts import (
+    SMB2CreateContextRequest,
+    SMB2CreateDurableHandleReconnectV2,
+    SMB2CreateDurableHandleRequestV2,
+    SMB2CreateDurableHandleResponseV2,
+)
+from smbprotocol.exceptions import SMBResponseException
+from smbprotocol.open import CreateDisposition, CreateOptions, FileAttributes
+from smbprotocol.open import FilePipePrinterAccessMask as A
+from smbprotocol.open import ImpersonationLevel, Open, ShareAccess
+from smbprotocol.session import Session
+from smbprotocol.tree import TreeConnect
+
+LEASE = 0xFF
+R, H, W = 0x1, 0x2, 0x4
+STATUS_OBJECT_NAME_NOT_FOUND = 0xC0000034
+STATUS_ACCESS_DENIED = 0xC0000022
+
+
+class Client:
+    """One connection, session and tree connect with a chosen ClientGuid."""
+
+    def __init__(self, srv, guid, user=None, password=None):
+        self.conn = Connection(guid, srv.host, srv.port, require_signing=True)
+        self.conn.connect(dialect=Dialects.SMB_3_1_1, timeout=10)
+        self.session = Session(self.conn, user or srv.user, password or srv.password, auth_protocol="ntlm")
+        self.session.connect()
+        self.tree = TreeConnect(self.session, srv.unc("data"))
+        self.tree.connect()
+
+    def cut(self):
+        """Drops the TCP connection without LOGOFF or CLOSE, as a network failure would."""
+        self.conn.disconnect(close=False)
+
+    def close(self):
+        try:
+            self.conn.disconnect(close=True)
+        except Exception:
+            pass
+
+
+def context(structure):
+    c = SMB2CreateContextRequest()
+    c["buffer_name"] = structure.NAME
+    c["buffer_data"] = structure
+    return c
+
+
+def lease(key: bytes, state: int) -> SMB2CreateContextRequest:
+    c = SMB2CreateContextRequest()
+    c["buffer_name"] = b"RqLs"
+    c["buffer_data"] = key + struct.pack("<IIQ", state, 0, 0) + b"\0" * 16 + struct.pack("<HH", 0, 0)
+    return c
+
+
+def durable_open(client, name, key, create_guid, timeout_ms):
+    dh = SMB2CreateDurableHandleRequestV2()
+    dh["timeout"] = timeout_ms
+    dh["create_guid"] = create_guid
+    f = Open(client.tree, name)
+    resp = f.create(ImpersonationLevel.Impersonation, A.GENERIC_READ | A.GENERIC_WRITE,
+                    FileAttributes.FILE_ATTRIBUTE_NORMAL, ShareAccess.FILE_SHARE_READ,
+                    CreateDisposition.FILE_OVERWRITE_IF, CreateOptions.FILE_NON_DIRECTORY_FILE,
+                    oplock_level=LEASE, create_contexts=[lease(key, R | W | H), context(dh)])
+    return f, resp
+
+
+def reconnect(client, name, key, file_id, create_guid):
+    dh = SMB2CreateDurableHandleReconnectV2()
+    dh["file_id"] = file_id
+    dh["create_guid"] = create_guid
+    f = Open(client.tree, name)
+    f.create(ImpersonationLevel.Impersonation, 0, 0, 0, CreateDisposition.FILE_OPEN, 0,
+             oplock_level=LEASE, create_contexts=[lease(key, R | W | H), context(dh)])
+    return f
+
+
+def granted_timeout(resp):
+    for c in resp or []:
+        if isinstance(c, SMB2CreateDurableHandleResponseV2):
+            return c["timeout"].get_value()
+    return None
+
+
+def test_cut_connection_is_reclaimed_with_its_data(braid_server, scratch):
+    name, path = scratch
+    guid, key, create_guid = uuid.uuid4(), uuid.uuid4().bytes, uuid.uuid4()
+    a = Client(braid_server, guid)
+    f, resp = durable_open(a, rf"{name}\doc.bin", key, create_guid, 0)
+    assert granted_timeout(resp) == 60_000, "timeout 0 gets the server's default"
+    f.write(b"written before the network blinked", 0)
+    file_id = f.file_id
+    a.cut()
+    b = Client(braid_server, guid)
+    try:
+        # Another CreateGuid names no open.
+        with pytest.raises(SMBResponseException) as e:
+            reconnect(b, rf"{name}\doc.bin", key, file_id, uuid.uuid4())
+        assert e.value.status == STATUS_OBJECT_NAME_NOT_FOUND
+        g = reconnect(b, rf"{name}\doc.bin", key, file_id, create_guid)
+        assert g.file_id == file_id
+        assert g.read(0, 64) == b"written before the network blinked"
+        g.write(b"!", 34)
+        g.close()
+    finally:
+        b.close()
+    assert (path / "doc.bin").read_bytes() == b"written before the network blinked!"
+
+
+def test_another_user_cannot_reclaim(braid_server, scratch):
+    name, _ = scratch
+    guid, key, create_guid = uuid.uuid4(), uuid.uuid4().bytes, uuid.uuid4()
+    a = Client(braid_server, guid)
+    f, _ = durable_open(a, rf"{name}\mine.bin", key, create_guid, 0)
+    file_id = f.file_id
+    a.cut()
+    bob = Client(braid_server, guid, braid_server.user2, braid_server.password2)
+    try:
+        with pytest.raises(SMBResponseException) as e:
+            reconnect(bob, rf"{name}\mine.bin", key, file_id, create_guid)
+        assert e.value.status == STATUS_ACCESS_DENIED
+    finally:
+        bob.close()
+    # Refusing bob left the open for its owner.
+    b = Client(braid_server, guid)
+    try:
+        reconnect(b, rf"{name}\mine.bin", key, file_id, create_guid).close()
+    finally:
+        b.close()
+
+
+def test_reconnect_after_the_timeout_fails(braid_server, scratch):
+    name, _ = scratch
+    guid, key, create_guid = uuid.uuid4(), uuid.uuid4().bytes, uuid.uuid4()
+    a = Client(braid_server, guid)
+    f, resp = durable_open(a, rf"{name}\brief.bin", key, create_guid, 1000)
+    assert granted_timeout(resp) == 1000
+    file_id = f.file_id
+    a.cut()
+    time.sleep(2.5)
+    b = Client(braid_server, guid)
+    try:
+        with pytest.raises(SMBResponseException) as e:
+            reconnect(b, rf"{name}\brief.bin", key, file_id, create_guid)
+        assert e.value.status == STATUS_OBJECT_NAME_NOT_FOUND
+        # The open was closed: its share mode is gone.
+        g, _ = durable_open(b, rf"{name}\brief.bin", key, uuid.uuid4(), 0)
+        g.close()
+    finally:
+        b.close()
+
+
+def test_a_competing_open_ends_the_disconnected_open(braid_server, scratch):
+    name, _ = scratch
+    guid, key, create_guid = uuid.uuid4(), uuid.uuid4().bytes, uuid.uuid4()
+    a = Client(braid_server, guid)
+    f, _ = durable_open(a, rf"{name}\shared.bin", key, create_guid, 0)
+    file_id = f.file_id
+    a.cut()
+    # A writer meets the disconnected open's share mode (read only): the handle lease it
+    # would break cannot be acknowledged, so the disconnected open is closed at once.
+    bob = Client(braid_server, uuid.uuid4(), braid_server.user2, braid_server.password2)
+    try:
+        g, _ = durable_open(bob, rf"{name}\shared.bin", uuid.uuid4().bytes, uuid.uuid4(), 0)
+        g.close()
+    finally:
+        bob.close()
+    b = Client(braid_server, guid)
+    try:
+        with pytest.raises(SMBResponseException) as e:
+            reconnect(b, rf"{name}\shared.bin", key, file_id, create_guid)
+        assert e.value.status == STATUS_OBJECT_NAME_NOT_FOUND
+    finally:
+        b.close()
