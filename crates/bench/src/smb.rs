@@ -23,6 +23,8 @@ pub struct SmbOptions {
     pub encrypt: bool,
     /// The only cipher offered (None: the client's default list).
     pub cipher: Option<Cipher>,
+    /// Ask for a durable v2 open (DH2Q with a batch oplock) on every file open.
+    pub durable: bool,
 }
 
 /// Parses `aes-128-gcm`, `aes-128-ccm`, `aes-256-gcm` or `aes-256-ccm`.
@@ -42,6 +44,7 @@ pub struct SmbTarget {
     url: TargetUrl,
     addr: SocketAddr,
     cfg: ClientConfig,
+    durable: bool,
 }
 
 impl SmbTarget {
@@ -59,7 +62,7 @@ impl SmbTarget {
         if let Some(c) = opts.cipher {
             cfg.ciphers = vec![c];
         }
-        Ok(Self { url, addr, cfg })
+        Ok(Self { url, addr, cfg, durable: opts.durable })
     }
 
     fn connect_error(&self, e: ClientError) -> BenchError {
@@ -83,6 +86,7 @@ pub struct SmbSession {
     client: Client,
     tree: Tree,
     addr: SocketAddr,
+    durable: bool,
 }
 
 fn io_err(e: ClientError) -> BenchError {
@@ -110,7 +114,7 @@ impl Target for SmbTarget {
         let work = async {
             let client = Client::connect(self.addr, &self.cfg).await.map_err(|e| self.connect_error(e))?;
             let tree = client.tree_connect(&self.url.share).await.map_err(|e| self.connect_error(e))?;
-            Ok(SmbSession { client, tree, addr: self.addr })
+            Ok(SmbSession { client, tree, addr: self.addr, durable: self.durable })
         };
         match tokio::time::timeout(CONNECT_TIMEOUT, work).await {
             Ok(r) => r,
@@ -131,7 +135,7 @@ impl Session for SmbSession {
 
     async fn bind_channel(&self) -> Result<Self, BenchError> {
         let ch = self.client.bind_channel(self.addr).await.map_err(io_err)?;
-        Ok(SmbSession { tree: self.tree.on_channel(&ch), client: ch, addr: self.addr })
+        Ok(SmbSession { tree: self.tree.on_channel(&ch), client: ch, ..self.clone() })
     }
 
     fn max_io(&self) -> u32 {
@@ -143,11 +147,14 @@ impl Session for SmbSession {
     }
 
     async fn open(&self, path: &str, mode: OpenMode) -> Result<smb_client::File, BenchError> {
-        let opts = match mode {
+        let mut opts = match mode {
             OpenMode::Read => CreateOptions::open_read(),
             OpenMode::ReadWrite => CreateOptions::open_rw(),
             OpenMode::CreateOverwrite => CreateOptions::create_overwrite(),
         };
+        if self.durable {
+            opts.durable = Some(smb_client::new_create_guid());
+        }
         self.tree.create(path, &opts).await.map_err(io_err_at(path))
     }
 
