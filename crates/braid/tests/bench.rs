@@ -172,6 +172,22 @@ fn verified_mixed_workload_reports_json() {
     assert!(std::fs::read_to_string(outdir.join("mib_per_s_vs_rw__bs64k.svg")).unwrap().starts_with("<svg"));
 }
 
+/// `--durable`: the metadata mix and a verified single-thread data run with durable v2 opens
+/// (the server's on-disk files are the same); data I/O over several handles of one file is
+/// refused before anything runs.
+#[test]
+fn durable_opens_meta_mix_and_verified_data() {
+    let Some(srv) = start_server("durable") else { return };
+    let url = format!("smb://alice:pw-alice@127.0.0.1:{}/data", srv.port);
+    let out = bench(&["-d", "1", "-t", "2", "--durable", "--meta", "create,open,close,delete,stat", "--json", &url]);
+    assert_clean_run(&out);
+    let out = bench(&["-d", "1", "-t", "1", "-o", "4", "-w", "50", "-b", "8k", "-c", "1m", "--durable", "--verify", "--json", &url]);
+    assert_clean_run(&out);
+    let out = bench(&["-d", "1", "-t", "2", "--durable", "--json", &url]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("--durable on data I/O needs -t 1"), "{}", text(&out.stderr));
+}
+
 #[test]
 fn wrong_password_and_unreachable_host_are_one_line() {
     let Some(srv) = start_server("errors") else { return };
