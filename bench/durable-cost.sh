@@ -38,6 +38,7 @@ RESULTS="$WORK/results.txt" # backend mix variant round ops_per_s p50_us
 : >"$RESULTS"
 SERVER=""
 LOOP=""
+ROOT=""
 MNT="$IMG_DIR/durable-mnt"
 IMG="$IMG_DIR/durable-ext4.img"
 
@@ -60,10 +61,11 @@ port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
 median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "nan"; else print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 port_open "$PORT" && die "port $PORT is in use (set PORT)"
 
-# Prints the share root for backend $1, mounting the ext4 image when asked.
+# Sets ROOT, the share root for backend $1, mounting the ext4 image when asked (not in a
+# subshell: cleanup needs LOOP).
 backend_up() {
   case "$1" in
-    tmpfs) mkdir -p "$WORK/tmpfs" && echo "$WORK/tmpfs" ;;
+    tmpfs) mkdir -p "$WORK/tmpfs" && ROOT="$WORK/tmpfs" ;;
     ext4)
       mkdir -p "$IMG_DIR" "$MNT"
       [[ "$(stat -f -c %T "$IMG_DIR")" != tmpfs ]] || die "IMG_DIR must be on a disk, not tmpfs"
@@ -74,7 +76,7 @@ backend_up() {
       LOOP="$(losetup --find --show --direct-io=on "$IMG" 2>/dev/null || losetup --find --show "$IMG")"
       mount "$LOOP" "$MNT"
       mkdir -p "$MNT/share" && chmod 0755 "$MNT" "$MNT/share"
-      echo "$MNT/share"
+      ROOT="$MNT/share"
       ;;
     *) die "unknown backend $1 (tmpfs, ext4)" ;;
   esac
@@ -103,8 +105,8 @@ run_one() {
 echo "durable-cost.sh: braid $("$BRAID_BIN" --version 2>/dev/null || echo ?); backends: $BACKENDS; mixes: $MIXES; ROUNDS=$ROUNDS DUR=$DUR THREADS=$THREADS" >&2
 failed=0
 for b in $BACKENDS; do
-  root="$(backend_up "$b")"
-  server_up "$root"
+  backend_up "$b"
+  server_up "$ROOT"
   for m in $MIXES; do
     for r in $(seq "$ROUNDS"); do
       # Alternate which variant goes first so drift over the run favours neither.
