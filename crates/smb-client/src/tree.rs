@@ -2,9 +2,7 @@
 
 use smb_fscc::{class, FileInfo, SetInfo};
 use smb_wire::msg::close::CloseRequest;
-use smb_wire::msg::create::{
-    access, decode_contexts, disposition, oplock, options, share, CreateContext, CreateRequest, CreateResponse,
-};
+use smb_wire::msg::create::{access, decode_contexts, disposition, oplock, options, share, CreateContext, CreateRequest, CreateResponse};
 use smb_wire::msg::durable::{self, DurableReconnectV2, DurableRequestV2};
 use smb_wire::msg::query_info::{self, info_type, QueryInfoRequest};
 use smb_wire::msg::simple;
@@ -199,9 +197,7 @@ impl Tree {
         let mut r = self.request(Command::Create);
         let ctx = match (opts.durable, reclaim) {
             (Some(create_guid), None) => Some((durable::DH2Q, DurableRequestV2 { timeout: 0, flags: 0, create_guid }.encode())),
-            (Some(create_guid), Some(file_id)) => {
-                Some((durable::DH2C, DurableReconnectV2 { file_id, create_guid, flags: 0 }.encode()))
-            }
+            (Some(create_guid), Some(file_id)) => Some((durable::DH2C, DurableReconnectV2 { file_id, create_guid, flags: 0 }.encode())),
             (None, _) => None,
         };
         CreateRequest {
