@@ -158,6 +158,8 @@ pub struct Report {
     pub workload: Workload,
     /// IOPS and MiB/s of every second of the measured window (see [`crate::timeline`]).
     pub timeline: Vec<Point>,
+    /// Times the session reconnected after losing its connection (durable opens only).
+    pub reconnects: u64,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -199,6 +201,7 @@ impl Report {
             by_op,
             workload: workload.clone(),
             timeline: Vec::new(),
+            reconnects: 0,
         }
     }
 

@@ -81,7 +81,7 @@ pub async fn run_target<T: Target>(target: &T, wl: &Workload, progress: bool) ->
     let bar = progress_bar(progress);
     let result = if wl.meta.is_some() { crate::meta::run(&channels, wl, &name, &bar).await } else { run_io(&channels, wl, &name, &bar).await };
     bar.finish_and_clear();
-    result
+    result.map(|r| Report { reconnects: first.reconnects(), ..r })
 }
 
 fn progress_bar(show: bool) -> ProgressBar {

@@ -67,6 +67,11 @@ pub trait Session: Clone + Send + Sync + 'static {
     /// Lists a directory to its end (the `list` of the metadata mix); returns the number of
     /// entries other than `.` and `..`.
     fn list(&self, dir: &str) -> impl Future<Output = Result<u64, BenchError>> + Send;
+
+    /// Times the session came back on a new connection after losing one.
+    fn reconnects(&self) -> u64 {
+        0
+    }
 }
 
 /// An open file. Clones share the handle.

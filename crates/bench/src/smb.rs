@@ -1,6 +1,8 @@
 //! The [`Target`]/[`Session`]/[`BenchFile`] traits for Braid's SMB client.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,6 +25,8 @@ pub struct SmbOptions {
     pub encrypt: bool,
     /// The only cipher offered (None: the client's default list).
     pub cipher: Option<Cipher>,
+    /// Ask for a durable v2 open (DH2Q with a batch oplock) on every file open.
+    pub durable: bool,
 }
 
 /// Parses `aes-128-gcm`, `aes-128-ccm`, `aes-256-gcm` or `aes-256-ccm`.
@@ -42,6 +46,7 @@ pub struct SmbTarget {
     url: TargetUrl,
     addr: SocketAddr,
     cfg: ClientConfig,
+    durable: bool,
 }
 
 impl SmbTarget {
@@ -59,7 +64,7 @@ impl SmbTarget {
         if let Some(c) = opts.cipher {
             cfg.ciphers = vec![c];
         }
-        Ok(Self { url, addr, cfg })
+        Ok(Self { url, addr, cfg, durable: opts.durable })
     }
 
     fn connect_error(&self, e: ClientError) -> BenchError {
@@ -83,6 +88,9 @@ pub struct SmbSession {
     client: Client,
     tree: Tree,
     addr: SocketAddr,
+    durable: bool,
+    /// With --durable: how the session comes back after losing its connection.
+    link: Option<Arc<Link>>,
 }
 
 fn io_err(e: ClientError) -> BenchError {
@@ -110,7 +118,15 @@ impl Target for SmbTarget {
         let work = async {
             let client = Client::connect(self.addr, &self.cfg).await.map_err(|e| self.connect_error(e))?;
             let tree = client.tree_connect(&self.url.share).await.map_err(|e| self.connect_error(e))?;
-            Ok(SmbSession { client, tree, addr: self.addr })
+            let link = self.durable.then(|| {
+                Arc::new(Link {
+                    target: self.clone(),
+                    cur: RwLock::new((tree.clone(), 0)),
+                    renewing: tokio::sync::Mutex::new(()),
+                    reconnects: AtomicU64::new(0),
+                })
+            });
+            Ok(SmbSession { client, tree, addr: self.addr, durable: self.durable, link })
         };
         match tokio::time::timeout(CONNECT_TIMEOUT, work).await {
             Ok(r) => r,
@@ -127,28 +143,50 @@ fn not_found(e: &ClientError) -> bool {
 }
 
 impl Session for SmbSession {
-    type File = smb_client::File;
+    type File = SmbFile;
 
     async fn bind_channel(&self) -> Result<Self, BenchError> {
         let ch = self.client.bind_channel(self.addr).await.map_err(io_err)?;
-        Ok(SmbSession { tree: self.tree.on_channel(&ch), client: ch, addr: self.addr })
+        Ok(SmbSession { tree: self.tree.on_channel(&ch), client: ch, ..self.clone() })
     }
 
     fn max_io(&self) -> u32 {
         self.client.max_read().min(self.client.max_write())
     }
 
-    fn adopt(&self, file: &smb_client::File) -> smb_client::File {
-        file.on_channel(&self.client)
+    fn adopt(&self, file: &SmbFile) -> SmbFile {
+        match file {
+            SmbFile::Plain(f) => SmbFile::Plain(f.on_channel(&self.client)),
+            // --durable runs on one channel.
+            SmbFile::Durable(d) => SmbFile::Durable(d.clone()),
+        }
     }
 
-    async fn open(&self, path: &str, mode: OpenMode) -> Result<smb_client::File, BenchError> {
-        let opts = match mode {
+    fn reconnects(&self) -> u64 {
+        self.link.as_ref().map_or(0, |l| l.reconnects.load(Ordering::Relaxed))
+    }
+
+    async fn open(&self, path: &str, mode: OpenMode) -> Result<SmbFile, BenchError> {
+        let mut opts = match mode {
             OpenMode::Read => CreateOptions::open_read(),
             OpenMode::ReadWrite => CreateOptions::open_rw(),
             OpenMode::CreateOverwrite => CreateOptions::create_overwrite(),
         };
-        self.tree.create(path, &opts).await.map_err(io_err_at(path))
+        if self.durable {
+            opts.durable = Some(smb_client::new_create_guid());
+        }
+        let f = self.tree.create(path, &opts).await.map_err(io_err_at(path))?;
+        Ok(match (&self.link, f.create_guid()) {
+            (Some(link), Some(guid)) => SmbFile::Durable(Arc::new(DurableFile {
+                link: link.clone(),
+                path: path.to_string(),
+                opts,
+                guid,
+                cur: RwLock::new((f, 0)),
+                reclaiming: tokio::sync::Mutex::new(()),
+            })),
+            _ => SmbFile::Plain(f),
+        })
     }
 
     async fn file_size(&self, path: &str) -> Result<Option<u64>, BenchError> {
@@ -189,32 +227,141 @@ impl Session for SmbSession {
     }
 }
 
-impl BenchFile for smb_client::File {
+/// The connection of a --durable session: the current tree and its generation, replaced by a
+/// new connection (NEGOTIATE, SESSION_SETUP as the same user, TREE_CONNECT) when it is lost.
+pub struct Link {
+    target: SmbTarget,
+    cur: RwLock<(Tree, u64)>,
+    /// One reconnect at a time; the others wait and use its result.
+    renewing: tokio::sync::Mutex<()>,
+    reconnects: AtomicU64,
+}
+
+/// How many times an operation is retried after a lost connection.
+const RECONNECT_TRIES: u32 = 3;
+
+impl Link {
+    /// A tree on a connection newer than generation `seen`, connecting one if needed.
+    async fn renew(&self, seen: u64) -> Result<(Tree, u64), ClientError> {
+        let _one = self.renewing.lock().await;
+        let cur = self.cur.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if cur.1 > seen {
+            return Ok(cur);
+        }
+        let client = Client::connect(self.target.addr, &self.target.cfg).await?;
+        let tree = client.tree_connect(&self.target.url.share).await?;
+        let next = (tree, cur.1 + 1);
+        *self.cur.write().unwrap_or_else(|e| e.into_inner()) = next.clone();
+        self.reconnects.fetch_add(1, Ordering::Relaxed);
+        Ok(next)
+    }
+}
+
+/// A durable v2 open that follows its session onto a new connection (DH2C).
+pub struct DurableFile {
+    link: Arc<Link>,
+    path: String,
+    opts: CreateOptions,
+    guid: [u8; 16],
+    /// The open and the generation of the connection it is on.
+    cur: RwLock<(smb_client::File, u64)>,
+    reclaiming: tokio::sync::Mutex<()>,
+}
+
+impl DurableFile {
+    fn current(&self) -> (smb_client::File, u64) {
+        self.cur.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Moves the open, last used on connection `seen`, onto a newer connection.
+    async fn reclaim(&self, seen: u64) -> Result<(), ClientError> {
+        let _one = self.reclaiming.lock().await;
+        let (old, gen) = self.current();
+        if gen > seen {
+            return Ok(());
+        }
+        let (tree, gen) = self.link.renew(seen).await?;
+        let f = tree.reconnect(&self.path, &self.opts, old.file_id(), self.guid).await?;
+        *self.cur.write().unwrap_or_else(|e| e.into_inner()) = (f, gen);
+        Ok(())
+    }
+
+    /// Runs `op` on the open, reclaiming it on a new connection and running it again when the
+    /// connection is lost: reads and writes at a given offset are idempotent.
+    async fn retry<T, Fut>(&self, op: impl Fn(smb_client::File) -> Fut) -> Result<T, BenchError>
+    where
+        Fut: std::future::Future<Output = Result<T, ClientError>>,
+    {
+        let mut tries = 0;
+        loop {
+            let (f, gen) = self.current();
+            match op(f).await {
+                Err(ClientError::Disconnected | ClientError::Io(_)) if tries < RECONNECT_TRIES => {
+                    tries += 1;
+                    if self.reclaim(gen).await.is_err() {
+                        // The server may still hold the open for the old connection.
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+                r => return r.map_err(io_err),
+            }
+        }
+    }
+}
+
+/// An open file of an [`SmbSession`]: plain, or durable and reconnecting.
+#[derive(Clone)]
+pub enum SmbFile {
+    Plain(smb_client::File),
+    Durable(Arc<DurableFile>),
+}
+
+impl BenchFile for SmbFile {
     type Data = Bytes;
 
     async fn read(&self, offset: u64, len: u32) -> Result<Bytes, BenchError> {
-        smb_client::File::read(self, offset, len).await.map_err(io_err)
+        match self {
+            SmbFile::Plain(f) => f.read(offset, len).await.map_err(io_err),
+            SmbFile::Durable(d) => d.retry(|f| async move { f.read(offset, len).await }).await,
+        }
     }
 
     async fn write(&self, offset: u64, data: &[u8]) -> Result<u32, BenchError> {
-        smb_client::File::write(self, offset, data).await.map_err(io_err)
+        match self {
+            SmbFile::Plain(f) => f.write(offset, data).await.map_err(io_err),
+            SmbFile::Durable(d) => d.retry(|f| async move { f.write(offset, data).await }).await,
+        }
     }
 
     const WRITE_ROOM: usize = smb_client::WRITE_FRAME_ROOM;
 
     async fn write_framed(&self, offset: u64, frame: &mut bytes::BytesMut) -> Result<u32, BenchError> {
-        smb_client::File::write_framed(self, offset, frame).await.map_err(io_err)
+        match self {
+            SmbFile::Plain(f) => f.write_framed(offset, frame).await.map_err(io_err),
+            // A framed write gives its buffer to the connection, which a lost connection
+            // keeps: the payload is copied instead, so a retry still has it.
+            SmbFile::Durable(_) => self.write(offset, &frame[Self::WRITE_ROOM..]).await,
+        }
     }
 
     async fn set_len(&self, len: u64) -> Result<(), BenchError> {
-        smb_client::File::set_len(self, len).await.map_err(io_err)
+        match self {
+            SmbFile::Plain(f) => f.set_len(len).await.map_err(io_err),
+            SmbFile::Durable(d) => d.retry(|f| async move { f.set_len(len).await }).await,
+        }
     }
 
     async fn flush(&self) -> Result<(), BenchError> {
-        smb_client::File::flush(self).await.map_err(io_err)
+        match self {
+            SmbFile::Plain(f) => f.flush().await.map_err(io_err),
+            SmbFile::Durable(d) => d.retry(|f| async move { f.flush().await }).await,
+        }
     }
 
     async fn close(self) -> Result<(), BenchError> {
-        smb_client::File::close(self).await.map_err(io_err)
+        match self {
+            SmbFile::Plain(f) => f.close().await.map_err(io_err),
+            SmbFile::Durable(d) => d.retry(|f| async move { f.close().await }).await,
+        }
     }
 }

@@ -258,6 +258,11 @@ pub struct BenchCommonArgs {
     #[arg(long, value_name = "CIPHER", requires = "encrypt")]
     pub cipher: Option<String>,
 
+    /// Ask for durable v2 opens (DH2Q with a batch oplock) on every SMB open, to measure
+    /// their cost (e.g. on the --meta open/close mix).
+    #[arg(long)]
+    pub durable: bool,
+
     /// Directory in the share for the benchmark files.
     #[arg(long, value_name = "DIR", default_value = "braid-bench")]
     pub dir: String,

@@ -7,11 +7,12 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 /// Ports reserved for these tests.
-const PORTS: std::ops::RangeInclusive<u16> = 4501..=4509;
+const PORTS: std::ops::RangeInclusive<u16> = 4501..=4512;
 
 struct Server {
     child: Child,
@@ -170,6 +171,92 @@ fn verified_mixed_workload_reports_json() {
     let png = std::fs::read(outdir.join("iops_vs_bs__rw100-0.png")).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     assert!(std::fs::read_to_string(outdir.join("mib_per_s_vs_rw__bs64k.svg")).unwrap().starts_with("<svg"));
+}
+
+/// `--durable`: the metadata mix and a verified single-thread data run with durable v2 opens
+/// (the server's on-disk files are the same); data I/O over several handles of one file is
+/// refused before anything runs.
+#[test]
+fn durable_opens_meta_mix_and_verified_data() {
+    let Some(srv) = start_server("durable") else { return };
+    let url = format!("smb://alice:pw-alice@127.0.0.1:{}/data", srv.port);
+    let out = bench(&["-d", "1", "-t", "2", "--durable", "--meta", "create,open,close,delete,stat", "--json", &url]);
+    assert_clean_run(&out);
+    let out = bench(&["-d", "1", "-t", "1", "-o", "4", "-w", "50", "-b", "8k", "-c", "1m", "--durable", "--verify", "--json", &url]);
+    assert_clean_run(&out);
+    let out = bench(&["-d", "1", "-t", "2", "--durable", "--json", &url]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("--durable on data I/O needs -t 1"), "{}", text(&out.stderr));
+}
+
+/// A loopback TCP proxy to `upstream` whose connections [`Proxy::cut`] ends at once (both
+/// directions shut down), as a network failure would; new connections are forwarded again.
+struct Proxy {
+    port: u16,
+    live: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(upstream: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let live = Arc::new(Mutex::new(Vec::new()));
+        let conns = live.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else { return };
+                let _ = (client.set_nodelay(true), server.set_nodelay(true));
+                let pipe = |mut from: TcpStream, mut to: TcpStream| {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                };
+                pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+                pipe(server.try_clone().unwrap(), client.try_clone().unwrap());
+                conns.lock().unwrap().extend([client, server]);
+            }
+        });
+        Proxy { port, live }
+    }
+
+    /// Ends every connection made so far; returns how many pairs there were.
+    fn cut(&self) -> usize {
+        let mut conns = self.live.lock().unwrap();
+        for c in conns.iter() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+        let n = conns.len() / 2;
+        conns.clear();
+        n
+    }
+}
+
+/// A verified `--durable` run on one channel whose TCP connection is cut mid-run: the session
+/// reconnects, reclaims its open (DH2C), retries what was in flight, and every byte read is
+/// checked; the report counts the reconnect.
+#[test]
+fn durable_run_survives_a_cut_connection() {
+    let Some(srv) = start_server("durable-cut") else { return };
+    let proxy = Proxy::start(srv.port);
+    let url = format!("smb://alice:pw-alice@127.0.0.1:{}/data", proxy.port);
+    let child = Command::new(BRAID)
+        .args(["bench", "-d", "3", "-t", "1", "-o", "8", "-w", "50", "-b", "64k", "-c", "4m", "--durable", "--verify", "--json", &url])
+        .env_remove("BRAID_BENCH_PASSWORD")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    assert_eq!(proxy.cut(), 1, "the run should use one connection");
+    let out = child.wait_with_output().unwrap();
+    assert_clean_run(&out);
+    let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!(v["reconnects"], 1, "{v}");
+    assert_eq!(v["verify"], true);
+    assert!(v["by_op"]["read"]["count"].as_u64().unwrap() > 0, "{v}");
 }
 
 #[test]

@@ -24,6 +24,8 @@ pub struct File {
     tree: Tree,
     id: FileId,
     size_at_open: u64,
+    /// The CreateGuid of a durable v2 open the server granted.
+    create_guid: Option<[u8; 16]>,
 }
 
 /// Largest QUERY_DIRECTORY output buffer asked for.
@@ -31,7 +33,17 @@ const DIR_BUFFER: u32 = 64 * 1024;
 
 impl File {
     pub(crate) fn new(tree: Tree, id: FileId, size_at_open: u64) -> File {
-        File { tree, id, size_at_open }
+        File { tree, id, size_at_open, create_guid: None }
+    }
+
+    pub(crate) fn with_durable(self, create_guid: Option<[u8; 16]>) -> File {
+        File { create_guid, ..self }
+    }
+
+    /// The CreateGuid when the server granted this open durability (see
+    /// [`crate::Tree::reconnect`]).
+    pub fn create_guid(&self) -> Option<[u8; 16]> {
+        self.create_guid
     }
 
     /// The SMB2 FileId of this open.

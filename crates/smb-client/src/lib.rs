@@ -36,4 +36,4 @@ pub use smb_crypto::Cipher;
 pub use smb_wire::dialect;
 pub use smb_wire::msg::ioctl::NetworkInterfaceInfo as NetworkInterface;
 pub use smb_wire::NtStatus;
-pub use tree::{CreateOptions, DirEntry, FileStat, Tree};
+pub use tree::{new_create_guid, CreateOptions, DirEntry, FileStat, Tree};

@@ -2,7 +2,8 @@
 
 use smb_fscc::{class, FileInfo, SetInfo};
 use smb_wire::msg::close::CloseRequest;
-use smb_wire::msg::create::{access, disposition, options, share, CreateRequest, CreateResponse};
+use smb_wire::msg::create::{access, decode_contexts, disposition, oplock, options, share, CreateContext, CreateRequest, CreateResponse};
+use smb_wire::msg::durable::{self, DurableReconnectV2, DurableRequestV2};
 use smb_wire::msg::query_info::{self, info_type, QueryInfoRequest};
 use smb_wire::msg::simple;
 use smb_wire::{Command, FileId};
@@ -28,6 +29,15 @@ pub struct CreateOptions {
     pub delete_on_close: bool,
     /// FileAttributes for a new file (0 = let the server choose).
     pub attributes: u32,
+    /// Ask for a durable v2 open (DH2Q, MS-SMB2 2.2.13.2.11) under this CreateGuid, with the
+    /// batch oplock the server needs to grant durability. Pick a fresh guid per open (see
+    /// [`new_create_guid`]); [`Tree::reconnect`] presents it again after a lost connection.
+    pub durable: Option<[u8; 16]>,
+}
+
+/// A random CreateGuid for [`CreateOptions::durable`].
+pub fn new_create_guid() -> [u8; 16] {
+    rand::random()
 }
 
 const SHARE_ALL: u32 = share::READ | share::WRITE | share::DELETE;
@@ -43,6 +53,7 @@ impl CreateOptions {
             non_directory: true,
             delete_on_close: false,
             attributes: 0,
+            durable: None,
         }
     }
 
@@ -181,11 +192,17 @@ impl Tree {
         self.client.request_with_room(command, self.id, self.encrypt, body)
     }
 
-    fn create_request(&self, path: &str, opts: &CreateOptions) -> Request {
+    /// A CREATE; `reclaim` names the durable open to reconnect (DH2C) instead.
+    fn create_request_ctx(&self, path: &str, opts: &CreateOptions, reclaim: Option<FileId>) -> Request {
         let mut r = self.request(Command::Create);
+        let ctx = match (opts.durable, reclaim) {
+            (Some(create_guid), None) => Some((durable::DH2Q, DurableRequestV2 { timeout: 0, flags: 0, create_guid }.encode())),
+            (Some(create_guid), Some(file_id)) => Some((durable::DH2C, DurableReconnectV2 { file_id, create_guid, flags: 0 }.encode())),
+            (None, _) => None,
+        };
         CreateRequest {
             security_flags: 0,
-            oplock_level: smb_wire::msg::create::oplock::NONE,
+            oplock_level: if ctx.is_some() { oplock::BATCH } else { oplock::NONE },
             impersonation_level: 2, // Impersonation
             desired_access: opts.access,
             file_attributes: opts.attributes,
@@ -193,17 +210,33 @@ impl Tree {
             create_disposition: opts.disposition,
             create_options: opts.create_options(),
             name: smb_path(path),
-            contexts: Vec::new(),
+            contexts: ctx.as_ref().map(|(name, data)| vec![CreateContext { name, data }]).unwrap_or_default(),
         }
         .encode(r.body());
         r
+    }
+
+    fn create_request(&self, path: &str, opts: &CreateOptions) -> Request {
+        self.create_request_ctx(path, opts, None)
     }
 
     /// Opens or creates `path` (relative to the share; `/` or `\` separators) (MS-SMB2 3.2.4.3).
     pub async fn create(&self, path: &str, opts: &CreateOptions) -> Result<File, ClientError> {
         let resp = self.client.call(self.create_request(path, opts), "CREATE").await?;
         let cr = CreateResponse::decode(resp.msg())?;
-        Ok(File::new(self.clone(), cr.file_id, cr.end_of_file))
+        let durable = opts.durable.filter(|_| granted_durable(&cr));
+        Ok(File::new(self.clone(), cr.file_id, cr.end_of_file).with_durable(durable))
+    }
+
+    /// Reclaims the durable open `file_id` made under `create_guid` (see
+    /// [`CreateOptions::durable`], [`File::create_guid`]) on this tree, a tree of a new
+    /// connection after the old one was lost (DH2C, MS-SMB2 3.2.4.3.5). The server answers
+    /// with the same open, its state intact.
+    pub async fn reconnect(&self, path: &str, opts: &CreateOptions, file_id: FileId, create_guid: [u8; 16]) -> Result<File, ClientError> {
+        let opts = CreateOptions { durable: Some(create_guid), ..opts.clone() };
+        let resp = self.client.call(self.create_request_ctx(path, &opts, Some(file_id)), "CREATE").await?;
+        let cr = CreateResponse::decode(resp.msg())?;
+        Ok(File::new(self.clone(), cr.file_id, cr.end_of_file).with_durable(Some(create_guid)))
     }
 
     /// Creates a directory.
@@ -307,6 +340,11 @@ impl Tree {
         simple::decode_empty_response(resp.msg())?;
         Ok(())
     }
+}
+
+/// Whether a CREATE response granted the durable v2 open asked for (a DH2Q response context).
+fn granted_durable(cr: &CreateResponse) -> bool {
+    decode_contexts(&cr.contexts).is_ok_and(|cs| cs.iter().any(|c| c.name == durable::DH2Q))
 }
 
 /// Share-relative path in SMB form: backslashes, no leading separator (MS-SMB2 2.2.13).

@@ -294,6 +294,44 @@ async fn multichannel(srv: &Server) -> R {
     }
 }
 
+/// A durable v2 open survives its connection: written, the connection dropped, reclaimed
+/// (DH2C) on a new connection with the same FileId, and read back; a second reclaim of the
+/// same open (now connected again) is refused.
+async fn durable(srv: &Server) -> R {
+    let opts = CreateOptions { durable: Some(smb_client::new_create_guid()), ..CreateOptions::create_overwrite() };
+    let data = random_bytes(&mut rng(23), 100_000);
+    let (id, guid) = {
+        let c = Client::connect(srv.addr, &cfg()).await?;
+        let t = c.tree_connect("data").await?;
+        let f = t.create("durable.bin", &opts).await?;
+        let guid = f.create_guid().ok_or("the server did not grant the durable open")?;
+        f.write(0, &data).await?;
+        (f.file_id(), guid)
+        // The client, its tree and file drop here: the TCP connection closes unannounced.
+    };
+    let c = Client::connect(srv.addr, &cfg()).await?;
+    let t = c.tree_connect("data").await?;
+    let mut f = None;
+    // The server may not have seen the old connection end yet.
+    for _ in 0..50 {
+        match t.reconnect("durable.bin", &opts, id, guid).await {
+            Ok(g) => {
+                f = Some(g);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let f = f.ok_or("reconnect refused")?;
+    assert_eq!(f.file_id(), id, "the reclaimed open has another FileId");
+    assert_eq!(&f.read(0, data.len() as u32).await?[..], &data[..], "the reclaimed open reads other bytes");
+    let again = t.reconnect("durable.bin", &opts, id, guid).await;
+    assert!(again.is_err(), "a connected open was reclaimed twice: {again:?}");
+    f.close().await?;
+    t.remove("durable.bin").await?;
+    Ok(())
+}
+
 /// One named case of the suite.
 type Case<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = R> + 'a>>;
 
@@ -306,6 +344,7 @@ async fn suite(srv: &Server) {
         ("byte-range locks", Box::pin(locks(srv))),
         ("64 concurrent reads", Box::pin(concurrency(srv))),
         ("multichannel", Box::pin(multichannel(srv))),
+        ("durable v2 open reclaimed after a dropped connection", Box::pin(durable(srv))),
     ];
     let mut failed = Vec::new();
     for (name, fut) in cases {
