@@ -63,9 +63,28 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if let durable::Ask::Reconnect { file_id, create_guid } = ask {
         return durable::reconnect(cx, &req, (&tree, &session), (file_id, create_guid), out).await;
     }
-    if let Some(replayed) = durable::replay(cx, &req, ask, (&tree, &session), out).await {
-        return replayed;
+    let reserved = match durable::replay(cx, &req, ask, (&tree, &session), out).await {
+        Ok(r) => r,
+        Err(answered) => return answered,
+    };
+    let result = open_new(cx, &req, ask, (&tree, &session), reserved, out).await;
+    if let Some(r) = reserved {
+        // A no-op once the open was recorded; otherwise the CreateGuid is free again.
+        cx.conn.server.replay.release(r);
     }
+    result
+}
+
+/// A CREATE that opens (or creates) a file, directory or pipe; `reserved`: its CreateGuid,
+/// recorded for replays once it succeeds.
+async fn open_new(
+    cx: &mut Ctx<'_>,
+    req: &CreateRequest<'_>,
+    ask: durable::Ask,
+    (tree, session): (&Arc<Tree>, &Arc<Session>),
+    reserved: Option<crate::replay::Reservation>,
+    out: &mut Vec<u8>,
+) -> HResult {
     let (granted, lease_req) = check_request(cx, &req, &tree, &session)?;
     let share = match &tree.kind {
         TreeKind::Ipc => return open_pipe(cx, &req, granted, out),
@@ -124,6 +143,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         written: AtomicBool::new(false),
     });
     session.add_open(open.clone());
+    if let Some(r) = reserved {
+        server.replay.opened(r, session.id, volatile, create_action);
+    }
     if open.is_dir() && open.lease.is_some() {
         lease_directory(&server, &share, &open).await;
     }
