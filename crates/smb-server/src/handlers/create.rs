@@ -85,12 +85,12 @@ async fn open_new(
     reserved: Option<crate::replay::Reservation>,
     out: &mut Vec<u8>,
 ) -> HResult {
-    let (granted, lease_req) = check_request(cx, &req, &tree, &session)?;
+    let (granted, lease_req) = check_request(cx, req, tree, session)?;
     let share = match &tree.kind {
-        TreeKind::Ipc => return open_pipe(cx, &req, granted, out),
+        TreeKind::Ipc => return open_pipe(cx, req, granted, out),
         TreeKind::Disk(s) => s.clone(),
     };
-    let plan = plan_disk_open(&req, granted)?;
+    let plan = plan_disk_open(req, granted)?;
     let opened = open_in_backend(cx, &share, &plan, granted).await?;
     let key = (share.index, opened.attrs.file_id);
     let server = cx.conn.server.clone();
@@ -117,7 +117,7 @@ async fn open_new(
             return Err(st);
         }
     };
-    let (attrs, create_action) = match apply_create_settings(&req, &plan, &opened).await {
+    let (attrs, create_action) = match apply_create_settings(req, &plan, &opened).await {
         Ok(r) => r,
         Err(st) => {
             files.release(key, volatile);
@@ -151,9 +151,9 @@ async fn open_new(
         lease_directory(&server, &share, &open).await;
     }
     announce_create(&cx.conn.server, share.index, &open, created, create_action);
-    let durable_ctx = durable::grant(cx, ask, &open, &session, (share.index, create_action));
+    let durable_ctx = durable::grant(cx, ask, &open, session, (share.index, create_action));
     let answer = Answer { oplock_level, create_action, lease_ctx, durable_ctx };
-    encode_response(out, &req, &tree, share.index, &attrs, &open, answer);
+    encode_response(out, req, tree, share.index, &attrs, &open, answer);
     Ok(Reply { file_id: Some(id), ..Reply::success() })
 }
 
@@ -717,9 +717,11 @@ pub(super) async fn wait_breaks(
 fn other_channel_alive(cx: &Ctx<'_>) -> bool {
     let Some(session) = &cx.session else { return false };
     let server = &cx.conn.server;
-    session.channel_ids().into_iter().filter(|&c| c != cx.conn.id).any(|c| {
-        server.connections.get(&c).and_then(|w| w.upgrade()).is_some_and(|conn| !conn.is_closed())
-    })
+    session
+        .channel_ids()
+        .into_iter()
+        .filter(|&c| c != cx.conn.id)
+        .any(|c| server.connections.get(&c).and_then(|w| w.upgrade()).is_some_and(|conn| !conn.is_closed()))
 }
 
 #[cfg(test)]

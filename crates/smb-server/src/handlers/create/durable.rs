@@ -12,9 +12,9 @@ use smb_wire::msg::oplock::LeaseContext;
 use smb_wire::{FileId, NtStatus};
 
 use crate::durable::{Claim, Grant};
-use crate::replay::{Lookup, Reservation};
 use crate::open::{DirCursor, Open, OpenKind};
 use crate::oplocks::{Owner, Reach};
+use crate::replay::{Lookup, Reservation};
 use crate::request::{Ctx, HResult, Reply};
 use crate::session::Session;
 use crate::sync::lock;
