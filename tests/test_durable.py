@@ -1,13 +1,16 @@
 """Durable handles v2 with Python smbprotocol: an open with a lease survives the loss of its
 TCP connection (no LOGOFF, no CLOSE) and a new connection and session of the same user
 reclaims it (DH2C) with what was written; another user, another CreateGuid or a reconnect
-after the granted timeout are refused."""
+after the granted timeout are refused. A client that reconnects naming its old session
+(PreviousSessionId) ends that session: its durable open waits to be reclaimed, the rest
+close. A CreateGuid still in use is refused to a CREATE that is not a replay."""
 
 import struct
 import time
 import uuid
 
 import pytest
+import smbprotocol.session
 from smbprotocol.connection import Connection, Dialects
 from smbprotocol.create_contexts import (
     SMB2CreateContextRequest,
@@ -15,7 +18,7 @@ from smbprotocol.create_contexts import (
     SMB2CreateDurableHandleRequestV2,
     SMB2CreateDurableHandleResponseV2,
 )
-from smbprotocol.exceptions import SMBResponseException
+from smbprotocol.exceptions import SMBConnectionClosed, SMBResponseException
 from smbprotocol.open import CreateDisposition, CreateOptions, FileAttributes
 from smbprotocol.open import FilePipePrinterAccessMask as A
 from smbprotocol.open import ImpersonationLevel, Open, ShareAccess
@@ -26,16 +29,30 @@ LEASE = 0xFF
 R, H, W = 0x1, 0x2, 0x4
 STATUS_OBJECT_NAME_NOT_FOUND = 0xC0000034
 STATUS_ACCESS_DENIED = 0xC0000022
+STATUS_DUPLICATE_OBJECTID = 0xC000022A
+STATUS_USER_SESSION_DELETED = 0xC0000203
 
 
 class Client:
     """One connection, session and tree connect with a chosen ClientGuid."""
 
-    def __init__(self, srv, guid, user=None, password=None):
+    def __init__(self, srv, guid, user=None, password=None, previous=0):
         self.conn = Connection(guid, srv.host, srv.port, require_signing=True)
         self.conn.connect(dialect=Dialects.SMB_3_1_1, timeout=10)
         self.session = Session(self.conn, user or srv.user, password or srv.password, auth_protocol="ntlm")
-        self.session.connect()
+        setup = smbprotocol.session.SMB2SessionSetupRequest
+
+        def with_previous():
+            # smbprotocol has no PreviousSessionId parameter: set the request field.
+            r = setup()
+            r["previous_session_id"] = previous
+            return r
+
+        smbprotocol.session.SMB2SessionSetupRequest = with_previous
+        try:
+            self.session.connect()
+        finally:
+            smbprotocol.session.SMB2SessionSetupRequest = setup
         self.tree = TreeConnect(self.session, srv.unc("data"))
         self.tree.connect()
 
@@ -183,3 +200,50 @@ def test_a_competing_open_ends_the_disconnected_open(braid_server, scratch):
         assert e.value.status == STATUS_OBJECT_NAME_NOT_FOUND
     finally:
         b.close()
+
+
+def test_previous_session_id_hands_the_durable_open_over(braid_server, scratch):
+    name, path = scratch
+    guid, key, create_guid = uuid.uuid4(), uuid.uuid4().bytes, uuid.uuid4()
+    a = Client(braid_server, guid)
+    f, _ = durable_open(a, rf"{name}\kept.bin", key, create_guid, 0)
+    f.write(b"before the reconnect", 0)
+    file_id = f.file_id
+    # A plain open (no durability) holding the file exclusively.
+    plain = Open(a.tree, rf"{name}\plain.bin")
+    plain.create(ImpersonationLevel.Impersonation, A.GENERIC_READ | A.GENERIC_WRITE,
+                 FileAttributes.FILE_ATTRIBUTE_NORMAL, 0, CreateDisposition.FILE_OVERWRITE_IF,
+                 CreateOptions.FILE_NON_DIRECTORY_FILE)
+    # The client reconnects while the server still sees the old connection alive.
+    b = Client(braid_server, guid, previous=a.session.session_id)
+    try:
+        g = reconnect(b, rf"{name}\kept.bin", key, file_id, create_guid)
+        assert g.read(0, 64) == b"before the reconnect"
+        g.close()
+        # The old session's other open was closed: its exclusive share mode is gone.
+        p = Open(b.tree, rf"{name}\plain.bin")
+        p.create(ImpersonationLevel.Impersonation, A.GENERIC_READ, FileAttributes.FILE_ATTRIBUTE_NORMAL, 0,
+                 CreateDisposition.FILE_OPEN, CreateOptions.FILE_NON_DIRECTORY_FILE)
+        p.close()
+        # And the old session is gone (smbprotocol gives up on the connection when the
+        # answer, USER_SESSION_DELETED, cannot be signed by the deleted session).
+        with pytest.raises((SMBResponseException, SMBConnectionClosed)) as e:
+            f.read(0, 4)
+        assert getattr(e.value, "status", STATUS_USER_SESSION_DELETED) == STATUS_USER_SESSION_DELETED
+    finally:
+        b.close()
+        a.close()
+
+
+def test_a_create_guid_in_use_is_not_reused(braid_server, scratch):
+    name, _ = scratch
+    a = Client(braid_server, uuid.uuid4())
+    try:
+        create_guid = uuid.uuid4()
+        f, _ = durable_open(a, rf"{name}\first.bin", uuid.uuid4().bytes, create_guid, 0)
+        with pytest.raises(SMBResponseException) as e:
+            durable_open(a, rf"{name}\second.bin", uuid.uuid4().bytes, create_guid, 0)
+        assert e.value.status == STATUS_DUPLICATE_OBJECTID
+        f.close()
+    finally:
+        a.close()

@@ -41,6 +41,7 @@ mod pipeline;
 mod qos;
 mod reader;
 pub mod reload;
+mod replay;
 mod request;
 mod server;
 mod session;

@@ -359,7 +359,30 @@ pub fn find_open(cx: &mut Ctx<'_>, id: smb_wire::FileId) -> Result<std::sync::Ar
         return Err(NtStatus::FILE_CLOSED);
     }
     cx.file_id_out = Some(open.id);
+    // The client names the FileId, so it saw its CREATE's answer: no replay of that CREATE.
+    cx.conn.server.replay.forget_open(open.id.volatile);
+    note_channel_sequence(cx, &open);
     Ok(open)
+}
+
+/// Every 3.x request naming an open moves Open.ChannelSequence forward when it carries a
+/// newer one (MS-SMB2 3.3.5.2.10; Samba does this for every command with a FileId): a READ
+/// after a channel failure makes older WRITEs stale. Only the modifying requests (WRITE,
+/// SET_INFO, IOCTL) are refused for a stale sequence ([`channel_sequence`]); a replay moves
+/// it only when no request of an older sequence is still in progress.
+fn note_channel_sequence(cx: &Ctx<'_>, open: &crate::open::Open) {
+    if !smb_wire::dialect::is_smb3(cx.conn.dialect()) {
+        return;
+    }
+    let seq = (cx.hdr.status & 0xFFFF) as u16;
+    let replay = cx.hdr.flags & smb_wire::header::flags::REPLAY_OPERATION != 0;
+    let mut g = crate::sync::lock(&open.channel_seq);
+    let newer = seq != g.seq && seq.wrapping_sub(g.seq) <= 0x7FFF;
+    if newer && !(replay && g.pre_outstanding > 0) {
+        g.pre_outstanding += g.outstanding;
+        g.outstanding = 0;
+        g.seq = seq;
+    }
 }
 
 /// Holds an open's outstanding-request count for one request (see [`channel_sequence`]).

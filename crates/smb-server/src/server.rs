@@ -49,6 +49,8 @@ pub struct ServerState {
     pub files: FileTable,
     /// Durable opens, connected or waiting for a reconnect (see `durable.rs`).
     pub durable: crate::durable::DurableOpens,
+    /// CreateGuids of CREATEs a client may replay (see `replay.rs`).
+    pub replay: crate::replay::ReplayCache,
     pub server_guid: [u8; 16],
     /// Server start as FILETIME.
     pub start_time: u64,
@@ -148,6 +150,7 @@ impl ServerState {
             sessions: Sharded::new(16),
             files: FileTable::new(),
             durable: Default::default(),
+            replay: Default::default(),
             server_guid,
             start_time,
             next_session: AtomicU64::new(first_session),

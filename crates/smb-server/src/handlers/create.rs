@@ -63,15 +63,34 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if let durable::Ask::Reconnect { file_id, create_guid } = ask {
         return durable::reconnect(cx, &req, (&tree, &session), (file_id, create_guid), out).await;
     }
-    if let Some(replayed) = durable::replay(cx, &req, ask, (&tree, &session), out).await {
-        return replayed;
+    let reserved = match durable::replay(cx, &req, ask, (&tree, &session), out).await {
+        Ok(r) => r,
+        Err(answered) => return answered,
+    };
+    let result = open_new(cx, &req, ask, (&tree, &session), reserved, out).await;
+    if let Some(r) = reserved {
+        // A no-op once the open was recorded; otherwise the CreateGuid is free again.
+        cx.conn.server.replay.release(r);
     }
-    let (granted, lease_req) = check_request(cx, &req, &tree, &session)?;
+    result
+}
+
+/// A CREATE that opens (or creates) a file, directory or pipe; `reserved`: its CreateGuid,
+/// recorded for replays once it succeeds.
+async fn open_new(
+    cx: &mut Ctx<'_>,
+    req: &CreateRequest<'_>,
+    ask: durable::Ask,
+    (tree, session): (&Arc<Tree>, &Arc<Session>),
+    reserved: Option<crate::replay::Reservation>,
+    out: &mut Vec<u8>,
+) -> HResult {
+    let (granted, lease_req) = check_request(cx, req, tree, session)?;
     let share = match &tree.kind {
-        TreeKind::Ipc => return open_pipe(cx, &req, granted, out),
+        TreeKind::Ipc => return open_pipe(cx, req, granted, out),
         TreeKind::Disk(s) => s.clone(),
     };
-    let plan = plan_disk_open(&req, granted)?;
+    let plan = plan_disk_open(req, granted)?;
     let opened = open_in_backend(cx, &share, &plan, granted).await?;
     let key = (share.index, opened.attrs.file_id);
     let server = cx.conn.server.clone();
@@ -89,7 +108,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let dir_lease = negotiated & smb_wire::msg::negotiate::cap::DIRECTORY_LEASING != 0 && share.config.directory_leases;
     let lease_id = lease_req.filter(|_| !opened.is_dir() || dir_lease).map(|l| (session.client_guid, l.key));
     let who = Requester { open: volatile, lease: lease_id };
-    let node = claim_after_breaks(cx, out, key, who, granted, req.share_access, (plan.truncate, plan.delete_on_close)).await;
+    let flags = (plan.truncate, plan.delete_on_close, reserved.is_some());
+    let node = claim_after_breaks(cx, out, key, who, granted, req.share_access, flags).await;
     let node = match node.and_then(|n| if n.is_delete_pending() { Err(NtStatus::DELETE_PENDING) } else { Ok(n) }) {
         Ok(n) => n,
         Err(st) => {
@@ -97,7 +117,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             return Err(st);
         }
     };
-    let (attrs, create_action) = match apply_create_settings(&req, &plan, &opened).await {
+    let (attrs, create_action) = match apply_create_settings(req, &plan, &opened).await {
         Ok(r) => r,
         Err(st) => {
             files.release(key, volatile);
@@ -124,13 +144,16 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         written: AtomicBool::new(false),
     });
     session.add_open(open.clone());
+    if let Some(r) = reserved {
+        server.replay.opened(r, session.id, volatile, create_action);
+    }
     if open.is_dir() && open.lease.is_some() {
         lease_directory(&server, &share, &open).await;
     }
     announce_create(&cx.conn.server, share.index, &open, created, create_action);
-    let durable_ctx = durable::grant(cx, ask, &open, &session, (share.index, create_action));
+    let durable_ctx = durable::grant(cx, ask, &open, session, (share.index, create_action));
     let answer = Answer { oplock_level, create_action, lease_ctx, durable_ctx };
-    encode_response(out, &req, &tree, share.index, &attrs, &open, answer);
+    encode_response(out, req, tree, share.index, &attrs, &open, answer);
     Ok(Reply { file_id: Some(id), ..Reply::success() })
 }
 
@@ -562,7 +585,7 @@ async fn claim_after_breaks(
     who: Requester,
     granted: u32,
     share_access: u32,
-    (truncate, delete_on_close): (bool, bool),
+    (truncate, delete_on_close, outlive): (bool, bool, bool),
 ) -> Result<Arc<FileNode>, NtStatus> {
     let server = cx.conn.server.clone();
     let files = &server.files;
@@ -586,7 +609,7 @@ async fn claim_after_breaks(
                 }
             };
             step += 1;
-            let acted = wait_breaks(cx, out, &node, who, event).await?;
+            let acted = wait_breaks(cx, out, &node, who, event, outlive).await?;
             // Every other open may have closed while we waited, dropping that node.
             if acted && !Arc::ptr_eq(&node, &files.node(key)) {
                 step = 0;
@@ -602,9 +625,18 @@ const DELIVERY_CHECK: std::time::Duration = std::time::Duration::from_millis(100
 
 /// Starts the breaks `event` calls for and waits until none is pending (acknowledged,
 /// closed or timed out), going async (STATUS_PENDING) when it has to wait. CANCEL or the
-/// loss of the connection ends the wait with STATUS_CANCELLED. Returns whether anything
-/// was broken or waited for.
-pub(super) async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<FileNode>, who: Requester, event: Event) -> Result<bool, NtStatus> {
+/// loss of the connection ends the wait with STATUS_CANCELLED, but with `outlive` (a CREATE
+/// the client may replay on another channel) the loss of this channel does not while the
+/// session has another: the open is made, and the replay finds it (as Samba does). Returns
+/// whether anything was broken or waited for.
+pub(super) async fn wait_breaks(
+    cx: &mut Ctx<'_>,
+    out: &mut Vec<u8>,
+    node: &Arc<FileNode>,
+    who: Requester,
+    event: Event,
+    outlive: bool,
+) -> Result<bool, NtStatus> {
     use crate::breaks::DeliveryState;
     let server = cx.conn.server.clone();
     let mut registered: Option<u64> = None;
@@ -640,7 +672,8 @@ pub(super) async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<
         if registered.is_none() {
             registered = Some(super::go_pending(cx, out, &cancel).await);
         }
-        if cx.conn.is_closed() {
+        let lost = cx.conn.is_closed();
+        if lost && !(outlive && other_channel_alive(cx)) {
             break Err(NtStatus::CANCELLED);
         }
         tokio::select! {
@@ -665,13 +698,30 @@ pub(super) async fn wait_breaks(cx: &mut Ctx<'_>, out: &mut Vec<u8>, node: &Arc<
                     }
                 }
             }
-            _ = cancel.notified() => break Err(NtStatus::CANCELLED),
+            // Once the channel is lost, nothing can cancel the request but the session's end.
+            _ = cancel.notified(), if !lost => {
+                if !(outlive && cx.conn.is_closed() && other_channel_alive(cx)) {
+                    break Err(NtStatus::CANCELLED);
+                }
+            }
+            _ = tokio::time::sleep(DELIVERY_CHECK), if lost => {}
         }
     };
     if let Some(mid) = registered {
         lock(&cx.conn.pending).remove(&mid);
     }
     result
+}
+
+/// Whether the request's session has a live channel besides this connection.
+fn other_channel_alive(cx: &Ctx<'_>) -> bool {
+    let Some(session) = &cx.session else { return false };
+    let server = &cx.conn.server;
+    session
+        .channel_ids()
+        .into_iter()
+        .filter(|&c| c != cx.conn.id)
+        .any(|c| server.connections.get(&c).and_then(|w| w.upgrade()).is_some_and(|conn| !conn.is_closed()))
 }
 
 #[cfg(test)]

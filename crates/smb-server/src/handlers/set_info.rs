@@ -319,7 +319,7 @@ async fn rename(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, replace: bool,
     // (smbtorture's smb2.lease.rename_wait counts on it).
     if let OpenKind::File { node, .. } = &open.kind {
         let who = crate::oplocks::Requester { open: open.id.volatile, lease: open.lease };
-        super::create::wait_breaks(cx, out, node, who, crate::oplocks::Event::Namespace).await?;
+        super::create::wait_breaks(cx, out, node, who, crate::oplocks::Event::Namespace, false).await?;
     }
     let backend = share.backend.clone();
     let server = &cx.conn.server;

@@ -14,6 +14,7 @@ use smb_wire::{FileId, NtStatus};
 use crate::durable::{Claim, Grant};
 use crate::open::{DirCursor, Open, OpenKind};
 use crate::oplocks::{Owner, Reach};
+use crate::replay::{Lookup, Reservation};
 use crate::request::{Ctx, HResult, Reply};
 use crate::session::Session;
 use crate::sync::lock;
@@ -110,7 +111,7 @@ pub(super) async fn reconnect(
     if req.context(dh::DHNQ).is_some() {
         ctxs.push((dh::DHNQ, dh::encode_response_v1()));
     }
-    answer(out, &open, action::OPENED, ctxs).await
+    answer(out, &open, action::OPENED, ctxs, None).await
 }
 
 /// Takes the disconnected open back for this session and tree (see [`reconnect`]).
@@ -158,47 +159,81 @@ async fn reclaim(
     Ok((open, grant))
 }
 
-/// A CREATE with SMB2_FLAGS_REPLAY_OPERATION and the CreateGuid of a durable v2 open
-/// (MS-SMB2 3.3.5.9.10): the client did not see the answer to its first CREATE, so it gets
-/// that open again, never a second one; if the open's connection was lost meanwhile, the
-/// replay reconnects it. None: not a replay of a known open (the CREATE goes on as new).
+/// A CREATE with a durable v2 request and its CreateGuid (MS-SMB2 3.3.5.9.10; see
+/// `crate::replay`): a replay (SMB2_FLAGS_REPLAY_OPERATION) of a CREATE whose answer the
+/// client did not see gets that open again, never a second one; a replay while that CREATE
+/// is still pending, FILE_NOT_AVAILABLE; the CreateGuid of an open reused without the
+/// flag, DUPLICATE_OBJECTID. A replay naming a disconnected durable open reconnects it.
+/// Ok(the reservation a new open goes on with), or Err(the answer).
 pub(super) async fn replay(
     cx: &mut Ctx<'_>,
     req: &CreateRequest<'_>,
     ask: Ask,
     (tree, session): (&Arc<Tree>, &Arc<Session>),
     out: &mut Vec<u8>,
-) -> Option<HResult> {
-    let Ask::Durable(Some(v2)) = ask else { return None };
-    if cx.hdr.flags & smb_wire::header::flags::REPLAY_OPERATION == 0 {
-        return None;
-    }
+) -> Result<Option<Reservation>, HResult> {
+    let Ask::Durable(Some(v2)) = ask else { return Ok(None) };
+    let replay = cx.hdr.flags & smb_wire::header::flags::REPLAY_OPERATION != 0;
     let server = cx.conn.server.clone();
-    let (persistent, connected) = server.durable.find_by_create_guid(v2.create_guid)?;
-    let (open, grant) = match connected {
-        Some(s) if s == session.id => (session.open(persistent)?, server.durable.grant(persistent)?),
-        Some(_) => return None,
-        None => match reclaim(cx, req, (tree, session), (FileId { persistent, volatile: persistent }, Some(v2.create_guid))).await {
-            Ok(r) => r,
-            Err(st) => return Some(Err(st)),
-        },
+    let reservation = match server.replay.lookup((session.client_guid, v2.create_guid), session.id, replay) {
+        Err(st) => return Err(Err(st)),
+        Ok(Lookup::Replay(volatile, action)) => {
+            let Some(open) = session.open(volatile) else { return Err(Err(NtStatus::FILE_NOT_AVAILABLE)) };
+            return Err(replayed(cx, req, &open, action, out).await);
+        }
+        Ok(Lookup::Reserved(r)) => r,
     };
-    let ms = u32::try_from(grant.timeout.as_millis()).unwrap_or(u32::MAX);
-    let ctxs: Vec<(&[u8], Vec<u8>)> = vec![(dh::DH2Q, dh::encode_response_v2(ms, 0))];
-    Some(answer(out, &open, grant.create_action, ctxs).await)
+    if !replay {
+        return Ok(Some(reservation));
+    }
+    match server.durable.find_by_create_guid(v2.create_guid) {
+        Some((persistent, None)) => {
+            server.replay.release(reservation);
+            let id = FileId { persistent, volatile: persistent };
+            Err(match reclaim(cx, req, (tree, session), (id, Some(v2.create_guid))).await {
+                Ok((open, grant)) => replayed(cx, req, &open, grant.create_action, out).await,
+                Err(st) => Err(st),
+            })
+        }
+        _ => Ok(Some(reservation)),
+    }
+}
+
+/// The answer to a replayed CREATE (as Samba gives it): a lease in the request must be the
+/// open's (else ACCESS_DENIED); the oplock level is the one asked for, the lease state the
+/// open's; a durable open is answered durable when the replay asked for a batch oplock or a
+/// lease.
+async fn replayed(cx: &Ctx<'_>, req: &CreateRequest<'_>, open: &Arc<Open>, action: u32, out: &mut Vec<u8>) -> HResult {
+    let lease_req = match req.context(b"RqLs") {
+        Some(d) => Some(LeaseContext::decode(d).map_err(|_| NtStatus::INVALID_PARAMETER)?),
+        None => None,
+    };
+    if let Some(l) = lease_req {
+        if open.lease.is_none_or(|(_, key)| key != l.key) {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+    }
+    let level = if lease_req.is_some() { oplock::LEASE } else { req.oplock_level };
+    let grant = cx.conn.server.durable.grant(open.id.persistent);
+    let mut ctxs: Vec<(&[u8], Vec<u8>)> = Vec::new();
+    if let Some(g) = grant.filter(|_| level == oplock::BATCH || level == oplock::LEASE) {
+        let ms = u32::try_from(g.timeout.as_millis()).unwrap_or(u32::MAX);
+        ctxs.push((dh::DH2Q, dh::encode_response_v2(ms, 0)));
+    }
+    answer(out, open, action, ctxs, Some(level)).await
 }
 
 /// The CREATE response for an open handed back (reconnect, replay): its attributes now,
 /// its oplock level or lease as they stand, and `ctxs`.
-async fn answer(out: &mut Vec<u8>, open: &Arc<Open>, create_action: u32, mut ctxs: Vec<(&[u8], Vec<u8>)>) -> HResult {
+async fn answer(out: &mut Vec<u8>, open: &Arc<Open>, create_action: u32, mut ctxs: Vec<(&[u8], Vec<u8>)>, level: Option<u8>) -> HResult {
     let (handle, node) = match &open.kind {
         OpenKind::File { handle, node, .. } => (handle.clone(), node.clone()),
         OpenKind::Pipe(_) => return Err(NtStatus::OBJECT_NAME_NOT_FOUND),
     };
     let attrs = super::blocking(move || handle.attrs()).await?;
     let (oplock_level, lease_ctx) = match open.lease {
-        Some(id) => (oplock::LEASE, node.oplocks.lease_answer(id)),
-        None => (node.oplocks.level(open.id.volatile), None),
+        Some(id) if level.is_none_or(|l| l == oplock::LEASE) => (oplock::LEASE, node.oplocks.lease_answer(id)),
+        _ => (level.unwrap_or_else(|| node.oplocks.level(open.id.volatile)), None),
     };
     if let Some(l) = lease_ctx {
         ctxs.insert(0, (b"RqLs", l.encode()));
