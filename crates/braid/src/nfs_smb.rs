@@ -93,19 +93,7 @@ mod tests {
     use smb_server::{ServerConfig, ShareConfig, ShareStorage};
 
     fn coordinator() -> SmbCoordinator {
-        let share = ShareConfig {
-            name: "data".into(),
-            storage: ShareStorage::Memory { capacity: 1 << 20 },
-            read_only: false,
-            users: Vec::new(),
-            guest_ok: false,
-            encrypt: false,
-            directory_leases: true,
-            comment: String::new(),
-            metadata_cache: Default::default(),
-            max_watches: 0,
-            limits: Default::default(),
-        };
+        let share = ShareConfig::new("data", ShareStorage::Memory { capacity: 1 << 20 });
         let server = smb_server::Server::new(ServerConfig { shares: vec![share], ..ServerConfig::default() }).expect("server");
         SmbCoordinator::new(server.foreign())
     }

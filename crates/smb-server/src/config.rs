@@ -104,6 +104,26 @@ pub struct ShareConfig {
     pub limits: braid_qos::Limits,
 }
 
+impl ShareConfig {
+    /// A read-write share open to every user, with the defaults a `[[share]]` without
+    /// other keys gets (directory leases and the metadata cache on, no limits).
+    pub fn new(name: &str, storage: ShareStorage) -> Self {
+        ShareConfig {
+            name: name.into(),
+            storage,
+            read_only: false,
+            users: Vec::new(),
+            guest_ok: false,
+            encrypt: false,
+            directory_leases: true,
+            comment: String::new(),
+            metadata_cache: MetadataCache::default(),
+            max_watches: 0,
+            limits: braid_qos::Limits::default(),
+        }
+    }
+}
+
 /// A share's `metadata_cache*` settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MetadataCache {

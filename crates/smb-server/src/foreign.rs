@@ -125,19 +125,7 @@ mod tests {
     }
 
     fn config() -> ServerConfig {
-        let share = ShareConfig {
-            name: "data".into(),
-            storage: ShareStorage::Memory { capacity: 1 << 20 },
-            read_only: false,
-            users: Vec::new(),
-            guest_ok: false,
-            encrypt: false,
-            directory_leases: true,
-            comment: String::new(),
-            metadata_cache: Default::default(),
-            max_watches: 0,
-            limits: Default::default(),
-        };
+        let share = ShareConfig::new("data", ShareStorage::Memory { capacity: 1 << 20 });
         ServerConfig { shares: vec![share], ..ServerConfig::default() }
     }
 

@@ -38,19 +38,7 @@ struct Peer {
 fn server() -> Arc<ServerState> {
     let config = ServerConfig {
         users: vec![UserConfig { name: USER.into(), nt_hash: smb_auth::nt_hash(PASSWORD) }],
-        shares: vec![ShareConfig {
-            name: "data".into(),
-            storage: ShareStorage::Memory { capacity: 16 << 20 },
-            read_only: false,
-            users: Vec::new(),
-            guest_ok: false,
-            encrypt: false,
-            directory_leases: true,
-            comment: String::new(),
-            metadata_cache: Default::default(),
-            max_watches: 0,
-            limits: Default::default(),
-        }],
+        shares: vec![ShareConfig::new("data", ShareStorage::Memory { capacity: 16 << 20 })],
         ..ServerConfig::default()
     };
     Arc::new(ServerState::new(config).expect("server state"))

@@ -3,19 +3,7 @@ use crate::config::{ShareStorage, UserConfig};
 use smb_auth::UserDb;
 
 fn share(name: &str, capacity: u64) -> ShareConfig {
-    ShareConfig {
-        name: name.into(),
-        storage: ShareStorage::Memory { capacity },
-        read_only: false,
-        users: Vec::new(),
-        guest_ok: false,
-        encrypt: false,
-        directory_leases: true,
-        comment: String::new(),
-        metadata_cache: Default::default(),
-        max_watches: 0,
-        limits: Default::default(),
-    }
+    ShareConfig::new(name, ShareStorage::Memory { capacity })
 }
 
 fn user(name: &str, hash: u8) -> UserConfig {
