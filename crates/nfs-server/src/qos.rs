@@ -106,11 +106,7 @@ async fn futures_ready<F: std::future::Future>(mut f: std::pin::Pin<&mut F>) -> 
 /// Whether the share holds single files to limits of their own (only then is the file of
 /// a READ or WRITE looked up).
 fn has_file_limits(limiter: &ShareLimiter) -> bool {
-    if limiter.is_unlimited() {
-        return false;
-    }
-    let l = limiter.limits();
-    l.max_file_iops.is_some() || l.max_file_throughput.is_some()
+    !limiter.is_unlimited() && limiter.has_file_limits()
 }
 
 /// The backend file id behind handle `fh`, where the export has seen it (the id SMB's

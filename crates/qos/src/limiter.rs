@@ -49,6 +49,8 @@ struct Shared {
     /// The share's clock starts here; the core's time is nanoseconds since.
     base: Instant,
     unlimited: AtomicBool,
+    /// Single files have limits of their own (so a caller looks up the file).
+    file_limits: AtomicBool,
     state: Mutex<State>,
     /// Wakes the dispatcher: a waiter arrived or left, or the limits changed.
     notify: Notify,
@@ -80,6 +82,7 @@ impl ShareLimiter {
         let shared = Shared {
             base,
             unlimited: AtomicBool::new(no_limit(&limits)),
+            file_limits: AtomicBool::new(file_limits(&limits)),
             state: Mutex::new(State { core: Core::new(limits, 0), dispatching: false, wake_at: u64::MAX }),
             notify: Notify::new(),
             usage: Usage::default(),
@@ -97,6 +100,12 @@ impl ShareLimiter {
         self.shared.unlimited.load(Ordering::Acquire)
     }
 
+    /// Single files are held to limits of their own: only then does the file of a request
+    /// matter to [`ShareLimiter::admit`]. No lock.
+    pub fn has_file_limits(&self) -> bool {
+        self.shared.file_limits.load(Ordering::Acquire)
+    }
+
     /// The limits in force.
     pub fn limits(&self) -> Limits {
         self.shared.lock().core.limits().clone()
@@ -110,6 +119,7 @@ impl ShareLimiter {
             let mut st = sh.lock();
             let now = sh.now_ns();
             sh.unlimited.store(no_limit(&limits), Ordering::Release);
+            sh.file_limits.store(file_limits(&limits), Ordering::Release);
             st.core.set_limits(limits, now);
         }
         sh.notify.notify_one();
@@ -250,6 +260,10 @@ impl ShareLimiter {
 }
 
 /// Nothing limits: every rate is unset or 0 (a credit bucket alone limits nothing).
+fn file_limits(l: &Limits) -> bool {
+    l.max_file_iops.is_some() || l.max_file_throughput.is_some()
+}
+
 fn no_limit(l: &Limits) -> bool {
     [l.iops, l.burst_iops, l.throughput, l.ingress, l.egress, l.max_file_iops, l.max_file_throughput].iter().all(|v| v.unwrap_or(0) == 0)
 }
