@@ -323,6 +323,11 @@ impl Connection {
         self.closed.load(Ordering::Acquire)
     }
 
+    /// Closed, or the peer has left (its FIN is in, whether or not the reader saw it).
+    pub fn is_ending(&self) -> bool {
+        self.is_closed() || (self.fd >= 0 && crate::tcp_ack::peer_finished(self.fd))
+    }
+
     /// Closes the connection at once: the peer sees the end of the stream now, not when
     /// the last task holding the connection lets go (a channel found dead).
     pub fn abort(&self) {

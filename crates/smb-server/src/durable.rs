@@ -254,10 +254,12 @@ impl DurableOpens {
 }
 
 /// Whether session `id` is going away: gone from the session table (its opens are being
-/// moved), or every connection serving it has closed.
+/// moved), or every connection serving it has closed or been left by its peer (a client
+/// reconnects as soon as it has dropped the old connection; the old reader may not have
+/// read the end of its stream yet).
 fn tearing_down(server: &ServerState, id: SessionId) -> bool {
     let Some(s) = server.sessions.get(&id) else { return true };
-    s.channel_ids().iter().all(|c| server.connections.get(c).and_then(|w| w.upgrade()).is_none_or(|conn| conn.is_closed()))
+    s.channel_ids().iter().all(|c| server.connections.get(c).and_then(|w| w.upgrade()).is_none_or(|conn| conn.is_ending()))
 }
 
 #[cfg(test)]

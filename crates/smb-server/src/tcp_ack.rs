@@ -52,6 +52,21 @@ fn tcp_info(fd: RawFd) -> Option<(u64, Duration)> {
     Some((acked, rto))
 }
 
+/// Whether the peer has ended its side of the connection (its FIN or RST has arrived),
+/// even if the reader has not reached that end of the stream yet: a reconnecting client
+/// has left its old connection, and its reader may still be queued behind other work.
+pub fn peer_finished(fd: RawFd) -> bool {
+    /// `tcpi_state` values (include/net/tcp_states.h) after the peer's FIN or a reset.
+    const TCP_CLOSE: u8 = 7;
+    const TCP_CLOSE_WAIT: u8 = 8;
+    const TCP_LAST_ACK: u8 = 9;
+    let mut buf = [0u8; 8];
+    let mut len = std::mem::size_of_val(&buf) as libc::socklen_t;
+    // SAFETY: as in `tcp_info`; the kernel copies at most `len` bytes.
+    let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, buf.as_mut_ptr().cast(), &mut len) };
+    r == 0 && len >= 1 && matches!(buf[0], TCP_CLOSE | TCP_CLOSE_WAIT | TCP_LAST_ACK)
+}
+
 /// Bytes in the socket's send queue not yet acknowledged (SIOCOUTQ).
 fn unacked_bytes(fd: RawFd) -> Option<u64> {
     let mut v: libc::c_int = 0;
@@ -153,6 +168,21 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(acked(s.as_raw_fd()).unwrap() >= mark);
+    }
+
+    #[test]
+    fn a_peers_close_is_seen_before_the_stream_is_read() {
+        use std::os::fd::AsRawFd;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        assert!(!peer_finished(s.as_raw_fd()));
+        drop(c);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !peer_finished(s.as_raw_fd()) {
+            assert!(std::time::Instant::now() < deadline, "the FIN never showed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     #[test]
