@@ -51,6 +51,12 @@ pub struct Grant {
     pub lease: Option<LeaseId>,
     /// The CreateAction of the CREATE that opened it (a replay answers it again).
     pub create_action: u32,
+    /// A persistent handle (DH2Q with the persistent flag on a continuously available
+    /// share): its state is also in the crash-safe handle store.
+    pub persistent: bool,
+    /// SMB2_CREATE_APP_INSTANCE_ID: a later open with the same id from another client
+    /// closes this one (MS-SMB2 3.3.5.9.13).
+    pub app_instance: Option<[u8; 16]>,
 }
 
 #[derive(Debug)]
@@ -275,7 +281,7 @@ mod tests {
 
     fn grant() -> Grant {
         let user = User::Named("a".into());
-        Grant { create_guid: Some([1; 16]), timeout: V1_TIMEOUT, user, share: 0, lease: None, create_action: 2 }
+        Grant { create_guid: Some([1; 16]), timeout: V1_TIMEOUT, user, share: 0, lease: None, create_action: 2, persistent: false, app_instance: None }
     }
 
     #[test]
