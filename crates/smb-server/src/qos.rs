@@ -29,9 +29,23 @@ fn cost(cmd: Command, msg: &[u8]) -> Option<Io> {
     Some(match cmd {
         C::Read => Io::Read(u64::from(length(msg))),
         C::Write => Io::Write(u64::from(length(msg))),
-        C::Create | C::Close | C::Flush | C::Lock | C::Ioctl | C::QueryDirectory | C::QueryInfo | C::SetInfo | C::ChangeNotify => Io::Meta,
+        // A server-side copy writes its chunks' bytes to the share without a WRITE.
+        C::Ioctl => copy_bytes(msg).map_or(Io::Meta, Io::Write),
+        C::Create | C::Close | C::Flush | C::Lock | C::QueryDirectory | C::QueryInfo | C::SetInfo | C::ChangeNotify => Io::Meta,
         C::Negotiate | C::SessionSetup | C::Logoff | C::TreeConnect | C::TreeDisconnect | C::Cancel | C::Echo | C::OplockBreak => return None,
     })
+}
+
+/// The bytes an FSCTL_SRV_COPYCHUNK(_WRITE) asks to copy (at most the server's limit: a
+/// larger request is refused unrun), or None for any other IOCTL.
+fn copy_bytes(msg: &[u8]) -> Option<u64> {
+    use smb_wire::msg::ioctl::{fsctl, IoctlRequest};
+    let req = IoctlRequest::decode(msg).ok()?;
+    if req.ctl_code != fsctl::SRV_COPYCHUNK && req.ctl_code != fsctl::SRV_COPYCHUNK_WRITE {
+        return None;
+    }
+    let copy = smb_wire::msg::copychunk::CopyRequest::decode(req.input).ok()?;
+    Some(copy.chunks.iter().map(|c| u64::from(c.length)).sum::<u64>().min(16 << 20))
 }
 
 /// READ and WRITE Length (body offset 4); 0 in a message too short (the handler refuses it).
@@ -128,5 +142,23 @@ mod tests {
         for c in [Command::TreeConnect, Command::TreeDisconnect, Command::Echo, Command::Cancel, Command::OplockBreak, Command::Negotiate] {
             assert_eq!(cost(c, &msg), None, "{c:?}");
         }
+    }
+
+    #[test]
+    fn a_server_side_copy_costs_the_bytes_it_writes() {
+        use smb_wire::msg::copychunk::{Chunk, CopyRequest};
+        use smb_wire::msg::ioctl::{fsctl, IoctlRequest, FLAG_IS_FSCTL};
+        let chunk = Chunk { source_offset: 0, target_offset: 0, length: 1 << 20 };
+        let mut input = Vec::new();
+        CopyRequest { source_key: [0; 24], chunks: vec![chunk; 3] }.encode(&mut input);
+        let ioctl = |ctl_code| {
+            let mut msg = vec![0u8; HEADER_LEN];
+            let file_id = smb_wire::FileId { persistent: 1, volatile: 2 };
+            IoctlRequest { ctl_code, file_id, input: &input, max_input_response: 0, max_output_response: 12, flags: FLAG_IS_FSCTL }.encode(&mut msg);
+            msg
+        };
+        assert_eq!(cost(Command::Ioctl, &ioctl(fsctl::SRV_COPYCHUNK)), Some(Io::Write(3 << 20)));
+        assert_eq!(cost(Command::Ioctl, &ioctl(fsctl::SRV_COPYCHUNK_WRITE)), Some(Io::Write(3 << 20)));
+        assert_eq!(cost(Command::Ioctl, &ioctl(fsctl::SET_SPARSE)), Some(Io::Meta));
     }
 }

@@ -52,6 +52,9 @@ pub struct ServerState {
     /// CreateGuids of CREATEs a client may replay (see `replay.rs`).
     pub replay: crate::replay::ReplayCache,
     pub server_guid: [u8; 16],
+    /// Random per start: the part of a server-side copy's resume key that a client cannot
+    /// make up (see `handlers/ioctl/copy.rs`).
+    pub(crate) resume_key_tag: u64,
     /// Server start as FILETIME.
     pub start_time: u64,
     next_session: AtomicU64,
@@ -152,6 +155,7 @@ impl ServerState {
             durable: Default::default(),
             replay: Default::default(),
             server_guid,
+            resume_key_tag: rand::random(),
             start_time,
             next_session: AtomicU64::new(first_session),
             next_file: AtomicU64::new(1),

@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 mod cache;
+mod copy;
 pub mod creds;
 mod error;
 mod events;
@@ -20,6 +21,7 @@ mod mapped;
 mod memory;
 mod path;
 pub use cache::{CacheConfig, CachedBackend, CachedHandle};
+pub use copy::copy_range;
 pub use error::VfsError;
 pub use events::{what, CacheStats, Change, ChangeKind, ChangeSink, Delivery};
 pub use local::{LocalBackend, LocalHandle, BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR};
@@ -325,6 +327,12 @@ pub trait FastPaths: Send + Sync {
     /// Whether [`FastPaths::splice_from`] works on this handle.
     fn can_splice_from(&self) -> bool {
         false
+    }
+    /// The file's descriptor, for a copy the kernel makes between two files
+    /// ([`copy_range`]); `None` when the backend has none to offer (the copy then goes
+    /// through `read_at`/`write_at`).
+    fn copy_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
     }
 }
 

@@ -5,6 +5,8 @@ use smb_wire::msg::ioctl::{encode_network_interfaces, encode_response, fsctl, in
 use smb_wire::reader::{PutLe, Reader};
 use smb_wire::{dialect, FileId, NtStatus};
 
+mod copy;
+
 use super::{find_open, rpc_context};
 use crate::open::OpenKind;
 use crate::request::{Ctx, HResult, Reply};
@@ -87,7 +89,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             Ok(Reply::success())
         }
         (OpenKind::File { .. }, fsctl::SRV_ENUMERATE_SNAPSHOTS) => Err(NtStatus::INVALID_DEVICE_REQUEST),
-        (OpenKind::File { .. }, fsctl::SRV_REQUEST_RESUME_KEY | fsctl::SRV_COPYCHUNK | fsctl::SRV_COPYCHUNK_WRITE) => Err(NtStatus::NOT_SUPPORTED),
+        (OpenKind::File { .. }, fsctl::SRV_REQUEST_RESUME_KEY) => copy::request_resume_key(cx, &req, &open, out),
+        (OpenKind::File { .. }, fsctl::SRV_COPYCHUNK | fsctl::SRV_COPYCHUNK_WRITE) => copy::copy_chunks(cx, &req, open.clone(), out).await,
         _ => Err(NtStatus::INVALID_DEVICE_REQUEST),
     }
 }

@@ -4,6 +4,7 @@
 //! start of the header. Encoders append the body to a buffer that already holds the header.
 
 pub mod close;
+pub mod copychunk;
 pub mod create;
 pub mod durable;
 pub mod error;

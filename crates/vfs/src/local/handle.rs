@@ -8,7 +8,7 @@ use super::meta::{
 };
 use super::Root;
 use crate::{DirEntry, FastPaths, FileAttrs, FileHandle, MappedRange, Result, SetTimes, SharePath, VfsError};
-use rustix::fd::{AsFd, OwnedFd};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{fallocate, fsync, ftruncate, futimens, utimensat, AtFlags, FallocateFlags, Timespec, Timestamps, UTIME_NOW, UTIME_OMIT};
 use rustix::io::{pread, pwrite, Errno};
 use std::fmt;
@@ -287,6 +287,11 @@ const MAPPED_CACHED_READ_MIN: usize = 64 << 10;
 impl FastPaths for LocalHandle {
     fn in_memory(&self) -> bool {
         self.memory_backed
+    }
+
+    fn copy_fd(&self) -> Option<BorrowedFd<'_>> {
+        // An O_PATH descriptor reads and writes nothing: such opens copy through the buffer.
+        (!self.is_dir && !self.symlink && self.access != FdAccess::PathOnly).then(|| self.fd.as_fd())
     }
 
     fn overwrites_in_place(&self, offset: u64, len: usize) -> bool {
