@@ -93,6 +93,13 @@ pub struct SmbSession {
     link: Option<Arc<Link>>,
 }
 
+impl SmbSession {
+    /// The share's tree on this session's channel.
+    pub fn tree(&self) -> &Tree {
+        &self.tree
+    }
+}
+
 fn io_err(e: ClientError) -> BenchError {
     match e {
         ClientError::NotSupported(m) => BenchError::NotSupported(m.to_string()),

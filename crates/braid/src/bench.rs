@@ -10,7 +10,7 @@ use braid_bench::smb::{parse_cipher, SmbOptions, SmbTarget};
 use braid_bench::sweep::{parse_counts, parse_rw};
 use braid_bench::{format_size, parse_meta_mix, parse_size, table, SweepSpec, TargetUrl, Workload};
 
-use crate::cli::{BenchChartArgs, BenchCmd, BenchCommonArgs, BenchRunArgs, BenchSub, BenchSweepArgs};
+use crate::cli::{BenchChartArgs, BenchCmd, BenchCommonArgs, BenchCopyArgs, BenchRunArgs, BenchSub, BenchSweepArgs};
 
 /// Runs `braid bench` or `braid bench sweep`.
 pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
@@ -18,6 +18,7 @@ pub fn run(cmd: BenchCmd) -> anyhow::Result<()> {
     match cmd.sub {
         Some(BenchSub::Sweep(args)) => rt.block_on(sweep(*args)),
         Some(BenchSub::Chart(args)) => chart(args),
+        Some(BenchSub::Copy(args)) => rt.block_on(copy(args)),
         None => rt.block_on(single(cmd.run)),
     }
 }
@@ -93,7 +94,10 @@ fn targets(c: &BenchCommonArgs) -> anyhow::Result<Vec<AnyTarget>> {
 /// Parses an smb:// URL and finds its password (URL, then BRAID_BENCH_PASSWORD, then a prompt).
 fn smb_target(c: &BenchCommonArgs, raw: &str) -> anyhow::Result<SmbTarget> {
     let cipher = c.cipher.as_deref().map(parse_cipher).transpose()?;
-    let opts = SmbOptions { sign: c.sign, encrypt: c.encrypt, cipher, durable: c.durable };
+    smb_target_with(raw, SmbOptions { sign: c.sign, encrypt: c.encrypt, cipher, durable: c.durable })
+}
+
+fn smb_target_with(raw: &str, opts: SmbOptions) -> anyhow::Result<SmbTarget> {
     let url = TargetUrl::parse(raw)?;
     let password = match (&url.password, std::env::var("BRAID_BENCH_PASSWORD")) {
         (Some(p), _) => p.clone(),
@@ -104,6 +108,18 @@ fn smb_target(c: &BenchCommonArgs, raw: &str) -> anyhow::Result<SmbTarget> {
         (None, Err(_)) => bail!("{url}: no password: put it in the URL, set BRAID_BENCH_PASSWORD, or run on a terminal"),
     };
     Ok(SmbTarget::new(url, password, opts)?)
+}
+
+/// `braid bench copy`: one timed copy, one line of output.
+async fn copy(a: BenchCopyArgs) -> anyhow::Result<()> {
+    use braid_bench::copy::{copy_file, CopyMode};
+    let depth = count("--depth", &a.depth.to_string())?;
+    let target = smb_target_with(&a.target, SmbOptions { sign: false, encrypt: false, cipher: None, durable: false })?;
+    let mode = if a.client_side { CopyMode::ClientSide } else { CopyMode::ServerSide };
+    let r = copy_file(&target, &a.from, &a.to, mode, depth).await?;
+    let name = if a.client_side { "client-side" } else { "server-side" };
+    println!("copy mode={name} bytes={} seconds={:.3} mib_per_s={:.1}", r.bytes, r.seconds, r.mib_per_s());
+    Ok(())
 }
 
 async fn single(a: BenchRunArgs) -> anyhow::Result<()> {

@@ -179,6 +179,42 @@ pub enum BenchSub {
     #[command(after_long_help = "Examples:\n  \
             braid bench chart --out burst.png --title \"burst and refill\" --iops-marks 500,2000 burst.csv")]
     Chart(BenchChartArgs),
+
+    /// Copy a file to another on the same share, inside the server or through the client.
+    #[command(
+        long_about = "Copy one file to another on the same share and time it: by default \
+            with server-side copy (FSCTL_SRV_COPYCHUNK_WRITE, 16 MiB per request), so no \
+            data crosses the network; with --client-side by READ and WRITE through this \
+            client. Prints one line: mode, bytes, seconds, MiB/s.",
+        after_long_help = "Examples:\n  \
+            braid bench copy --from big.bin --to big.copy smb://alice@host/data\n  \
+            braid bench copy --client-side --depth 8 --from big.bin --to big.copy smb://alice@host/data"
+    )]
+    Copy(BenchCopyArgs),
+}
+
+/// Arguments of `braid bench copy`.
+#[derive(Debug, Args)]
+pub struct BenchCopyArgs {
+    /// The target: smb://[DOMAIN;]user[:password]@host[:port]/share.
+    #[arg(value_name = "URL")]
+    pub target: String,
+
+    /// The file to copy (a path on the share).
+    #[arg(long, value_name = "PATH")]
+    pub from: String,
+
+    /// The copy (created, or overwritten).
+    #[arg(long, value_name = "PATH")]
+    pub to: String,
+
+    /// Copy through the client (READ and WRITE) instead of inside the server.
+    #[arg(long)]
+    pub client_side: bool,
+
+    /// Requests in flight.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub depth: u32,
 }
 
 /// Arguments of `braid bench chart`.

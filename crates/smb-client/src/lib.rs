@@ -24,12 +24,14 @@
 mod buffers;
 mod client;
 mod conn;
+mod copy;
 mod error;
 mod file;
 mod session;
 mod tree;
 
 pub use client::{BindTweaks, Client, ClientConfig};
+pub use copy::CopyChunk;
 pub use error::ClientError;
 pub use file::{File, WRITE_FRAME_ROOM};
 pub use smb_crypto::Cipher;

@@ -98,7 +98,7 @@ pub(super) async fn copy_chunks(cx: &mut Ctx<'_>, req: &IoctlRequest<'_>, target
         dst: target.id.volatile,
         copy,
     };
-    let (done, status) = super::super::write_or_pending(cx, out, &to_node.writes, move || job.run()).await?;
+    let (done, status) = super::super::storage_or_pending(cx, out, move || job.run()).await?;
     if done.total_bytes_written > 0 {
         target.written.store(true, std::sync::atomic::Ordering::Relaxed);
     }
@@ -117,31 +117,77 @@ struct Job {
     copy: CopyRequest,
 }
 
+/// Chunks that follow one another in both files, copied with one call: a reflinking file
+/// system then clones 16 MiB at once instead of 16 times 1 MiB.
+struct Run {
+    src: u64,
+    dst: u64,
+    len: u64,
+    /// Index of its first chunk, and how many it holds.
+    first: usize,
+    count: usize,
+}
+
 impl Job {
     /// Copies chunk after chunk; the first that cannot be copied whole ends the copy, and
     /// the answer counts the chunks before it (ChunkBytesWritten stays 0: a chunk is
-    /// checked before it is copied, so none is left half done).
+    /// checked before it is copied, so none is left half done). Within one file, chunks are
+    /// copied one at a time: a later chunk may read what an earlier one wrote.
     fn run(self) -> braid_vfs::Result<(CopyResponse, NtStatus)> {
         let mut done = CopyResponse { chunks_written: 0, chunk_bytes_written: 0, total_bytes_written: 0 };
-        for c in &self.copy.chunks {
+        let one_file = Arc::ptr_eq(&self.from_node, &self.to_node);
+        let mut run: Option<Run> = None;
+        for (i, c) in self.copy.chunks.iter().enumerate() {
             let len = u64::from(c.length);
-            let (Some(src_end), Some(_)) = (c.source_offset.checked_add(len), c.target_offset.checked_add(len)) else {
-                return Ok((done, NtStatus::INVALID_PARAMETER));
-            };
-            if !self.from_node.io_allowed(self.src, c.source_offset, len, false) || !self.to_node.io_allowed(self.dst, c.target_offset, len, true) {
-                return Ok((done, NtStatus::FILE_LOCK_CONFLICT));
+            if let Some(refused) = self.check(c)? {
+                let short = self.flush(run.take(), &mut done)?;
+                return Ok((done, short.unwrap_or(refused)));
             }
-            if src_end > self.from.size()? {
-                return Ok((done, NtStatus::INVALID_VIEW_SIZE));
+            match &mut run {
+                Some(r) if !one_file && r.src + r.len == c.source_offset && r.dst + r.len == c.target_offset => {
+                    r.len += len;
+                    r.count += 1;
+                }
+                _ => {
+                    if let Some(short) = self.flush(run.take(), &mut done)? {
+                        return Ok((done, short));
+                    }
+                    run = Some(Run { src: c.source_offset, dst: c.target_offset, len, first: i, count: 1 });
+                }
             }
-            let n = braid_vfs::copy_range(self.from.as_ref(), self.to.as_ref(), c.source_offset, c.target_offset, len)?;
-            done.total_bytes_written += n as u32;
-            if n < len {
-                return Ok((done, NtStatus::INVALID_VIEW_SIZE));
+        }
+        let short = self.flush(run, &mut done)?;
+        Ok((done, short.unwrap_or(NtStatus::SUCCESS)))
+    }
+
+    /// Why chunk `c` cannot be copied, if it cannot: offsets that overflow, a byte-range
+    /// lock of another open on either side, a source range beyond the end of file.
+    fn check(&self, c: &cc::Chunk) -> braid_vfs::Result<Option<NtStatus>> {
+        let len = u64::from(c.length);
+        let (Some(src_end), Some(_)) = (c.source_offset.checked_add(len), c.target_offset.checked_add(len)) else {
+            return Ok(Some(NtStatus::INVALID_PARAMETER));
+        };
+        if !self.from_node.io_allowed(self.src, c.source_offset, len, false) || !self.to_node.io_allowed(self.dst, c.target_offset, len, true) {
+            return Ok(Some(NtStatus::FILE_LOCK_CONFLICT));
+        }
+        Ok((src_end > self.from.size()?).then_some(NtStatus::INVALID_VIEW_SIZE))
+    }
+
+    /// Copies `run`, counting its chunks into `done`; Some(status) if the source ended
+    /// early (a truncate racing the copy), after counting the chunks copied whole.
+    fn flush(&self, run: Option<Run>, done: &mut CopyResponse) -> braid_vfs::Result<Option<NtStatus>> {
+        let Some(r) = run else { return Ok(None) };
+        let n = braid_vfs::copy_range(self.from.as_ref(), self.to.as_ref(), r.src, r.dst, r.len)?;
+        done.total_bytes_written += n as u32;
+        let mut left = n;
+        for c in &self.copy.chunks[r.first..r.first + r.count] {
+            if left < u64::from(c.length) {
+                return Ok(Some(NtStatus::INVALID_VIEW_SIZE));
             }
+            left -= u64::from(c.length);
             done.chunks_written += 1;
         }
-        Ok((done, NtStatus::SUCCESS))
+        Ok(None)
     }
 }
 
