@@ -238,6 +238,9 @@ struct DiskPlan {
     opts: OpenOptions,
     truncate: bool,
     delete_on_close: bool,
+    /// A file this CREATE makes gets FILE_ATTRIBUTE_READONLY: with delete on close, that
+    /// is STATUS_CANNOT_DELETE (MS-FSA 2.1.5.1.2.1), and no file is left behind.
+    readonly_new: bool,
     sec_desc: Option<smb_fscc::SecurityDescriptor>,
     eas: Option<Vec<smb_fscc::FullEa>>,
 }
@@ -288,6 +291,10 @@ fn plan_disk_open(req: &CreateRequest<'_>, granted: u32) -> Result<DiskPlan, NtS
     if want_dir && truncate {
         return Err(NtStatus::INVALID_PARAMETER);
     }
+    let readonly_new = !want_dir && req.file_attributes & braid_vfs::dos::READONLY != 0;
+    if readonly_new && delete_on_close && mode == CreateMode::CreateNew {
+        return Err(NtStatus::CANNOT_DELETE);
+    }
     if path.is_root() && (mode == CreateMode::CreateNew || truncate || delete_on_close) {
         return Err(if mode == CreateMode::CreateNew { NtStatus::OBJECT_NAME_COLLISION } else { NtStatus::ACCESS_DENIED });
     }
@@ -299,7 +306,7 @@ fn plan_disk_open(req: &CreateRequest<'_>, granted: u32) -> Result<DiskPlan, NtS
         directory: want_dir,
         non_directory: req.create_options & options::NON_DIRECTORY_FILE != 0,
     };
-    Ok(DiskPlan { path, opts, truncate, delete_on_close, sec_desc, eas })
+    Ok(DiskPlan { path, opts, truncate, delete_on_close, readonly_new, sec_desc, eas })
 }
 
 /// Resolves `..` components the way Windows' and Samba's servers do (`dir\..\x` names
@@ -362,6 +369,12 @@ async fn open_in_backend(cx: &Ctx<'_>, share: &Share, plan: &DiskPlan, granted: 
     }
     if plan.delete_on_close && attrs.is_dir && path.is_root() {
         return Err(NtStatus::ACCESS_DENIED);
+    }
+    if created && plan.delete_on_close && plan.readonly_new {
+        let (backend, p) = (share.backend.clone(), path.clone());
+        drop(handle);
+        blocking(move || backend.remove(&p)).await?;
+        return Err(NtStatus::CANNOT_DELETE);
     }
     Ok(Opened { handle, created, attrs, path })
 }
@@ -597,6 +610,11 @@ async fn claim_after_breaks(
     let mut step = 0;
     loop {
         let node = files.node(key);
+        // A file whose deletion is pending takes no new opens, and breaks nothing for one
+        // (MS-FSA checks DeletePending before oplocks; smbtorture smb2.oplock.doc).
+        if node.is_delete_pending() {
+            return Err(NtStatus::DELETE_PENDING);
+        }
         if !stat && step < 2 {
             let conflict = node.check_share(Access(granted), ShareMode(share_access)).is_err();
             let event = match step {

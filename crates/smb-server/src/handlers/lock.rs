@@ -26,7 +26,13 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let owner = open.id.volatile;
     // LockSequence is reserved in 2.0.2; later dialects check it on opens that asked for
     // it (3.3.5.14): a replay of the last successful request of a bucket changes nothing.
+    // On a 3.x connection that offered multichannel, every open is checked (a LOCK may be
+    // resent on another channel), as the specification says the server should.
     let sequenced = cx.conn.dialect() >= dialect::SMB210;
+    let multichannel = cx.conn.negotiated.get().is_some_and(|n| n.server_capabilities & smb_wire::msg::negotiate::cap::MULTI_CHANNEL != 0);
+    if sequenced && multichannel && dialect::is_smb3(cx.conn.dialect()) {
+        node.enable_lock_sequences(owner);
+    }
     if sequenced && node.lock_sequence_replayed(owner, req.lock_sequence) {
         encode_empty(out);
         return Ok(Reply::success());
