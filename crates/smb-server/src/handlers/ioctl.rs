@@ -6,6 +6,7 @@ use smb_wire::reader::{PutLe, Reader};
 use smb_wire::{dialect, FileId, NtStatus};
 
 mod copy;
+mod sparse;
 
 use super::{find_open, rpc_context};
 use crate::open::OpenKind;
@@ -51,10 +52,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             Ok(Reply::new(if more { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS }))
         }
         (OpenKind::Pipe(_), _) => Err(NtStatus::NOT_SUPPORTED),
-        (OpenKind::File { .. }, fsctl::SET_SPARSE) => {
-            encode_response(out, req.ctl_code, open.id, &[]);
-            Ok(Reply::success())
-        }
+        (OpenKind::File { .. }, fsctl::SET_SPARSE) => sparse::set_sparse(cx, &req, &open, out).await,
+        (OpenKind::File { .. }, fsctl::SET_ZERO_DATA) => sparse::set_zero_data(cx, &req, open.clone(), out).await,
+        (OpenKind::File { .. }, fsctl::QUERY_ALLOCATED_RANGES) => sparse::query_allocated_ranges(&req, &open, max_out, out).await,
         (OpenKind::File { .. }, fsctl::GET_COMPRESSION) => {
             if max_out < 2 {
                 return Err(NtStatus::INVALID_PARAMETER);
