@@ -35,10 +35,10 @@ fn file_of(open: &Open) -> Result<(&Arc<dyn FileHandle>, &Arc<FileNode>), NtStat
 /// FSCTL_SET_SPARSE: sets the mark (no buffer, or a first byte other than 0) or clears it.
 /// Any of write data, append data or write attributes access allows it.
 pub(super) async fn set_sparse(cx: &Ctx<'_>, req: &IoctlRequest<'_>, open: &Open, out: &mut Vec<u8>) -> HResult {
-    let (handle, _) = file_of(open)?;
     if !open.has(access::FILE_WRITE_DATA | access::FILE_APPEND_DATA | access::FILE_WRITE_ATTRIBUTES) {
         return Err(NtStatus::ACCESS_DENIED);
     }
+    let (handle, _) = file_of(open)?;
     if open.tree.read_only {
         return Err(NtStatus::MEDIA_WRITE_PROTECTED);
     }
