@@ -5,7 +5,7 @@ has them, and a punched hole that frees blocks on disk."""
 
 import struct
 
-from smbprotocol.file_info import FileBasicInformation, FileInformationClass
+from smbprotocol.file_info import FileBasicInformation, FileInformationClass, FileStandardInformation
 from smbprotocol.open import CreateDisposition, FilePipePrinterAccessMask as A, LockFlags, SMB2LockElement
 
 from harness import Smb
@@ -62,6 +62,10 @@ def test_punched_hole_leaves_allocated_ranges_and_frees_blocks(braid_server, scr
         assert zero(s, f, 0, CHUNK) == OK
         assert qar(s, f, 0, 128 * MIB) == ([(64 * MIB, CHUNK)], OK)
         assert blocks(path / "sparse.bin") < before
+        # The allocation size clients see is the file system's, holes left out.
+        std = s.query_info(f, FileStandardInformation)
+        assert std["allocation_size"].get_value() == blocks(path / "sparse.bin")
+        assert std["end_of_file"].get_value() == 64 * MIB + CHUNK
         assert f.read(0, 4096) == bytes(4096)
         assert f.read(64 * MIB, 4) == b"bbbb"
         assert zero(s, f, 8, 4) == INVALID_PARAMETER               # offset past the end
