@@ -85,3 +85,23 @@ def test_memory_share_capacity_is_a_full_disk(memory_server, client_conf, local_
     small.write_bytes(os.urandom(1 << 20))
     r = smb(f'put "{small}" small.bin; rm small.bin')
     assert r.ok, r.out
+
+
+def test_memory_share_sparse_mark_and_zeroing(memory_server):
+    """A memory file takes the sparse mark and zeros ranges, but keeps every byte stored:
+    its allocated ranges are the whole range asked about, up to the end of file."""
+    import struct
+    from smbprotocol.file_info import FileBasicInformation
+    from smbprotocol.open import CreateDisposition
+    from harness import Smb
+    from test_copychunk import ioctl
+    with Smb(memory_server, share="mem") as s:
+        f = s.open("sparse.bin", disposition=CreateDisposition.FILE_CREATE)
+        f.write(b"m" * 8192, 0)
+        assert ioctl(s, f, 0x000900C4, b"", 0)[1] == 0                        # SET_SPARSE
+        assert s.query_info(f, FileBasicInformation)["file_attributes"].get_value() & 0x200
+        assert ioctl(s, f, 0x000980C8, struct.pack("<qq", 0, 4096), 0)[1] == 0  # SET_ZERO_DATA
+        assert f.read(0, 8192) == bytes(4096) + b"m" * 4096
+        out, status = ioctl(s, f, 0x000940CF, struct.pack("<qq", 0, 1 << 20), 64)
+        assert status == 0 and struct.unpack("<qq", out) == (0, 8192)
+        f.close()

@@ -2,7 +2,7 @@
 //! contexts (durable handle contexts too), negotiate contexts, the SMB1 negotiate upgrade and the transport header.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use smb_wire::msg::{close, copychunk, create, durable, ioctl, lock, negotiate, notify, query_directory, query_info, read, session_setup, set_info, simple, tree, write};
+use smb_wire::msg::{close, copychunk, create, durable, ioctl, lock, negotiate, notify, query_directory, query_info, read, session_setup, set_info, simple, sparse, tree, write};
 
 fuzz_target!(|data: &[u8]| {
     let _ = smb_wire::Header::decode(data);
@@ -28,6 +28,10 @@ fuzz_target!(|data: &[u8]| {
     let _ = ioctl::IoctlRequest::decode(data);
     let _ = copychunk::CopyRequest::decode(data);
     let _ = copychunk::CopyResponse::decode(data);
+    let _ = sparse::decode_set_sparse(data);
+    let _ = sparse::ZeroData::decode(data);
+    let _ = sparse::AllocatedRange::decode(data);
+    let _ = sparse::AllocatedRange::decode_list(data);
     let _ = query_directory::QueryDirectoryRequest::decode(data);
     let _ = query_info::QueryInfoRequest::decode(data);
     let _ = set_info::SetInfoRequest::decode(data);

@@ -50,6 +50,9 @@ pub mod dos {
     pub const NORMAL: u32 = 0x80;
     /// Short-lived file (files only).
     pub const TEMPORARY: u32 = 0x100;
+    /// A sparse file (files only): set and cleared by [`FileHandle::set_sparse`] alone,
+    /// never by [`FileHandle::set_dos_attributes`], which keeps it as it is.
+    pub const SPARSE_FILE: u32 = 0x200;
     /// Data not immediately available.
     pub const OFFLINE: u32 = 0x1000;
     /// Not to be indexed by content indexing services.
@@ -236,8 +239,31 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     /// Changes the times that are `Some`.
     fn set_times(&self, times: SetTimes) -> Result<()>;
     /// Stores the DOS attributes (READONLY, HIDDEN, SYSTEM, ARCHIVE, TEMPORARY, OFFLINE,
-    /// NOT_CONTENT_INDEXED; others ignored).
+    /// NOT_CONTENT_INDEXED; others ignored). The file's [`dos::SPARSE_FILE`] stays as it is.
     fn set_dos_attributes(&self, attrs: u32) -> Result<()>;
+    /// Marks a file sparse or not ([`dos::SPARSE_FILE`], stored with the DOS attributes).
+    /// Only the mark changes: clearing it fills no hole. Directories: `IsADirectory`.
+    fn set_sparse(&self, sparse: bool) -> Result<()> {
+        let _ = sparse;
+        Err(VfsError::unsupported())
+    }
+    /// Makes the bytes `offset..offset + len` read as zeros without moving the end of
+    /// file; bytes past the end of file are left alone. With `deallocate` the storage of
+    /// the range is freed where the file system can (a hole is punched; partial blocks are
+    /// zeroed), otherwise it stays allocated. The default writes zeros through
+    /// [`FileHandle::write_at`].
+    fn zero_range(&self, offset: u64, len: u64, deallocate: bool) -> Result<()> {
+        let _ = deallocate;
+        write_zeros(self, offset, len)
+    }
+    /// The allocated ranges (offset, length) of `offset..offset + len`, clipped to the end
+    /// of file, in order and merged, at most `max` of them (the caller asks for one more
+    /// than it can answer to learn that more exist). Bytes in none of them read as zeros.
+    /// The default reports the whole clipped range: storage without holes.
+    fn allocated_ranges(&self, offset: u64, len: u64, max: usize) -> Result<Vec<(u64, u64)>> {
+        let end = offset.saturating_add(len).min(self.size()?);
+        Ok(if end > offset && max > 0 { vec![(offset, end - offset)] } else { Vec::new() })
+    }
     /// Lists a directory handle's entries, sorted by name.
     fn read_dir(&self) -> Result<Vec<DirEntry>>;
     /// Whether a directory handle still has an entry `name` (without following a final
@@ -273,6 +299,24 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
         let _ = (uid, gid);
         Err(VfsError::unsupported())
     }
+}
+
+/// Writes zeros over `offset..offset + len`, clipped to the end of file, in bounded
+/// pieces: the fallback of [`FileHandle::zero_range`].
+pub(crate) fn write_zeros<H: FileHandle + ?Sized>(h: &H, offset: u64, len: u64) -> Result<()> {
+    const PIECE: usize = 1 << 20;
+    let end = offset.saturating_add(len).min(h.size()?);
+    if end <= offset {
+        return Ok(());
+    }
+    let zeros = vec![0u8; PIECE.min(usize::try_from(end - offset).unwrap_or(PIECE))];
+    let mut at = offset;
+    while at < end {
+        let n = zeros.len().min(usize::try_from(end - at).unwrap_or(PIECE));
+        h.write_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 /// Transport fast paths a backend may offer beside [`FileHandle`]'s storage operations:

@@ -23,6 +23,7 @@ mod handle;
 mod listing;
 mod meta;
 mod posix;
+mod sparse;
 mod sys;
 mod token;
 

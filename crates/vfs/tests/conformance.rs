@@ -330,6 +330,39 @@ fn dos_attributes_round_trip(f: &dyn Fixture) {
     assert_eq!(get("f"), b.stat(&p("f")).unwrap());
 }
 
+fn sparse_mark_and_zeroed_ranges(f: &dyn Fixture) {
+    let b = f.backend();
+    let h = open(b, "f", opts(CreateMode::CreateNew)).unwrap();
+    h.write_at(&[7u8; 8192], 0).unwrap();
+    h.set_sparse(true).unwrap();
+    assert_eq!(h.attrs().unwrap().dos_attributes, dos::ARCHIVE | dos::SPARSE_FILE);
+    // Setting the DOS attributes keeps the mark, and cannot set it either.
+    h.set_dos_attributes(dos::HIDDEN).unwrap();
+    assert_eq!(b.stat(&p("f")).unwrap().dos_attributes, dos::HIDDEN | dos::SPARSE_FILE);
+    h.set_sparse(false).unwrap();
+    h.set_dos_attributes(dos::HIDDEN | dos::SPARSE_FILE).unwrap();
+    assert_eq!(b.stat(&p("f")).unwrap().dos_attributes, dos::HIDDEN);
+    let d = open(b, "d", dir_opts(CreateMode::CreateNew)).unwrap();
+    assert!(matches!(d.set_sparse(true), Err(VfsError::IsADirectory)));
+
+    // Zeroing keeps the end of file, whether it deallocates or not, and stops there.
+    h.zero_range(100, 100, false).unwrap();
+    h.zero_range(4096, 1 << 20, true).unwrap();
+    assert_eq!(h.size().unwrap(), 8192);
+    let data = read_all(h.as_ref());
+    assert_eq!(data.len(), 8192);
+    assert!(data[..100].iter().all(|&c| c == 7) && data[200..4096].iter().all(|&c| c == 7));
+    assert!(data[100..200].iter().all(|&c| c == 0) && data[4096..].iter().all(|&c| c == 0));
+
+    // Allocated ranges stay inside the file and the request, and are bounded.
+    let r = h.allocated_ranges(0, 1 << 30, 8).unwrap();
+    assert!(!r.is_empty() && r[0].0 == 0, "{r:?}");
+    assert!(r.iter().all(|&(o, l)| l > 0 && o + l <= 8192));
+    assert_eq!(h.allocated_ranges(8192, 100, 8).unwrap(), vec![]);
+    assert_eq!(h.allocated_ranges(1, 10, 8).unwrap(), vec![(1, 10)]);
+    assert_eq!(h.allocated_ranges(0, 4096, 0).unwrap(), vec![]);
+}
+
 fn set_times_round_trip(f: &dyn Fixture) {
     let b = f.backend();
     let h = open(b, "f", opts(CreateMode::CreateNew)).unwrap();
@@ -835,7 +868,7 @@ macro_rules! conformance {
             use super::*;
             conformance!(@tests $fixture;
                 open_dispositions, read_write_truncate_extend, rename_and_remove, attributes_of_new_objects,
-                dos_attributes_round_trip, set_times_round_trip, read_dir_sorted, read_only_backend_refuses_changes,
+                dos_attributes_round_trip, sparse_mark_and_zeroed_ranges, set_times_round_trip, read_dir_sorted, read_only_backend_refuses_changes,
                 statfs_figures, concurrent_positional_io, case_insensitive_lookup_preserves_case,
                 case_insensitive_rename, security_descriptor_round_trip, extended_attributes_round_trip,
                 posix_attributes_and_modes, exact_names_never_fall_back, symlinks_are_not_followed, hard_links_share_one_file,

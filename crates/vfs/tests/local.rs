@@ -185,6 +185,53 @@ fn dos_attributes_live_in_xattrs_and_the_mode() {
     assert_eq!(get("ro").dos_attributes, dos::ARCHIVE | dos::READONLY);
 }
 
+/// Blocks the file at `path` occupies, in bytes (st_blocks).
+fn on_disk(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).unwrap().blocks() * 512
+}
+
+#[test]
+fn punched_holes_free_space_and_allocated_ranges_see_them() {
+    let s = Scratch::new();
+    let b = s.backend();
+    let h = open(&b, "s", opts(CreateMode::CreateNew)).unwrap();
+    const MIB: u64 = 1 << 20;
+    h.write_at(&vec![1u8; MIB as usize], 0).unwrap();
+    h.write_at(&vec![2u8; MIB as usize], 64 * MIB).unwrap();
+    h.set_sparse(true).unwrap();
+    assert_eq!(h.allocated_ranges(0, 65 * MIB, 16).unwrap(), vec![(0, MIB), (64 * MIB, MIB)]);
+    // The caller learns of more ranges than it can take by asking for one more.
+    assert_eq!(h.allocated_ranges(0, 65 * MIB, 1).unwrap(), vec![(0, MIB)]);
+    let a = h.attrs().unwrap();
+    assert_eq!(a.alloc_size, on_disk(&s.share().join("s")), "allocation is st_blocks");
+    assert!(a.alloc_size < 3 * MIB);
+
+    h.zero_range(0, MIB, true).unwrap();
+    assert_eq!(h.allocated_ranges(0, 65 * MIB, 16).unwrap(), vec![(64 * MIB, MIB)]);
+    assert!(on_disk(&s.share().join("s")) < a.alloc_size);
+    assert_eq!(h.attrs().unwrap().alloc_size, on_disk(&s.share().join("s")));
+    assert_eq!(h.size().unwrap(), 65 * MIB);
+
+    // Without deallocation the range stays allocated and reads as zeros.
+    h.zero_range(64 * MIB, 4096, false).unwrap();
+    assert_eq!(h.allocated_ranges(0, 65 * MIB, 16).unwrap(), vec![(64 * MIB, MIB)]);
+    let mut buf = [9u8; 8192];
+    h.read_at(&mut buf, 64 * MIB).unwrap();
+    assert!(buf[..4096].iter().all(|&c| c == 0) && buf[4096..].iter().all(|&c| c == 2));
+
+    // The mark is stored with the DOS attributes, for files only.
+    let stored = xattr_u32(&s.share().join("s"));
+    assert_eq!(stored & dos::SPARSE_FILE, dos::SPARSE_FILE);
+}
+
+/// The stored DOS attributes xattr of `path`.
+fn xattr_u32(path: &Path) -> u32 {
+    let mut v = [0u8; 4];
+    assert_eq!(rustix::fs::getxattr(path, braid_vfs::DOS_ATTR_XATTR, &mut v).unwrap(), 4);
+    u32::from_le_bytes(v)
+}
+
 #[test]
 fn read_dir_ten_thousand_sorted() {
     let s = Scratch::new();

@@ -389,8 +389,13 @@ async fn apply_create_settings(req: &CreateRequest<'_>, plan: &DiskPlan, opened:
     let set = req.file_attributes & smb_fscc::SETTABLE_ATTRIBUTES;
     if truncate && !created {
         let h = opened.handle.clone();
+        // Overwriting replaces the attributes (MS-FSA 2.1.5.1.2.1): the sparse mark goes.
+        let unsparse = attrs.dos_attributes & braid_vfs::dos::SPARSE_FILE != 0;
         attrs = blocking(move || {
             h.set_len(0)?;
+            if unsparse {
+                h.set_sparse(false)?;
+            }
             if set != 0 {
                 h.set_dos_attributes(set)?;
             }

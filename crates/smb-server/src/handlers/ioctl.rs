@@ -6,6 +6,7 @@ use smb_wire::reader::{PutLe, Reader};
 use smb_wire::{dialect, FileId, NtStatus};
 
 mod copy;
+mod sparse;
 
 use super::{find_open, rpc_context};
 use crate::open::OpenKind;
@@ -51,10 +52,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             Ok(Reply::new(if more { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS }))
         }
         (OpenKind::Pipe(_), _) => Err(NtStatus::NOT_SUPPORTED),
-        (OpenKind::File { .. }, fsctl::SET_SPARSE) => {
-            encode_response(out, req.ctl_code, open.id, &[]);
-            Ok(Reply::success())
-        }
+        (OpenKind::File { .. }, fsctl::SET_SPARSE) => sparse::set_sparse(cx, &req, &open, out).await,
+        (OpenKind::File { .. }, fsctl::SET_ZERO_DATA) => sparse::set_zero_data(cx, &req, open.clone(), out).await,
+        (OpenKind::File { .. }, fsctl::QUERY_ALLOCATED_RANGES) => sparse::query_allocated_ranges(&req, &open, max_out, out).await,
         (OpenKind::File { .. }, fsctl::GET_COMPRESSION) => {
             if max_out < 2 {
                 return Err(NtStatus::INVALID_PARAMETER);
@@ -88,6 +88,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             encode_response(out, req.ctl_code, open.id, &object_id(share, attrs.file_id));
             Ok(Reply::success())
         }
+        (OpenKind::File { .. }, fsctl::SMBTORTURE_FSP_ASYNC_SLEEP) if cx.conn.server.config.smbtorture_hooks => fsp_sleep(cx, &req, &open, out).await,
         (OpenKind::File { .. }, fsctl::SRV_ENUMERATE_SNAPSHOTS) => Err(NtStatus::INVALID_DEVICE_REQUEST),
         (OpenKind::File { .. }, fsctl::SRV_REQUEST_RESUME_KEY) => copy::request_resume_key(cx, &req, &open, out),
         (OpenKind::File { .. }, fsctl::SRV_COPYCHUNK | fsctl::SRV_COPYCHUNK_WRITE) => copy::copy_chunks(cx, &req, open.clone(), out).await,
@@ -107,6 +108,18 @@ fn force_unacked(cx: &Ctx<'_>, req: &IoctlRequest<'_>, out: &mut Vec<u8>) -> HRe
     tracing::info!(conn = cx.conn.id, "smbtorture: treating this connection's sends as never acknowledged");
     cx.conn.force_unacked.store(true, std::sync::atomic::Ordering::Relaxed);
     encode_response(out, req.ctl_code, req.file_id, &[]);
+    Ok(Reply::success())
+}
+
+/// smbtorture's FSCTL_SMBTORTURE_FSP_ASYNC_SLEEP (only with `smbtorture_hooks`): sleeps,
+/// then answers whether the open survived; a CLOSE sent meanwhile must wait for it.
+async fn fsp_sleep(cx: &Ctx<'_>, req: &IoctlRequest<'_>, open: &crate::open::Open, out: &mut Vec<u8>) -> HResult {
+    let [ms] = req.input else { return Err(NtStatus::INVALID_PARAMETER) };
+    tokio::time::sleep(std::time::Duration::from_millis(u64::from(*ms))).await;
+    if cx.session.as_ref().and_then(|s| s.open(open.id.volatile)).is_none() {
+        return Err(NtStatus::FILE_CLOSED);
+    }
+    encode_response(out, req.ctl_code, open.id, &[]);
     Ok(Reply::success())
 }
 

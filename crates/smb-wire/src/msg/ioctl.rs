@@ -32,6 +32,10 @@ pub mod fsctl {
     /// treats nothing sent on this connection as acknowledged by TCP, so smbtorture can
     /// test break retries on other channels without blocking packets.
     pub const SMBTORTURE_FORCE_UNACKED_TIMEOUT: u32 = 0x8384_8003;
+    /// Samba's private test control: the request sleeps for its one input byte in
+    /// milliseconds on an open, then answers FILE_CLOSED if the open was closed meanwhile
+    /// (smbtorture's bug14769: a CLOSE must wait for the requests in progress on its open).
+    pub const SMBTORTURE_FSP_ASYNC_SLEEP: u32 = 0x8384_8043;
     pub const CREATE_OR_GET_OBJECT_ID: u32 = 0x0009_00C0;
     pub const GET_COMPRESSION: u32 = 0x0009_003C;
     pub const SET_COMPRESSION: u32 = 0x0009_C040;

@@ -19,6 +19,7 @@ pub mod read;
 pub mod session_setup;
 pub mod set_info;
 pub mod simple;
+pub mod sparse;
 pub mod tree;
 pub mod write;
 

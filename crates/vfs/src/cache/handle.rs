@@ -186,6 +186,22 @@ impl FileHandle for CachedHandle {
         self.change(|h| h.set_dos_attributes(attrs))
     }
 
+    fn set_sparse(&self, sparse: bool) -> Result<()> {
+        self.change(|h| h.set_sparse(sparse))
+    }
+
+    fn zero_range(&self, offset: u64, len: u64, deallocate: bool) -> Result<()> {
+        // As `write_at`: a writer's file is not cached while it is open.
+        if !self.writer {
+            return self.change(|h| h.zero_range(offset, len, deallocate));
+        }
+        self.inner()?.zero_range(offset, len, deallocate)
+    }
+
+    fn allocated_ranges(&self, offset: u64, len: u64, max: usize) -> Result<Vec<(u64, u64)>> {
+        self.inner()?.allocated_ranges(offset, len, max)
+    }
+
     fn read_dir(&self) -> Result<Vec<DirEntry>> {
         if !self.is_dir {
             return Err(VfsError::NotADirectory);

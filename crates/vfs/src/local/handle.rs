@@ -3,11 +3,11 @@
 use super::errno::map_errno;
 use super::listing;
 use super::meta::{
-    attrs_from, encode_btime, get_xattr_vec, list_xattrs, proc_fd_path, remove_xattr, set_xattr, statx_fd, to_timespec, XattrAt, BTIME_XATTR,
-    DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR, STORED_DOS,
+    attrs_from, encode_btime, get_xattr_vec, list_xattrs, proc_fd_path, remove_xattr, set_xattr, statx_fd, stored_dos, to_timespec, XattrAt,
+    BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR, STORED_DOS,
 };
 use super::Root;
-use crate::{DirEntry, FastPaths, FileAttrs, FileHandle, MappedRange, Result, SetTimes, SharePath, VfsError};
+use crate::{dos, DirEntry, FastPaths, FileAttrs, FileHandle, MappedRange, Result, SetTimes, SharePath, VfsError};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{fallocate, fsync, ftruncate, futimens, utimensat, AtFlags, FallocateFlags, Timespec, Timestamps, UTIME_NOW, UTIME_OMIT};
 use rustix::io::{pread, pwrite, Errno};
@@ -249,6 +249,27 @@ impl LocalHandle {
             self.sticky_ctime.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         Ok(())
+    }
+
+    /// Replaces the stored DOS attributes with `f(what is stored now)`.
+    fn store_dos(&self, f: impl FnOnce(Option<u32>) -> u32) -> Result<()> {
+        self.with_xattr_at(|at| match at {
+            Some(at) => set_xattr(at, DOS_ATTR_XATTR, &f(stored_dos(at)).to_le_bytes()),
+            None => Ok(()),
+        })
+    }
+
+    /// Zeros `offset..offset + len` (inside the file) with fallocate: a punched hole when
+    /// `deallocate`, else zeroed blocks that stay allocated (ZERO_RANGE). `false`: the file
+    /// system cannot (tmpfs has no ZERO_RANGE, and a hole allocated again there reads as a
+    /// hole to SEEK_DATA), so the caller writes zeros.
+    fn fallocate_zeros(&self, offset: u64, len: u64, deallocate: bool) -> Result<bool> {
+        let mode = if deallocate { FallocateFlags::PUNCH_HOLE } else { FallocateFlags::ZERO_RANGE };
+        match fallocate(&self.fd, FallocateFlags::KEEP_SIZE | mode, offset, len) {
+            Ok(()) => Ok(true),
+            Err(Errno::NOTSUP) => Ok(false),
+            Err(e) => Err(map_errno(e)),
+        }
     }
 
     /// Runs `f` with the xattr location of this handle's object.
@@ -500,12 +521,53 @@ impl FileHandle for LocalHandle {
             if self.root.read_only {
                 return Err(VfsError::ReadOnly);
             }
-            let value = (attrs & STORED_DOS).to_le_bytes();
-            self.with_xattr_at(|at| match at {
-                Some(at) => set_xattr(at, DOS_ATTR_XATTR, &value),
-                None => Ok(()),
+            self.store_dos(|stored| (attrs & STORED_DOS) | (stored.unwrap_or(0) & dos::SPARSE_FILE))
+        })
+    }
+
+    fn set_sparse(&self, sparse: bool) -> Result<()> {
+        self.keeping_ctime(|| {
+            if self.root.read_only {
+                return Err(VfsError::ReadOnly);
+            }
+            if self.is_dir {
+                return Err(VfsError::IsADirectory);
+            }
+            // Nothing stored reads as ARCHIVE (see `attrs_from`): keep that meaning.
+            self.store_dos(|stored| {
+                let v = stored.unwrap_or(dos::ARCHIVE);
+                if sparse {
+                    v | dos::SPARSE_FILE
+                } else {
+                    v & !dos::SPARSE_FILE
+                }
             })
         })
+    }
+
+    fn zero_range(&self, offset: u64, len: u64, deallocate: bool) -> Result<()> {
+        self.keeping_ctime(|| {
+            self.check_data_change()?;
+            let end = offset.saturating_add(len).min(self.size()?).min(MAX_OFFSET);
+            if end <= offset {
+                return Ok(());
+            }
+            if self.fallocate_zeros(offset, end - offset, deallocate)? {
+                return Ok(());
+            }
+            crate::write_zeros(self, offset, end - offset)
+        })
+    }
+
+    fn allocated_ranges(&self, offset: u64, len: u64, max: usize) -> Result<Vec<(u64, u64)>> {
+        if self.is_dir {
+            return Err(VfsError::IsADirectory);
+        }
+        if self.access == FdAccess::PathOnly {
+            return Err(VfsError::PermissionDenied);
+        }
+        let end = offset.saturating_add(len).min(self.size()?).min(MAX_OFFSET);
+        super::sparse::data_ranges(self.fd.as_fd(), offset, end, max)
     }
 
     fn set_mode(&self, mode: u32) -> Result<()> {

@@ -45,6 +45,12 @@ pub(crate) fn proc_fd_path(fd: BorrowedFd<'_>) -> String {
     format!("/proc/self/fd/{}", fd.as_raw_fd())
 }
 
+/// The DOS attributes stored at `at`, as stored (nothing derived added); `None` when none
+/// were stored.
+pub(crate) fn stored_dos(at: &XattrAt<'_>) -> Option<u32> {
+    get_xattr::<4>(at, DOS_ATTR_XATTR).map(u32::from_le_bytes)
+}
+
 /// Reads a small xattr; `None` when absent, unsupported, or unreadable (attributes then
 /// degrade to their defaults rather than failing the stat).
 fn get_xattr<const N: usize>(at: &XattrAt<'_>, name: &str) -> Option<[u8; N]> {
@@ -175,12 +181,13 @@ pub(crate) fn file_type(stx: &Statx) -> FileType {
 /// Builds [`FileAttrs`] from statx plus the xattrs found at `at` (if any).
 pub(crate) fn attrs_from(stx: &Statx, at: Option<&XattrAt<'_>>) -> FileAttrs {
     let is_dir = file_type(stx) == FileType::Directory;
-    let stored_dos = at.and_then(|a| get_xattr::<4>(a, DOS_ATTR_XATTR)).map(u32::from_le_bytes);
+    let stored_dos = at.and_then(stored_dos);
     let btime_override = at.and_then(|a| get_xattr::<8>(a, BTIME_XATTR)).map(u64::from_le_bytes);
 
     let mut dos_attributes = if is_dir { dos::DIRECTORY } else { 0 };
     match stored_dos {
-        Some(v) => dos_attributes |= v & STORED_DOS,
+        // Only files are sparse (FSCTL_SET_SPARSE refuses directories, as Windows does).
+        Some(v) => dos_attributes |= v & if is_dir { STORED_DOS } else { STORED_DOS | dos::SPARSE_FILE },
         // Windows marks new files for backup; do the same when nothing was stored.
         None if !is_dir => dos_attributes |= dos::ARCHIVE,
         None => {}

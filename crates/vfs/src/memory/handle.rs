@@ -134,6 +134,20 @@ impl FileHandle for MemoryHandle {
         Ok(())
     }
 
+    fn set_sparse(&self, sparse: bool) -> Result<()> {
+        self.check_meta_change()?;
+        self.node.set_sparse(sparse)
+    }
+
+    fn zero_range(&self, offset: u64, len: u64, _deallocate: bool) -> Result<()> {
+        self.check_data_change()?;
+        if !self.allow_write {
+            return Err(VfsError::PermissionDenied);
+        }
+        self.node.zero_range(offset, len);
+        Ok(())
+    }
+
     fn read_dir(&self) -> Result<Vec<DirEntry>> {
         if !self.node.is_dir {
             return Err(VfsError::NotADirectory);

@@ -68,7 +68,7 @@ pub(crate) struct NodeState {
     pub(crate) accessed: SystemTime,
     pub(crate) modified: SystemTime,
     pub(crate) changed: SystemTime,
-    /// Stored DOS attributes (`STORED_DOS` bits only).
+    /// Stored DOS attributes (`STORED_DOS` bits and `dos::SPARSE_FILE`).
     pub(crate) dos: u32,
     pub(crate) security: Option<Vec<u8>>,
     pub(crate) eas: BTreeMap<String, Vec<u8>>,
@@ -306,11 +306,34 @@ impl Node {
         st.changed = times.changed.unwrap_or(now);
     }
 
-    /// Stores the DOS attributes it keeps.
+    /// Stores the DOS attributes it keeps; the sparse mark stays as it is.
     pub(crate) fn set_dos(&self, attrs: u32) {
         let mut st = self.write();
-        st.dos = attrs & STORED_DOS;
+        st.dos = (attrs & STORED_DOS) | (st.dos & dos::SPARSE_FILE);
         st.changed = SystemTime::now();
+    }
+
+    /// Sets or clears a file's sparse mark (memory files have no holes: only the mark).
+    pub(crate) fn set_sparse(&self, sparse: bool) -> Result<()> {
+        if self.is_dir {
+            return Err(VfsError::IsADirectory);
+        }
+        let mut st = self.write();
+        st.dos = if sparse { st.dos | dos::SPARSE_FILE } else { st.dos & !dos::SPARSE_FILE };
+        st.changed = SystemTime::now();
+        Ok(())
+    }
+
+    /// Zeros `offset..offset + len`, clipped to the end of file (the bytes stay stored).
+    pub(crate) fn zero_range(&self, offset: u64, len: u64) {
+        let mut st = self.write();
+        let size = st.data.len() as u64;
+        let end = offset.saturating_add(len).min(size);
+        if end > offset {
+            // Both fit in usize: they are at most the data's length.
+            st.data[offset as usize..end as usize].fill(0);
+            st.touch_modified(SystemTime::now());
+        }
     }
 }
 
