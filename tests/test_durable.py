@@ -3,7 +3,9 @@ TCP connection (no LOGOFF, no CLOSE) and a new connection and session of the sam
 reclaims it (DH2C) with what was written; another user, another CreateGuid or a reconnect
 after the granted timeout are refused. A client that reconnects naming its old session
 (PreviousSessionId) ends that session: its durable open waits to be reclaimed, the rest
-close. A CreateGuid still in use is refused to a CREATE that is not a replay."""
+close. A CreateGuid still in use is refused to a CREATE that is not a replay. An open
+naming the application instance of another client's durable open of the same file closes
+that open first, without a break (SMB2_CREATE_APP_INSTANCE_ID)."""
 
 import struct
 import time
@@ -13,6 +15,8 @@ import pytest
 import smbprotocol.session
 from smbprotocol.connection import Connection, Dialects
 from smbprotocol.create_contexts import (
+    SMB2CreateAppInstanceId,
+    SMB2CreateAppInstanceVersion,
     SMB2CreateContextRequest,
     SMB2CreateDurableHandleReconnectV2,
     SMB2CreateDurableHandleRequestV2,
@@ -31,6 +35,8 @@ STATUS_OBJECT_NAME_NOT_FOUND = 0xC0000034
 STATUS_ACCESS_DENIED = 0xC0000022
 STATUS_DUPLICATE_OBJECTID = 0xC000022A
 STATUS_USER_SESSION_DELETED = 0xC0000203
+STATUS_FILE_CLOSED = 0xC0000128
+STATUS_FILE_FORCED_CLOSED = 0xC00000B6
 
 
 class Client:
@@ -247,3 +253,81 @@ def test_a_create_guid_in_use_is_not_reused(braid_server, scratch):
         f.close()
     finally:
         a.close()
+
+
+def app_open(client, name, app_id, share, state, version=None):
+    """A durable v2 open under a lease of `state`, in application instance `app_id`."""
+    dh = SMB2CreateDurableHandleRequestV2()
+    dh["create_guid"] = uuid.uuid4()
+    ai = SMB2CreateAppInstanceId()
+    ai["app_instance_id"] = app_id.bytes_le
+    ctxs = [lease(uuid.uuid4().bytes, state), context(dh), context(ai)]
+    if version is not None:
+        v = SMB2CreateAppInstanceVersion()
+        v["app_instance_version_high"], v["app_instance_version_low"] = version
+        ctxs.append(context(v))
+    f = Open(client.tree, name)
+    f.create(ImpersonationLevel.Impersonation, A.GENERIC_READ | A.GENERIC_WRITE,
+             FileAttributes.FILE_ATTRIBUTE_NORMAL, share, CreateDisposition.FILE_OPEN_IF,
+             CreateOptions.FILE_NON_DIRECTORY_FILE, oplock_level=LEASE, create_contexts=ctxs)
+    return f
+
+
+def test_the_same_app_instance_closes_the_other_clients_open(braid_server, scratch):
+    name, path = scratch
+    app = uuid.uuid4()
+    a, b = Client(braid_server, uuid.uuid4()), Client(braid_server, uuid.uuid4())
+    try:
+        # The first instance holds the file exclusively (share read only, a write lease):
+        # another open would meet a sharing violation after a lease break.
+        f = app_open(a, rf"{name}\failover.bin", app, ShareAccess.FILE_SHARE_READ, R | W | H)
+        f.write(b"first instance", 0)
+        start = time.monotonic()
+        g = app_open(b, rf"{name}\failover.bin", app, ShareAccess.FILE_SHARE_READ, R | W | H)
+        assert time.monotonic() - start < 5, "no lease break was waited for"
+        assert g.read(0, 64) == b"first instance"
+        with pytest.raises(SMBResponseException) as e:
+            f.read(0, 4)
+        assert e.value.status == STATUS_FILE_CLOSED
+        # Its CLOSE too (received by hand: smbprotocol's close() swallows FILE_CLOSED).
+        req, _ = f.close(send=False)
+        sent = a.conn.send(req, sid=a.session.session_id, tid=a.tree.tree_connect_id)
+        with pytest.raises(SMBResponseException) as e:
+            a.conn.receive(sent)
+        assert e.value.status == STATUS_FILE_CLOSED
+        g.close()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_other_app_instances_and_older_versions_leave_the_open(braid_server, scratch):
+    name, _ = scratch
+    a, b = Client(braid_server, uuid.uuid4()), Client(braid_server, uuid.uuid4())
+    share = ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE
+    try:
+        f = app_open(a, rf"{name}\two.bin", uuid.uuid4(), share, R | H, version=(2, 0))
+        f.write(b"both stay", 0)
+        # Another application instance: both opens stay.
+        g = app_open(b, rf"{name}\two.bin", uuid.uuid4(), share, R | H)
+        assert f.read(0, 64) == b"both stay" and g.read(0, 64) == b"both stay"
+        g.close()
+        # The same instance with a version not above the open's is refused; the open stays.
+        app = uuid.uuid4()
+        f2 = app_open(a, rf"{name}\versioned.bin", app, share, R | H, version=(2, 0))
+        for older in [(1, 9), (2, 0)]:
+            with pytest.raises(SMBResponseException) as e:
+                app_open(b, rf"{name}\versioned.bin", app, share, R | H, version=older)
+            assert e.value.status == STATUS_FILE_FORCED_CLOSED
+        f2.write(b"kept", 0)
+        # A newer version closes it.
+        g2 = app_open(b, rf"{name}\versioned.bin", app, share, R | H, version=(2, 1))
+        with pytest.raises(SMBResponseException) as e:
+            f2.read(0, 4)
+        assert e.value.status == STATUS_FILE_CLOSED
+        assert f.read(0, 64) == b"both stay"
+        g2.close()
+        f.close()
+    finally:
+        a.close()
+        b.close()

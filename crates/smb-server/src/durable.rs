@@ -72,6 +72,27 @@ enum State {
 struct Entry {
     grant: Grant,
     state: State,
+    /// Whose app instance the open is (see [`AppOwner`]); set by `set_app_instance`.
+    app: Option<AppOwner>,
+}
+
+/// With `Grant::app_instance`, what MS-SMB2 3.3.5.9.13 compares: the ClientGuid of the
+/// client that opened it (a disconnected open has no session to ask), and the version
+/// of a 3.1.1 SMB2_CREATE_APP_INSTANCE_VERSION.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppOwner {
+    pub client_guid: [u8; 16],
+    pub version: Option<smb_wire::msg::app_instance::AppInstanceVersion>,
+}
+
+/// A durable open of an application instance, as [`DurableOpens::app_instance_opens`]
+/// finds it.
+#[derive(Debug, Clone)]
+pub struct AppInstanceOpen {
+    pub persistent: u64,
+    /// The session it is connected to; None: disconnected.
+    pub session: Option<SessionId>,
+    pub version: Option<smb_wire::msg::app_instance::AppInstanceVersion>,
 }
 
 /// What a reconnect presents.
@@ -106,7 +127,7 @@ const TEARDOWN_POLLS: u32 = 100;
 impl DurableOpens {
     /// Records that open `persistent` of `session` is durable.
     pub fn register(&self, persistent: u64, grant: Grant, session: SessionId) {
-        lock(&self.entries).insert(persistent, Entry { grant, state: State::Connected(session) });
+        lock(&self.entries).insert(persistent, Entry { grant, state: State::Connected(session), app: None });
     }
 
     /// The open is closed (CLOSE, or a disconnected open ending): nothing to reconnect.
@@ -163,6 +184,41 @@ impl DurableOpens {
             }
         });
         true
+    }
+
+    /// Records that the durable open `persistent` belongs to application instance `id`.
+    pub fn set_app_instance(&self, persistent: u64, id: [u8; 16], owner: AppOwner) {
+        if let Some(e) = lock(&self.entries).get_mut(&persistent) {
+            e.grant.app_instance = Some(id);
+            e.app = Some(owner);
+        }
+    }
+
+    /// The durable opens of application instance `id` on `share` opened by a client other
+    /// than `client_guid` (MS-SMB2 3.3.5.9.13; the caller compares the names).
+    pub fn app_instance_opens(&self, id: [u8; 16], share: usize, client_guid: [u8; 16]) -> Vec<AppInstanceOpen> {
+        lock(&self.entries)
+            .iter()
+            .filter(|(_, e)| e.grant.app_instance == Some(id) && e.grant.share == share)
+            .filter_map(|(p, e)| {
+                let app = e.app.filter(|a| a.client_guid != client_guid)?;
+                let session = if let State::Connected(s) = e.state { Some(s) } else { None };
+                Some(AppInstanceOpen { persistent: *p, session, version: app.version })
+            })
+            .collect()
+    }
+
+    /// Takes the disconnected open `persistent` out of the table (the caller closes it).
+    pub fn take_disconnected(&self, persistent: u64) -> Option<Arc<Open>> {
+        self.take_if(persistent, |_| true)
+    }
+
+    /// The disconnected open `persistent`, left in place.
+    pub fn disconnected_open(&self, persistent: u64) -> Option<Arc<Open>> {
+        match &lock(&self.entries).get(&persistent)?.state {
+            State::Disconnected { open, .. } => Some(open.clone()),
+            State::Connected(_) => None,
+        }
     }
 
     /// Removes the disconnected open `persistent` if `which` accepts its generation.
@@ -281,7 +337,16 @@ mod tests {
 
     fn grant() -> Grant {
         let user = User::Named("a".into());
-        Grant { create_guid: Some([1; 16]), timeout: V1_TIMEOUT, user, share: 0, lease: None, create_action: 2, persistent: false, app_instance: None }
+        Grant {
+            create_guid: Some([1; 16]),
+            timeout: V1_TIMEOUT,
+            user,
+            share: 0,
+            lease: None,
+            create_action: 2,
+            persistent: false,
+            app_instance: None,
+        }
     }
 
     #[test]

@@ -86,7 +86,16 @@ pub(super) fn grant(
     }
     let user = session.user()?.clone();
     let timeout = v2.map_or(crate::durable::V1_TIMEOUT, |r| crate::durable::v2_timeout(r.timeout));
-    let grant = Grant { create_guid: v2.map(|r| r.create_guid), timeout, user, share, lease: open.lease, create_action, persistent: false, app_instance: None };
+    let grant = Grant {
+        create_guid: v2.map(|r| r.create_guid),
+        timeout,
+        user,
+        share,
+        lease: open.lease,
+        create_action,
+        persistent: false,
+        app_instance: None,
+    };
     cx.conn.server.durable.register(open.id.persistent, grant, session.id);
     node.enable_lock_sequences(open.id.volatile);
     Some(match v2 {
