@@ -5,7 +5,9 @@ after the granted timeout are refused. A client that reconnects naming its old s
 (PreviousSessionId) ends that session: its durable open waits to be reclaimed, the rest
 close. A CreateGuid still in use is refused to a CREATE that is not a replay. An open
 naming the application instance of another client's durable open of the same file closes
-that open first, without a break (SMB2_CREATE_APP_INSTANCE_ID)."""
+that open first, without a break (SMB2_CREATE_APP_INSTANCE_ID). A resilient open
+(FSCTL_LMR_REQUEST_RESILIENCY) survives the loss of its connection for its timeout, share
+mode kept, and its owner reclaims it with DHnC; a LOGOFF closes it."""
 
 import struct
 import time
@@ -18,11 +20,13 @@ from smbprotocol.create_contexts import (
     SMB2CreateAppInstanceId,
     SMB2CreateAppInstanceVersion,
     SMB2CreateContextRequest,
+    SMB2CreateDurableHandleReconnect,
     SMB2CreateDurableHandleReconnectV2,
     SMB2CreateDurableHandleRequestV2,
     SMB2CreateDurableHandleResponseV2,
 )
 from smbprotocol.exceptions import SMBConnectionClosed, SMBResponseException
+from smbprotocol.ioctl import CtlCode, IOCTLFlags, SMB2IOCTLRequest, SMB2IOCTLResponse, SMB2SrvNetworkResiliencyRequest
 from smbprotocol.open import CreateDisposition, CreateOptions, FileAttributes
 from smbprotocol.open import FilePipePrinterAccessMask as A
 from smbprotocol.open import ImpersonationLevel, Open, ShareAccess
@@ -36,6 +40,7 @@ STATUS_ACCESS_DENIED = 0xC0000022
 STATUS_DUPLICATE_OBJECTID = 0xC000022A
 STATUS_USER_SESSION_DELETED = 0xC0000203
 STATUS_FILE_CLOSED = 0xC0000128
+STATUS_SHARING_VIOLATION = 0xC0000043
 STATUS_FILE_FORCED_CLOSED = 0xC00000B6
 
 
@@ -331,3 +336,97 @@ def test_other_app_instances_and_older_versions_leave_the_open(braid_server, scr
     finally:
         a.close()
         b.close()
+
+
+def plain_open(client, name, share):
+    """An open without oplock, lease or durability: read-write, sharing only `share`."""
+    f = Open(client.tree, name)
+    f.create(ImpersonationLevel.Impersonation, A.GENERIC_READ | A.GENERIC_WRITE,
+             FileAttributes.FILE_ATTRIBUTE_NORMAL, share, CreateDisposition.FILE_OPEN_IF,
+             CreateOptions.FILE_NON_DIRECTORY_FILE)
+    return f
+
+
+def request_resiliency(client, f, timeout_ms):
+    """FSCTL_LMR_REQUEST_RESILIENCY on open `f` (smbprotocol has the structures, no call)."""
+    body = SMB2SrvNetworkResiliencyRequest()
+    body["timeout"] = timeout_ms
+    req = SMB2IOCTLRequest()
+    req["ctl_code"] = CtlCode.FSCTL_LMR_REQUEST_RESILIENCY
+    req["file_id"] = f.file_id
+    req["max_input_response"] = 0
+    req["max_output_response"] = 0
+    req["flags"] = IOCTLFlags.SMB2_0_IOCTL_IS_FSCTL
+    req["buffer"] = body
+    sent = client.conn.send(req, sid=client.session.session_id, tid=client.tree.tree_connect_id)
+    SMB2IOCTLResponse().unpack(client.conn.receive(sent)["data"].get_value())
+
+
+def reconnect_v1(client, name, file_id):
+    dh = SMB2CreateDurableHandleReconnect()
+    dh["data"] = file_id
+    f = Open(client.tree, name)
+    f.create(ImpersonationLevel.Impersonation, 0, 0, 0, CreateDisposition.FILE_OPEN, 0, create_contexts=[context(dh)])
+    return f
+
+
+def conflicting_open(srv, name):
+    """Another user's writer, against a share mode of read only: the status it meets."""
+    bob = Client(srv, uuid.uuid4(), srv.user2, srv.password2)
+    try:
+        plain_open(bob, name, ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE).close()
+        return 0
+    except SMBResponseException as e:
+        return e.status
+    finally:
+        bob.close()
+
+
+def test_a_resilient_open_survives_a_cut_connection(braid_server, scratch):
+    name, path = scratch
+    guid = uuid.uuid4()
+    a = Client(braid_server, guid)
+    f = plain_open(a, rf"{name}\resilient.bin", ShareAccess.FILE_SHARE_READ)
+    f.write(b"kept through the blink", 0)
+    request_resiliency(a, f, 30_000)
+    file_id = f.file_id
+    a.cut()
+    time.sleep(0.3)
+    # The disconnected open keeps its share mode.
+    assert conflicting_open(braid_server, rf"{name}\resilient.bin") == STATUS_SHARING_VIOLATION
+    # Another user may not have it back; its owner may (DHnC names it by FileId).
+    bob = Client(braid_server, guid, braid_server.user2, braid_server.password2)
+    try:
+        with pytest.raises(SMBResponseException) as e:
+            reconnect_v1(bob, rf"{name}\resilient.bin", file_id)
+        assert e.value.status == STATUS_ACCESS_DENIED
+    finally:
+        bob.close()
+    b = Client(braid_server, guid)
+    try:
+        g = reconnect_v1(b, rf"{name}\resilient.bin", file_id)
+        assert g.file_id == file_id
+        assert g.read(0, 64) == b"kept through the blink"
+        g.close()
+    finally:
+        b.close()
+    assert conflicting_open(braid_server, rf"{name}\resilient.bin") == 0
+
+
+def test_a_resilient_open_ends_with_its_timeout_or_a_logoff(braid_server, scratch):
+    name, path = scratch
+    a = Client(braid_server, uuid.uuid4())
+    f = plain_open(a, rf"{name}\brief.bin", ShareAccess.FILE_SHARE_READ)
+    request_resiliency(a, f, 1000)
+    a.cut()
+    time.sleep(0.3)
+    assert conflicting_open(braid_server, rf"{name}\brief.bin") == STATUS_SHARING_VIOLATION
+    time.sleep(2)
+    assert conflicting_open(braid_server, rf"{name}\brief.bin") == 0
+    # A LOGOFF closes a resilient open at once.
+    c = Client(braid_server, uuid.uuid4())
+    g = plain_open(c, rf"{name}\logoff.bin", ShareAccess.FILE_SHARE_READ)
+    request_resiliency(c, g, 30_000)
+    c.session.disconnect(close=False)
+    c.close()
+    assert conflicting_open(braid_server, rf"{name}\logoff.bin") == 0

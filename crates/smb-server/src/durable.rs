@@ -74,6 +74,12 @@ struct Entry {
     state: State,
     /// Whose app instance the open is (see [`AppOwner`]); set by `set_app_instance`.
     app: Option<AppOwner>,
+    /// Open.IsDurable: registered by `register` (a resilient open may be in the table
+    /// without being durable).
+    durable: bool,
+    /// Open.IsResilient with Open.ResiliencyTimeout (FSCTL_LMR_REQUEST_RESILIENCY): kept
+    /// through the loss of its connection for that long, durable or not.
+    resilient: Option<Duration>,
 }
 
 /// With `Grant::app_instance`, what MS-SMB2 3.3.5.9.13 compares: the ClientGuid of the
@@ -127,7 +133,9 @@ const TEARDOWN_POLLS: u32 = 100;
 impl DurableOpens {
     /// Records that open `persistent` of `session` is durable.
     pub fn register(&self, persistent: u64, grant: Grant, session: SessionId) {
-        lock(&self.entries).insert(persistent, Entry { grant, state: State::Connected(session), app: None });
+        let mut entries = lock(&self.entries);
+        let resilient = entries.get(&persistent).and_then(|e| e.resilient);
+        entries.insert(persistent, Entry { grant, state: State::Connected(session), app: None, durable: true, resilient });
     }
 
     /// The open is closed (CLOSE, or a disconnected open ending): nothing to reconnect.
@@ -145,9 +153,10 @@ impl DurableOpens {
         Some((*id, if let State::Connected(s) = e.state { Some(s) } else { None }))
     }
 
-    /// What `persistent` was made durable with, if it is.
+    /// What `persistent` was made durable with, if it is (a resilient open that is not
+    /// durable has none).
     pub fn grant(&self, persistent: u64) -> Option<Grant> {
-        lock(&self.entries).get(&persistent).map(|e| e.grant.clone())
+        lock(&self.entries).get(&persistent).filter(|e| e.durable).map(|e| e.grant.clone())
     }
 
     /// Moves `open` of `session`, which is ending, to the disconnected opens if it is
@@ -156,23 +165,30 @@ impl DurableOpens {
     /// could never come: a CREATE may be waiting for it). Returns whether it was kept; if
     /// not, the caller closes it.
     pub fn disconnect(&self, server: &Arc<ServerState>, session: &Session, open: &Arc<Open>) -> bool {
+        self.disconnect_keeping(server, session, open, false)
+    }
+
+    /// [`disconnect`](Self::disconnect), and with `resilient` (the connection was lost,
+    /// not logged off: MS-SMB2 3.3.7.1) a resilient open is kept too, for its
+    /// ResiliencyTimeout, whether or not it caches its handle.
+    pub fn disconnect_keeping(&self, server: &Arc<ServerState>, session: &Session, open: &Arc<Open>, resilient: bool) -> bool {
         let id = open.id.persistent;
         let v = open.id.volatile;
-        let eligible = open.node().is_some_and(|n| n.oplocks.caches_handle(v) && !n.oplocks.breaking(v))
-            && !open.is_dir()
-            && !open.delete_on_close.load(Ordering::Acquire);
+        let caches = open.node().is_some_and(|n| n.oplocks.caches_handle(v));
+        let eligible = open.node().is_some_and(|n| !n.oplocks.breaking(v)) && !open.is_dir() && !open.delete_on_close.load(Ordering::Acquire);
         let mut entries = lock(&self.entries);
         let Some(entry) = entries.get_mut(&id).filter(|e| matches!(e.state, State::Connected(s) if s == session.id)) else {
             return false;
         };
-        if !eligible {
+        let resilient = entry.resilient.filter(|_| resilient);
+        if !eligible || !(resilient.is_some() || entry.durable && caches) {
             entries.remove(&id);
             return false;
         }
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         entry.state = State::Disconnected { open: open.clone(), session: session.id, generation };
         self.disconnected.fetch_add(1, Ordering::AcqRel);
-        let timeout = entry.grant.timeout;
+        let timeout = resilient.unwrap_or(entry.grant.timeout);
         drop(entries);
         tracing::debug!(open = id, ?timeout, "durable open disconnected");
         let server = server.clone();
@@ -184,6 +200,22 @@ impl DurableOpens {
             }
         });
         true
+    }
+
+    /// Makes open `persistent` of `session` resilient for `timeout` (MS-SMB2 3.3.5.15.9:
+    /// it is then no longer durable, so a LOGOFF closes it); an open that was not durable
+    /// enters the table with the grant `grant` makes.
+    pub fn make_resilient(&self, persistent: u64, timeout: Duration, session: SessionId, grant: impl FnOnce() -> Grant) {
+        let mut entries = lock(&self.entries);
+        let entry = entries.entry(persistent).or_insert_with(|| Entry {
+            grant: grant(),
+            state: State::Connected(session),
+            app: None,
+            durable: false,
+            resilient: None,
+        });
+        entry.resilient = Some(timeout);
+        entry.durable = false;
     }
 
     /// Records that the durable open `persistent` belongs to application instance `id`.
