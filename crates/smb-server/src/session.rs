@@ -91,6 +91,9 @@ pub struct Session {
     opens: RwLock<HashMap<u64, Arc<Open>>>,
     /// Set once a request of this session arrived encrypted (for `braid status`).
     pub encrypted_seen: std::sync::atomic::AtomicBool,
+    /// The last re-authentication was anonymous: the session acts as anonymous (new tree
+    /// connects and opens) until its user re-authenticates; keys and opens are unchanged.
+    pub anonymous_reauth: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -112,6 +115,7 @@ impl Session {
             next_tree: AtomicU32::new(1),
             opens: RwLock::new(HashMap::new()),
             encrypted_seen: std::sync::atomic::AtomicBool::new(false),
+            anonymous_reauth: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -149,8 +153,12 @@ impl Session {
         self.security.get().is_some_and(|s| s.encryptor.is_some())
     }
 
+    /// Who the session acts as: its authenticated user, or anonymous after an anonymous
+    /// re-authentication.
     pub fn user(&self) -> Option<&User> {
-        self.security.get().map(|s| &s.user)
+        static ANONYMOUS: User = User::Anonymous;
+        let sec = self.security.get()?;
+        Some(if self.anonymous_reauth.load(Ordering::Acquire) { &ANONYMOUS } else { &sec.user })
     }
 
     pub fn add_tree(&self, make: impl FnOnce(u32) -> Tree) -> Arc<Tree> {
