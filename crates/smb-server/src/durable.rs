@@ -391,4 +391,30 @@ mod tests {
         t.forget(7);
         assert_eq!(t.try_reconnect(&claim, SessionId(2)).err(), Some(None));
     }
+    #[test]
+    fn app_instance_opens_are_other_clients_opens_on_the_share() {
+        let t = DurableOpens::default();
+        t.register(7, grant(), SessionId(1));
+        t.set_app_instance(7, [5; 16], AppOwner { client_guid: [1; 16], version: None });
+        t.register(8, grant(), SessionId(2));
+        let found = t.app_instance_opens([5; 16], 0, [2; 16]);
+        assert_eq!(found.iter().map(|f| (f.persistent, f.session)).collect::<Vec<_>>(), vec![(7, Some(SessionId(1)))]);
+        assert!(t.app_instance_opens([5; 16], 0, [1; 16]).is_empty(), "the same client's open");
+        assert!(t.app_instance_opens([5; 16], 1, [2; 16]).is_empty(), "another share");
+        assert!(t.app_instance_opens([6; 16], 0, [2; 16]).is_empty(), "another instance");
+    }
+
+    #[test]
+    fn a_resilient_open_is_no_longer_durable() {
+        let t = DurableOpens::default();
+        t.make_resilient(9, Duration::from_secs(5), SessionId(1), grant);
+        assert_eq!(t.grant(9), None, "a resilient open that was not durable");
+        t.register(7, grant(), SessionId(1));
+        assert!(t.grant(7).is_some());
+        t.make_resilient(7, Duration::from_secs(5), SessionId(1), || unreachable!("the open is in the table"));
+        assert_eq!(t.grant(7), None, "MS-SMB2 3.3.5.15.9: Open.IsDurable becomes FALSE");
+        let user = Some(User::Named("a".into()));
+        let claim = Claim { persistent: 9, create_guid: None, user, share: 0, lease: None, name: String::new() };
+        assert_eq!(t.try_reconnect(&claim, SessionId(2)).err(), Some(Some(SessionId(1))), "still connected");
+    }
 }
