@@ -7,7 +7,7 @@ close. A CreateGuid still in use is refused to a CREATE that is not a replay. An
 naming the application instance of another client's durable open of the same file closes
 that open first, without a break (SMB2_CREATE_APP_INSTANCE_ID). A resilient open
 (FSCTL_LMR_REQUEST_RESILIENCY) survives the loss of its connection for its timeout, share
-mode kept, and its owner reclaims it with DHnC; a LOGOFF closes it."""
+mode and locks kept, and its owner reclaims it with DHnC; a LOGOFF closes it."""
 
 import struct
 import time
@@ -29,7 +29,7 @@ from smbprotocol.exceptions import SMBConnectionClosed, SMBResponseException
 from smbprotocol.ioctl import CtlCode, IOCTLFlags, SMB2IOCTLRequest, SMB2IOCTLResponse, SMB2SrvNetworkResiliencyRequest
 from smbprotocol.open import CreateDisposition, CreateOptions, FileAttributes
 from smbprotocol.open import FilePipePrinterAccessMask as A
-from smbprotocol.open import ImpersonationLevel, Open, ShareAccess
+from smbprotocol.open import ImpersonationLevel, LockFlags, Open, ShareAccess, SMB2LockElement
 from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
 
@@ -41,6 +41,7 @@ STATUS_DUPLICATE_OBJECTID = 0xC000022A
 STATUS_USER_SESSION_DELETED = 0xC0000203
 STATUS_FILE_CLOSED = 0xC0000128
 STATUS_SHARING_VIOLATION = 0xC0000043
+STATUS_FILE_LOCK_CONFLICT = 0xC0000054
 STATUS_FILE_FORCED_CLOSED = 0xC00000B6
 
 
@@ -382,6 +383,28 @@ def conflicting_open(srv, name):
         bob.close()
 
 
+def lock_range(f, offset, length, flags):
+    el = SMB2LockElement()
+    el["offset"], el["length"], el["flags"] = offset, length, flags
+    f.lock([el])
+
+
+def read_by_another_user(srv, name):
+    """Another user's reader (sharing read and write) reads bytes 0-9: the status it meets."""
+    bob = Client(srv, uuid.uuid4(), srv.user2, srv.password2)
+    try:
+        f = Open(bob.tree, name)
+        f.create(ImpersonationLevel.Impersonation, A.GENERIC_READ, FileAttributes.FILE_ATTRIBUTE_NORMAL,
+                 ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE, CreateDisposition.FILE_OPEN,
+                 CreateOptions.FILE_NON_DIRECTORY_FILE)
+        f.read(0, 10)
+        return 0
+    except SMBResponseException as e:
+        return e.status
+    finally:
+        bob.close()
+
+
 def test_a_resilient_open_survives_a_cut_connection(braid_server, scratch):
     name, path = scratch
     guid = uuid.uuid4()
@@ -389,11 +412,13 @@ def test_a_resilient_open_survives_a_cut_connection(braid_server, scratch):
     f = plain_open(a, rf"{name}\resilient.bin", ShareAccess.FILE_SHARE_READ)
     f.write(b"kept through the blink", 0)
     request_resiliency(a, f, 30_000)
+    lock_range(f, 0, 10, LockFlags.SMB2_LOCKFLAG_EXCLUSIVE_LOCK | LockFlags.SMB2_LOCKFLAG_FAIL_IMMEDIATELY)
     file_id = f.file_id
     a.cut()
     time.sleep(0.3)
-    # The disconnected open keeps its share mode.
+    # The disconnected open keeps its share mode and its byte-range lock.
     assert conflicting_open(braid_server, rf"{name}\resilient.bin") == STATUS_SHARING_VIOLATION
+    assert read_by_another_user(braid_server, rf"{name}\resilient.bin") == STATUS_FILE_LOCK_CONFLICT
     # Another user may not have it back; its owner may (DHnC names it by FileId).
     bob = Client(braid_server, guid, braid_server.user2, braid_server.password2)
     try:
@@ -407,6 +432,8 @@ def test_a_resilient_open_survives_a_cut_connection(braid_server, scratch):
         g = reconnect_v1(b, rf"{name}\resilient.bin", file_id)
         assert g.file_id == file_id
         assert g.read(0, 64) == b"kept through the blink"
+        lock_range(g, 0, 10, LockFlags.SMB2_LOCKFLAG_UNLOCK)
+        assert read_by_another_user(braid_server, rf"{name}\resilient.bin") == 0
         g.close()
     finally:
         b.close()
