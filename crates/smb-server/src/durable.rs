@@ -391,6 +391,7 @@ mod tests {
         t.forget(7);
         assert_eq!(t.try_reconnect(&claim, SessionId(2)).err(), Some(None));
     }
+
     #[test]
     fn app_instance_opens_are_other_clients_opens_on_the_share() {
         let t = DurableOpens::default();
