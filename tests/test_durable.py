@@ -34,6 +34,7 @@ from smbprotocol.session import Session
 from smbprotocol.tree import TreeConnect
 
 LEASE = 0xFF
+BATCH = 0x09
 R, H, W = 0x1, 0x2, 0x4
 STATUS_OBJECT_NAME_NOT_FOUND = 0xC0000034
 STATUS_ACCESS_DENIED = 0xC0000022
@@ -339,12 +340,13 @@ def test_other_app_instances_and_older_versions_leave_the_open(braid_server, scr
         b.close()
 
 
-def plain_open(client, name, share):
-    """An open without oplock, lease or durability: read-write, sharing only `share`."""
+def plain_open(client, name, share, oplock=0):
+    """An open without lease or durability (and without oplock unless asked): read-write,
+    sharing only `share`."""
     f = Open(client.tree, name)
     f.create(ImpersonationLevel.Impersonation, A.GENERIC_READ | A.GENERIC_WRITE,
              FileAttributes.FILE_ATTRIBUTE_NORMAL, share, CreateDisposition.FILE_OPEN_IF,
-             CreateOptions.FILE_NON_DIRECTORY_FILE)
+             CreateOptions.FILE_NON_DIRECTORY_FILE, oplock_level=oplock)
     return f
 
 
@@ -450,6 +452,15 @@ def test_a_resilient_open_ends_with_its_timeout_or_a_logoff(braid_server, scratc
     assert conflicting_open(braid_server, rf"{name}\brief.bin") == STATUS_SHARING_VIOLATION
     time.sleep(2)
     assert conflicting_open(braid_server, rf"{name}\brief.bin") == 0
+    # A break it cannot answer closes it at once: the writer waits for no acknowledgment.
+    b = Client(braid_server, uuid.uuid4())
+    h = plain_open(b, rf"{name}\batch.bin", ShareAccess.FILE_SHARE_READ, oplock=BATCH)
+    request_resiliency(b, h, 30_000)
+    b.cut()
+    time.sleep(0.3)
+    start = time.monotonic()
+    assert conflicting_open(braid_server, rf"{name}\batch.bin") == 0
+    assert time.monotonic() - start < 5
     # A LOGOFF closes a resilient open at once.
     c = Client(braid_server, uuid.uuid4())
     g = plain_open(c, rf"{name}\logoff.bin", ShareAccess.FILE_SHARE_READ)
