@@ -1,8 +1,8 @@
 //! Every SMB2 request decoder on arbitrary bytes: header, each command's body, create
-//! contexts (durable handle contexts too), negotiate contexts, the SMB1 negotiate upgrade and the transport header.
+//! contexts (durable handle and app instance contexts too), negotiate contexts, the SMB1 negotiate upgrade and the transport header.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use smb_wire::msg::{close, copychunk, create, durable, ioctl, lock, negotiate, notify, query_directory, query_info, read, session_setup, set_info, simple, sparse, tree, write};
+use smb_wire::msg::{app_instance, close, copychunk, create, durable, ioctl, lock, negotiate, notify, query_directory, query_info, read, session_setup, set_info, simple, sparse, tree, write};
 
 fuzz_target!(|data: &[u8]| {
     let _ = smb_wire::Header::decode(data);
@@ -19,6 +19,9 @@ fuzz_target!(|data: &[u8]| {
     let _ = durable::DurableRequestV2::decode(data.get(..durable::DH2Q_LEN).unwrap_or(data));
     let _ = durable::DurableReconnectV2::decode(data.get(..durable::DH2C_LEN).unwrap_or(data));
     let _ = durable::decode_reconnect_v1(data.get(..durable::DHNC_LEN).unwrap_or(data));
+    // Application instance contexts.
+    let _ = app_instance::decode_id(data.get(..app_instance::ID_LEN).unwrap_or(data));
+    let _ = app_instance::AppInstanceVersion::decode(data.get(..app_instance::VERSION_LEN).unwrap_or(data));
     let _ = close::CloseRequest::decode(data);
     let _ = simple::FlushRequest::decode(data);
     let _ = read::ReadRequest::decode(data);

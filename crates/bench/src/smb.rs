@@ -182,14 +182,18 @@ impl Session for SmbSession {
         if self.durable {
             opts.durable = Some(smb_client::new_create_guid());
         }
-        let f = self.tree.create(path, &opts).await.map_err(io_err_at(path))?;
+        let (f, gen) = match &self.link {
+            Some(link) => link.create(path, &opts).await,
+            None => self.tree.create(path, &opts).await.map(|f| (f, 0)),
+        }
+        .map_err(io_err_at(path))?;
         Ok(match (&self.link, f.create_guid()) {
             (Some(link), Some(guid)) => SmbFile::Durable(Arc::new(DurableFile {
                 link: link.clone(),
                 path: path.to_string(),
                 opts,
                 guid,
-                cur: RwLock::new((f, 0)),
+                cur: RwLock::new((f, gen)),
                 reclaiming: tokio::sync::Mutex::new(()),
             })),
             _ => SmbFile::Plain(f),
@@ -255,12 +259,34 @@ impl Link {
         if cur.1 > seen {
             return Ok(cur);
         }
-        let client = Client::connect(self.target.addr, &self.target.cfg).await?;
+        // The same client again (ClientGuid), naming the lost session so the server hands
+        // its durable opens over at once.
+        let client = cur.0.client().connect_again(self.target.addr).await?;
         let tree = client.tree_connect(&self.target.url.share).await?;
         let next = (tree, cur.1 + 1);
         *self.cur.write().unwrap_or_else(|e| e.into_inner()) = next.clone();
         self.reconnects.fetch_add(1, Ordering::Relaxed);
         Ok(next)
+    }
+
+    /// A CREATE on the current connection; when that connection is lost before the answer,
+    /// sent again on a new one as a replay (same CreateGuid: the server answers with the
+    /// open the first CREATE made, if it made one). Returns the open and its generation.
+    async fn create(&self, path: &str, opts: &CreateOptions) -> Result<(smb_client::File, u64), ClientError> {
+        let mut tries = 0;
+        loop {
+            let (tree, gen) = self.cur.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let r = if tries == 0 { tree.create(path, opts).await } else { tree.create_replay(path, opts).await };
+            match r {
+                Err(ClientError::Disconnected | ClientError::Io(_)) if tries < RECONNECT_TRIES => {
+                    tries += 1;
+                    if self.renew(gen).await.is_err() {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+                r => return r.map(|f| (f, gen)),
+            }
+        }
     }
 }
 
@@ -302,6 +328,9 @@ impl DurableFile {
         let mut tries = 0;
         loop {
             let (f, gen) = self.current();
+            // A retry may repeat what the server already did: it says so (3.x), as the
+            // replay rules want (MS-SMB2 3.2.4.1.1).
+            let f = if tries > 0 { f.replaying() } else { f };
             match op(f).await {
                 Err(ClientError::Disconnected | ClientError::Io(_)) if tries < RECONNECT_TRIES => {
                     tries += 1;

@@ -191,9 +191,34 @@ fn durable_opens_meta_mix_and_verified_data() {
 
 /// A loopback TCP proxy to `upstream` whose connections [`Proxy::cut`] ends at once (both
 /// directions shut down), as a network failure would; new connections are forwarded again.
+/// It counts the client's requests flagged SMB2_FLAGS_REPLAY_OPERATION.
 struct Proxy {
     port: u16,
     live: Arc<Mutex<Vec<TcpStream>>>,
+    replays: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Forwards the client's frames (a 4-byte length, then the message) to the server, counting
+/// those whose (first) SMB2 header has SMB2_FLAGS_REPLAY_OPERATION (0x2000_0000) in Flags.
+fn forward_counting_replays(mut from: TcpStream, mut to: TcpStream, replays: &std::sync::atomic::AtomicUsize) {
+    use std::io::{Read, Write};
+    let mut frame = Vec::new();
+    loop {
+        let mut len = [0u8; 4];
+        if from.read_exact(&mut len).is_err() {
+            return;
+        }
+        frame.resize(u32::from_be_bytes(len) as usize & 0xFF_FFFF, 0);
+        if from.read_exact(&mut frame).is_err() {
+            return;
+        }
+        if frame.starts_with(b"\xfeSMB") && frame.get(19).is_some_and(|f| f & 0x20 != 0) {
+            replays.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        if to.write_all(&len).and_then(|_| to.write_all(&frame)).is_err() {
+            return;
+        }
+    }
 }
 
 impl Proxy {
@@ -202,6 +227,8 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let live = Arc::new(Mutex::new(Vec::new()));
         let conns = live.clone();
+        let replays = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = replays.clone();
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
@@ -213,12 +240,21 @@ impl Proxy {
                         let _ = to.shutdown(std::net::Shutdown::Both);
                     });
                 };
-                pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (from, to, counted) = (client.try_clone().unwrap(), server.try_clone().unwrap(), counted.clone());
+                std::thread::spawn(move || {
+                    forward_counting_replays(from, to.try_clone().unwrap(), &counted);
+                    let _ = to.shutdown(std::net::Shutdown::Both);
+                });
                 pipe(server.try_clone().unwrap(), client.try_clone().unwrap());
                 conns.lock().unwrap().extend([client, server]);
             }
         });
-        Proxy { port, live }
+        Proxy { port, live, replays }
+    }
+
+    /// Requests flagged as replays forwarded so far.
+    fn replays(&self) -> usize {
+        self.replays.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Ends every connection made so far; returns how many pairs there were.
@@ -234,7 +270,8 @@ impl Proxy {
 }
 
 /// A verified `--durable` run on one channel whose TCP connection is cut mid-run: the session
-/// reconnects, reclaims its open (DH2C), retries what was in flight, and every byte read is
+/// reconnects, reclaims its open (DH2C), retries what was in flight as replays (flagged
+/// SMB2_FLAGS_REPLAY_OPERATION, which nothing sends before the cut), and every byte read is
 /// checked; the report counts the reconnect.
 #[test]
 fn durable_run_survives_a_cut_connection() {
@@ -250,11 +287,13 @@ fn durable_run_survives_a_cut_connection() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(2000));
+    assert_eq!(proxy.replays(), 0, "a replay before any connection was lost");
     assert_eq!(proxy.cut(), 1, "the run should use one connection");
     let out = child.wait_with_output().unwrap();
     assert_clean_run(&out);
     let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
     assert_eq!(v["reconnects"], 1, "{v}");
+    assert!(proxy.replays() > 0, "the requests in flight at the cut were not retried as replays: {}", text(&out.stderr));
     assert_eq!(v["verify"], true);
     assert!(v["by_op"]["read"]["count"].as_u64().unwrap() > 0, "{v}");
 }

@@ -131,7 +131,18 @@ impl Client {
     /// authenticates with NTLMv2, derives the session keys and turns signing (and, if asked
     /// or required by the server, encryption) on (MS-SMB2 3.2.4.2).
     pub async fn connect(addr: SocketAddr, cfg: &ClientConfig) -> Result<Client, ClientError> {
-        let client_guid: [u8; 16] = rand::random();
+        Client::connect_as(addr, cfg, rand::random(), 0).await
+    }
+
+    /// A new connection and session of this client after its connection was lost: the same
+    /// configuration and ClientGuid, the old session named as PreviousSessionId so the
+    /// server ends it at once, keeping its durable opens for [`crate::Tree::reconnect`]
+    /// (MS-SMB2 3.2.4.2.3).
+    pub async fn connect_again(&self, addr: SocketAddr) -> Result<Client, ClientError> {
+        Client::connect_as(addr, &self.inner.cfg, self.inner.client_guid, self.inner.session.id).await
+    }
+
+    async fn connect_as(addr: SocketAddr, cfg: &ClientConfig, client_guid: [u8; 16], previous: u64) -> Result<Client, ClientError> {
         let stream = TcpStream::connect(addr).await?;
         let conn = Conn::start(stream, cfg.credits_target.max(io_credits(cfg.max_io)));
         let neg = session::negotiate(&conn, cfg, client_guid).await?;
@@ -141,7 +152,7 @@ impl Client {
             return Err(ClientError::NotSupported("encryption: no SMB 3 dialect or no common cipher"));
         }
 
-        let auth = session::authenticate(&conn, &neg, cfg, None).await?;
+        let auth = session::authenticate(&conn, &neg, cfg, None, previous).await?;
         let guest = auth.session_flags & (SESSION_FLAG_IS_GUEST | SESSION_FLAG_IS_NULL) != 0;
         let keys = derive(&neg, &auth);
         if !guest {
@@ -262,7 +273,7 @@ impl Client {
             decryptor: None,
             require_signed: false,
         })));
-        let auth = session::authenticate(&conn, &neg, &cfg, Some(me.session.id)).await?;
+        let auth = session::authenticate(&conn, &neg, &cfg, Some(me.session.id), 0).await?;
         if auth.session_id != me.session.id {
             return Err(ClientError::Protocol("binding answered for another session"));
         }

@@ -39,6 +39,9 @@ pub(crate) struct Request {
     pub charge: u16,
     /// RELATED_OPERATIONS: inherit session, tree and FileId from the previous compound element.
     pub related: bool,
+    /// SMB2_FLAGS_REPLAY_OPERATION: this request was sent before, on a connection that was
+    /// lost before its answer came (MS-SMB2 3.2.4.1.1; 3.x only).
+    pub replay: bool,
 }
 
 impl Request {
@@ -53,7 +56,7 @@ impl Request {
         let prefix = 4 + if encrypted { TRANSFORM_HEADER_LEN } else { 0 };
         let mut buf = crate::buffers::empty(prefix + HEADER_LEN + body);
         buf.resize(prefix + HEADER_LEN, 0);
-        Request { command, buf, prefix, tree_id, charge: 1, related: false }
+        Request { command, buf, prefix, tree_id, charge: 1, related: false, replay: false }
     }
 
     /// Whether this request was built to be sealed.
@@ -430,6 +433,7 @@ struct Part {
     tree_id: u32,
     charge: u16,
     related: bool,
+    replay: bool,
 }
 
 /// Header values shared by the messages of one frame.
@@ -450,7 +454,7 @@ fn assemble(reqs: Vec<Request>) -> (Vec<u8>, usize, Vec<Part>) {
     let mut reqs = reqs.into_iter();
     let Some(first) = reqs.next() else { return (Vec::new(), 0, Vec::new()) };
     let start = first.prefix;
-    let part = |at, r: &Request| Part { at, command: r.command, tree_id: r.tree_id, charge: r.charge.max(1), related: r.related };
+    let part = |at, r: &Request| Part { at, command: r.command, tree_id: r.tree_id, charge: r.charge.max(1), related: r.related, replay: r.replay };
     let mut parts = vec![part(start, &first)];
     let mut frame = first.buf;
     for r in reqs {
@@ -480,6 +484,9 @@ fn write_headers(frame: &mut [u8], parts: &[Part], heads: &Heads, signer: Option
         }
         if signer.is_some() {
             fl |= flags::SIGNED;
+        }
+        if p.replay {
+            fl |= flags::REPLAY_OPERATION;
         }
         let hdr = Header {
             // CreditCharge is only meaningful with LARGE_MTU (MS-SMB2 3.2.4.1.5).
@@ -733,4 +740,27 @@ fn dispatch(shared: &Shared, hdr: Header, frame: Bytes, range: Range<usize>, err
         None => Ok(Response { hdr, frame, range }),
     };
     let _ = p.tx.send(reply);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn heads() -> Heads {
+        Heads { first_id: 7, session_id: 9, extra: 0, tail: 0, large_mtu: true }
+    }
+
+    #[test]
+    fn a_replayed_request_carries_the_replay_flag() {
+        for replay in [false, true] {
+            let mut r = Request::new(Command::Write, 3, false);
+            r.replay = replay;
+            r.body().extend_from_slice(&[0; 48]);
+            let (mut frame, start, parts) = assemble(vec![r]);
+            write_headers(&mut frame, &parts, &heads(), None, false, false);
+            let hdr = Header::decode(&frame[start..]).unwrap();
+            assert_eq!(hdr.flags & flags::REPLAY_OPERATION != 0, replay);
+            assert_eq!(hdr.message_id, MessageId(7));
+        }
+    }
 }

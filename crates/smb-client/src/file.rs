@@ -10,7 +10,7 @@ use smb_wire::msg::read::{self, ReadRequest};
 use smb_wire::msg::set_info::SetInfoRequest;
 use smb_wire::msg::simple::{self, FlushRequest};
 use smb_wire::msg::write::{self, WriteRequest};
-use smb_wire::{Command, FileId, NtStatus};
+use smb_wire::{dialect, Command, FileId, NtStatus};
 
 use crate::{ClientError, DirEntry, FileStat, Tree};
 
@@ -26,6 +26,8 @@ pub struct File {
     size_at_open: u64,
     /// The CreateGuid of a durable v2 open the server granted.
     create_guid: Option<[u8; 16]>,
+    /// Requests through this handle are replays (see [`File::replaying`]).
+    replay: bool,
 }
 
 /// Largest QUERY_DIRECTORY output buffer asked for.
@@ -33,7 +35,7 @@ const DIR_BUFFER: u32 = 64 * 1024;
 
 impl File {
     pub(crate) fn new(tree: Tree, id: FileId, size_at_open: u64) -> File {
-        File { tree, id, size_at_open, create_guid: None }
+        File { tree, id, size_at_open, create_guid: None, replay: false }
     }
 
     pub(crate) fn with_durable(self, create_guid: Option<[u8; 16]>) -> File {
@@ -44,6 +46,27 @@ impl File {
     /// [`crate::Tree::reconnect`]).
     pub fn create_guid(&self) -> Option<[u8; 16]> {
         self.create_guid
+    }
+
+    /// This open, its requests flagged SMB2_FLAGS_REPLAY_OPERATION (MS-SMB2 3.2.4.1.1): for
+    /// resending, after a reconnect, a request whose connection was lost before its answer
+    /// came, so the server treats it as the same operation (3.x only; ignored before).
+    pub fn replaying(&self) -> File {
+        File { replay: dialect::is_smb3(self.tree.client().dialect()), ..self.clone() }
+    }
+
+    /// A request on this open's tree, flagged as a replay when this handle replays.
+    fn request(&self, command: Command) -> crate::conn::Request {
+        let mut r = self.tree.request(command);
+        r.replay = self.replay;
+        r
+    }
+
+    /// [`File::request`] with room for a body of `body` bytes (a WRITE's payload).
+    fn request_with_room(&self, command: Command, body: usize) -> crate::conn::Request {
+        let mut r = self.tree.request_with_room(command, body);
+        r.replay = self.replay;
+        r
     }
 
     /// The SMB2 FileId of this open.
@@ -90,7 +113,7 @@ impl File {
 
     async fn read_one(&self, offset: u64, len: u32) -> Result<Bytes, ClientError> {
         let client = self.tree.client();
-        let mut r = self.tree.request(Command::Read);
+        let mut r = self.request(Command::Read);
         r.charge = client.charge(len);
         ReadRequest { flags: 0, length: len, offset, file_id: self.id, minimum_count: 0, channel: 0 }.encode(r.body());
         let resp = client.call_raw(r).await?;
@@ -140,7 +163,7 @@ impl File {
         for (i, chunk) in data.chunks(max.max(1)).enumerate() {
             // Header, fixed WRITE fields and payload (a signature or transform header fits
             // in the prefix the request reserves).
-            let mut r = self.tree.request_with_room(Command::Write, 48 + chunk.len());
+            let mut r = self.request_with_room(Command::Write, 48 + chunk.len());
             r.charge = client.charge(chunk.len() as u32);
             let at = offset + (i * max) as u64;
             WriteRequest { offset: at, file_id: self.id, channel: 0, flags: 0, data: chunk }.encode(r.body());
@@ -162,7 +185,7 @@ impl File {
         if data.is_empty() || data.len() > client.max_write() as usize {
             return self.write(offset, &data).await;
         }
-        let mut r = self.tree.request_with_room(Command::Write, 48);
+        let mut r = self.request_with_room(Command::Write, 48);
         r.charge = client.charge(data.len() as u32);
         WriteRequest { offset, file_id: self.id, channel: 0, flags: 0, data: &[] }.encode_fixed(r.body(), data.len());
         let resp = client.call_payload(r, data, "WRITE").await?;
@@ -180,7 +203,7 @@ impl File {
         let Some(len) = frame.len().checked_sub(WRITE_FRAME_ROOM) else {
             return Err(ClientError::Protocol("WRITE frame shorter than its header room"));
         };
-        let mut r = self.tree.request_with_room(Command::Write, 48);
+        let mut r = self.request_with_room(Command::Write, 48);
         if len == 0 || len > client.max_write() as usize {
             return self.write(offset, &frame[WRITE_FRAME_ROOM..]).await;
         }
@@ -196,7 +219,7 @@ impl File {
 
     /// Flushes the file to stable storage on the server (MS-SMB2 3.2.4.8).
     pub async fn flush(&self) -> Result<(), ClientError> {
-        let mut r = self.tree.request(Command::Flush);
+        let mut r = self.request(Command::Flush);
         FlushRequest { file_id: self.id }.encode(r.body());
         let resp = self.tree.client().call(r, "FLUSH").await?;
         simple::decode_empty_response(resp.msg())?;
@@ -205,7 +228,8 @@ impl File {
 
     /// Metadata from FileAllInformation (MS-SMB2 3.2.4.12).
     pub async fn stat(&self) -> Result<FileStat, ClientError> {
-        let r = self.tree.query_all_request(self.id);
+        let mut r = self.tree.query_all_request(self.id);
+        r.replay = self.replay;
         let resp = self.tree.client().call(r, "QUERY_INFO").await?;
         Ok(smb_fscc::decode_file_all_information(query_info::decode_response(resp.msg())?)?.into())
     }
@@ -219,7 +243,7 @@ impl File {
     pub(crate) async fn set_info(&self, info: &SetInfo) -> Result<(), ClientError> {
         let mut buf = Vec::new();
         let info_class = smb_fscc::encode_set_info(info, &mut buf);
-        let mut r = self.tree.request(Command::SetInfo);
+        let mut r = self.request(Command::SetInfo);
         SetInfoRequest { info_type: info_type::FILE, info_class, buffer: &buf, additional_information: 0, file_id: self.id }.encode(r.body());
         let resp = self.tree.client().call(r, "SET_INFO").await?;
         simple::decode_set_info_response(resp.msg())?;
@@ -242,7 +266,7 @@ impl File {
     }
 
     async fn lock_request(&self, el: LockElement) -> Result<(), ClientError> {
-        let mut r = self.tree.request(Command::Lock);
+        let mut r = self.request(Command::Lock);
         LockRequest { lock_sequence: 0, file_id: self.id, locks: vec![el] }.encode(r.body());
         let resp = self.tree.client().call(r, "LOCK").await?;
         simple::decode_empty_response(resp.msg())?;
@@ -257,7 +281,7 @@ impl File {
         let mut out = Vec::new();
         let mut first = true;
         loop {
-            let mut r = self.tree.request(Command::QueryDirectory);
+            let mut r = self.request(Command::QueryDirectory);
             r.charge = client.charge(len);
             QueryDirectoryRequest {
                 info_class: class::FILE_ID_BOTH_DIRECTORY_INFORMATION,
@@ -286,7 +310,7 @@ impl File {
 
     /// Closes the open (MS-SMB2 3.2.4.5).
     pub async fn close(self) -> Result<(), ClientError> {
-        let mut r = self.tree.request(Command::Close);
+        let mut r = self.request(Command::Close);
         CloseRequest { flags: 0, file_id: self.id }.encode(r.body());
         self.tree.client().call(r, "CLOSE").await?;
         Ok(())

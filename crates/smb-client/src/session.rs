@@ -130,8 +130,15 @@ pub(crate) struct Authenticated {
 
 /// Runs NTLMv2-in-SPNEGO over SESSION_SETUP. With `binding`, binds this connection to that
 /// existing session (MS-SMB2 3.2.4.2.3: SMB2_SESSION_FLAG_BINDING, requests signed with
-/// Session.SigningKey, which the caller has installed on `conn`).
-pub(crate) async fn authenticate(conn: &Conn, neg: &Negotiated, cfg: &ClientConfig, binding: Option<u64>) -> Result<Authenticated, ClientError> {
+/// Session.SigningKey, which the caller has installed on `conn`). A new session names
+/// `previous`, the session of a lost connection (PreviousSessionId, 3.2.4.2.3), or 0.
+pub(crate) async fn authenticate(
+    conn: &Conn,
+    neg: &Negotiated,
+    cfg: &ClientConfig,
+    binding: Option<u64>,
+    previous: u64,
+) -> Result<Authenticated, ClientError> {
     let mut ntlm = NtlmClient::new(&cfg.user, &cfg.domain, &cfg.password);
     let mut token = ntlm.initial_token();
     let mut session_id = binding.unwrap_or(0);
@@ -144,7 +151,7 @@ pub(crate) async fn authenticate(conn: &Conn, neg: &Negotiated, cfg: &ClientConf
             flags: if binding.is_some() { FLAG_BINDING } else { 0 },
             security_mode,
             capabilities: 0,
-            previous_session_id: 0,
+            previous_session_id: previous,
             security_buffer: &token,
         }
         .encode(r.body());

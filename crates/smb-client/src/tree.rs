@@ -228,6 +228,20 @@ impl Tree {
         Ok(File::new(self.clone(), cr.file_id, cr.end_of_file).with_durable(durable))
     }
 
+    /// Sends a CREATE again after its connection was lost before the answer came (MS-SMB2
+    /// 3.2.4.3, 3.2.4.1.1): flagged SMB2_FLAGS_REPLAY_OPERATION (3.x) with the same
+    /// `opts`, whose durable CreateGuid lets the server answer with the open the first
+    /// CREATE made, if it got that far, instead of a second one (its replay cache, or
+    /// the disconnected durable open it left).
+    pub async fn create_replay(&self, path: &str, opts: &CreateOptions) -> Result<File, ClientError> {
+        let mut r = self.create_request(path, opts);
+        r.replay = smb_wire::dialect::is_smb3(self.client.dialect());
+        let resp = self.client.call(r, "CREATE").await?;
+        let cr = CreateResponse::decode(resp.msg())?;
+        let durable = opts.durable.filter(|_| granted_durable(&cr));
+        Ok(File::new(self.clone(), cr.file_id, cr.end_of_file).with_durable(durable))
+    }
+
     /// Reclaims the durable open `file_id` made under `create_guid` (see
     /// [`CreateOptions::durable`], [`File::create_guid`]) on this tree, a tree of a new
     /// connection after the old one was lost (DH2C, MS-SMB2 3.2.4.3.5). The server answers

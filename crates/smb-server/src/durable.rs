@@ -72,6 +72,33 @@ enum State {
 struct Entry {
     grant: Grant,
     state: State,
+    /// Whose app instance the open is (see [`AppOwner`]); set by `set_app_instance`.
+    app: Option<AppOwner>,
+    /// Open.IsDurable: registered by `register` (a resilient open may be in the table
+    /// without being durable).
+    durable: bool,
+    /// Open.IsResilient with Open.ResiliencyTimeout (FSCTL_LMR_REQUEST_RESILIENCY): kept
+    /// through the loss of its connection for that long, durable or not.
+    resilient: Option<Duration>,
+}
+
+/// With `Grant::app_instance`, what MS-SMB2 3.3.5.9.13 compares: the ClientGuid of the
+/// client that opened it (a disconnected open has no session to ask), and the version
+/// of a 3.1.1 SMB2_CREATE_APP_INSTANCE_VERSION.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppOwner {
+    pub client_guid: [u8; 16],
+    pub version: Option<smb_wire::msg::app_instance::AppInstanceVersion>,
+}
+
+/// A durable open of an application instance, as [`DurableOpens::app_instance_opens`]
+/// finds it.
+#[derive(Debug, Clone)]
+pub struct AppInstanceOpen {
+    pub persistent: u64,
+    /// The session it is connected to; None: disconnected.
+    pub session: Option<SessionId>,
+    pub version: Option<smb_wire::msg::app_instance::AppInstanceVersion>,
 }
 
 /// What a reconnect presents.
@@ -106,7 +133,9 @@ const TEARDOWN_POLLS: u32 = 100;
 impl DurableOpens {
     /// Records that open `persistent` of `session` is durable.
     pub fn register(&self, persistent: u64, grant: Grant, session: SessionId) {
-        lock(&self.entries).insert(persistent, Entry { grant, state: State::Connected(session) });
+        let mut entries = lock(&self.entries);
+        let resilient = entries.get(&persistent).and_then(|e| e.resilient);
+        entries.insert(persistent, Entry { grant, state: State::Connected(session), app: None, durable: true, resilient });
     }
 
     /// The open is closed (CLOSE, or a disconnected open ending): nothing to reconnect.
@@ -124,9 +153,10 @@ impl DurableOpens {
         Some((*id, if let State::Connected(s) = e.state { Some(s) } else { None }))
     }
 
-    /// What `persistent` was made durable with, if it is.
+    /// What `persistent` was made durable with, if it is (a resilient open that is not
+    /// durable has none).
     pub fn grant(&self, persistent: u64) -> Option<Grant> {
-        lock(&self.entries).get(&persistent).map(|e| e.grant.clone())
+        lock(&self.entries).get(&persistent).filter(|e| e.durable).map(|e| e.grant.clone())
     }
 
     /// Moves `open` of `session`, which is ending, to the disconnected opens if it is
@@ -135,23 +165,30 @@ impl DurableOpens {
     /// could never come: a CREATE may be waiting for it). Returns whether it was kept; if
     /// not, the caller closes it.
     pub fn disconnect(&self, server: &Arc<ServerState>, session: &Session, open: &Arc<Open>) -> bool {
+        self.disconnect_keeping(server, session, open, false)
+    }
+
+    /// [`disconnect`](Self::disconnect), and with `resilient` (the connection was lost,
+    /// not logged off: MS-SMB2 3.3.7.1) a resilient open is kept too, for its
+    /// ResiliencyTimeout, whether or not it caches its handle.
+    pub fn disconnect_keeping(&self, server: &Arc<ServerState>, session: &Session, open: &Arc<Open>, resilient: bool) -> bool {
         let id = open.id.persistent;
         let v = open.id.volatile;
-        let eligible = open.node().is_some_and(|n| n.oplocks.caches_handle(v) && !n.oplocks.breaking(v))
-            && !open.is_dir()
-            && !open.delete_on_close.load(Ordering::Acquire);
+        let caches = open.node().is_some_and(|n| n.oplocks.caches_handle(v));
+        let eligible = open.node().is_some_and(|n| !n.oplocks.breaking(v)) && !open.is_dir() && !open.delete_on_close.load(Ordering::Acquire);
         let mut entries = lock(&self.entries);
         let Some(entry) = entries.get_mut(&id).filter(|e| matches!(e.state, State::Connected(s) if s == session.id)) else {
             return false;
         };
-        if !eligible {
+        let resilient = entry.resilient.filter(|_| resilient);
+        if !eligible || !(resilient.is_some() || entry.durable && caches) {
             entries.remove(&id);
             return false;
         }
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         entry.state = State::Disconnected { open: open.clone(), session: session.id, generation };
         self.disconnected.fetch_add(1, Ordering::AcqRel);
-        let timeout = entry.grant.timeout;
+        let timeout = resilient.unwrap_or(entry.grant.timeout);
         drop(entries);
         tracing::debug!(open = id, ?timeout, "durable open disconnected");
         let server = server.clone();
@@ -163,6 +200,57 @@ impl DurableOpens {
             }
         });
         true
+    }
+
+    /// Makes open `persistent` of `session` resilient for `timeout` (MS-SMB2 3.3.5.15.9:
+    /// it is then no longer durable, so a LOGOFF closes it); an open that was not durable
+    /// enters the table with the grant `grant` makes.
+    pub fn make_resilient(&self, persistent: u64, timeout: Duration, session: SessionId, grant: impl FnOnce() -> Grant) {
+        let mut entries = lock(&self.entries);
+        let entry = entries.entry(persistent).or_insert_with(|| Entry {
+            grant: grant(),
+            state: State::Connected(session),
+            app: None,
+            durable: false,
+            resilient: None,
+        });
+        entry.resilient = Some(timeout);
+        entry.durable = false;
+    }
+
+    /// Records that the durable open `persistent` belongs to application instance `id`.
+    pub fn set_app_instance(&self, persistent: u64, id: [u8; 16], owner: AppOwner) {
+        if let Some(e) = lock(&self.entries).get_mut(&persistent) {
+            e.grant.app_instance = Some(id);
+            e.app = Some(owner);
+        }
+    }
+
+    /// The durable opens of application instance `id` on `share` opened by a client other
+    /// than `client_guid` (MS-SMB2 3.3.5.9.13; the caller compares the names).
+    pub fn app_instance_opens(&self, id: [u8; 16], share: usize, client_guid: [u8; 16]) -> Vec<AppInstanceOpen> {
+        lock(&self.entries)
+            .iter()
+            .filter(|(_, e)| e.grant.app_instance == Some(id) && e.grant.share == share)
+            .filter_map(|(p, e)| {
+                let app = e.app.filter(|a| a.client_guid != client_guid)?;
+                let session = if let State::Connected(s) = e.state { Some(s) } else { None };
+                Some(AppInstanceOpen { persistent: *p, session, version: app.version })
+            })
+            .collect()
+    }
+
+    /// Takes the disconnected open `persistent` out of the table (the caller closes it).
+    pub fn take_disconnected(&self, persistent: u64) -> Option<Arc<Open>> {
+        self.take_if(persistent, |_| true)
+    }
+
+    /// The disconnected open `persistent`, left in place.
+    pub fn disconnected_open(&self, persistent: u64) -> Option<Arc<Open>> {
+        match &lock(&self.entries).get(&persistent)?.state {
+            State::Disconnected { open, .. } => Some(open.clone()),
+            State::Connected(_) => None,
+        }
     }
 
     /// Removes the disconnected open `persistent` if `which` accepts its generation.
@@ -302,5 +390,32 @@ mod tests {
         assert_eq!(t.try_reconnect(&claim, SessionId(2)).err(), Some(Some(SessionId(1))));
         t.forget(7);
         assert_eq!(t.try_reconnect(&claim, SessionId(2)).err(), Some(None));
+    }
+
+    #[test]
+    fn app_instance_opens_are_other_clients_opens_on_the_share() {
+        let t = DurableOpens::default();
+        t.register(7, grant(), SessionId(1));
+        t.set_app_instance(7, [5; 16], AppOwner { client_guid: [1; 16], version: None });
+        t.register(8, grant(), SessionId(2));
+        let found = t.app_instance_opens([5; 16], 0, [2; 16]);
+        assert_eq!(found.iter().map(|f| (f.persistent, f.session)).collect::<Vec<_>>(), vec![(7, Some(SessionId(1)))]);
+        assert!(t.app_instance_opens([5; 16], 0, [1; 16]).is_empty(), "the same client's open");
+        assert!(t.app_instance_opens([5; 16], 1, [2; 16]).is_empty(), "another share");
+        assert!(t.app_instance_opens([6; 16], 0, [2; 16]).is_empty(), "another instance");
+    }
+
+    #[test]
+    fn a_resilient_open_is_no_longer_durable() {
+        let t = DurableOpens::default();
+        t.make_resilient(9, Duration::from_secs(5), SessionId(1), grant);
+        assert_eq!(t.grant(9), None, "a resilient open that was not durable");
+        t.register(7, grant(), SessionId(1));
+        assert!(t.grant(7).is_some());
+        t.make_resilient(7, Duration::from_secs(5), SessionId(1), || unreachable!("the open is in the table"));
+        assert_eq!(t.grant(7), None, "MS-SMB2 3.3.5.15.9: Open.IsDurable becomes FALSE");
+        let user = Some(User::Named("a".into()));
+        let claim = Claim { persistent: 9, create_guid: None, user, share: 0, lease: None, name: String::new() };
+        assert_eq!(t.try_reconnect(&claim, SessionId(2)).err(), Some(Some(SessionId(1))), "still connected");
     }
 }

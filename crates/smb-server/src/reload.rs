@@ -241,7 +241,9 @@ async fn end_removed_users(state: &ServerState) -> usize {
     let users = state.users.load();
     let mut ended = 0;
     for session in state.sessions.values() {
-        let Some(User::Named(name)) = session.user() else { continue };
+        // The user it authenticated as, even while it acts as anonymous after an anonymous
+        // re-authentication.
+        let Some(User::Named(name)) = session.security.get().map(|s| &s.user) else { continue };
         if users.contains_key(&name.to_lowercase()) {
             continue;
         }

@@ -91,6 +91,9 @@ pub struct Session {
     opens: RwLock<HashMap<u64, Arc<Open>>>,
     /// Set once a request of this session arrived encrypted (for `braid status`).
     pub encrypted_seen: std::sync::atomic::AtomicBool,
+    /// The last re-authentication was anonymous: the session acts as anonymous (new tree
+    /// connects and opens) until its user re-authenticates; keys and opens are unchanged.
+    pub anonymous_reauth: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
@@ -112,6 +115,7 @@ impl Session {
             next_tree: AtomicU32::new(1),
             opens: RwLock::new(HashMap::new()),
             encrypted_seen: std::sync::atomic::AtomicBool::new(false),
+            anonymous_reauth: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -149,8 +153,12 @@ impl Session {
         self.security.get().is_some_and(|s| s.encryptor.is_some())
     }
 
+    /// Who the session acts as: its authenticated user, or anonymous after an anonymous
+    /// re-authentication.
     pub fn user(&self) -> Option<&User> {
-        self.security.get().map(|s| &s.user)
+        static ANONYMOUS: User = User::Anonymous;
+        let sec = self.security.get()?;
+        Some(if self.anonymous_reauth.load(Ordering::Acquire) { &ANONYMOUS } else { &sec.user })
     }
 
     pub fn add_tree(&self, make: impl FnOnce(u32) -> Tree) -> Arc<Tree> {
@@ -224,17 +232,25 @@ pub async fn end_session(server: &crate::server::ServerState, s: &Arc<Session>) 
 /// client naming it as its PreviousSessionId (MS-SMB2 3.3.5.5.3), or the loss of its last
 /// channel. Durable opens are not closed but disconnected (see `durable.rs`): Windows and
 /// Samba keep them through all of these, LOGOFF included (smbtorture's
-/// durable-open.reopen4); the rest close as in [`end_session`].
+/// durable-open.reopen4); resilient opens are kept too but for LOGOFF (`logoff`); the rest
+/// close as in [`end_session`].
 pub async fn end_session_keeping_durable(server: &Arc<crate::server::ServerState>, s: &Arc<Session>) {
-    end(server, s, Some(server)).await;
+    end(server, s, Some((server, true))).await;
 }
 
-async fn end(server: &crate::server::ServerState, s: &Arc<Session>, keep: Option<&Arc<crate::server::ServerState>>) {
+/// LOGOFF: as [`end_session_keeping_durable`], but resilient opens that are not durable
+/// close (MS-SMB2 3.3.5.6 keeps only what may be reconnected after a logoff).
+pub async fn logoff(server: &Arc<crate::server::ServerState>, s: &Arc<Session>) {
+    end(server, s, Some((server, false))).await;
+}
+
+/// `keep`: the server, and whether resilient opens are kept with durable ones.
+async fn end(server: &crate::server::ServerState, s: &Arc<Session>, keep: Option<(&Arc<crate::server::ServerState>, bool)>) {
     // Removed first, so no new request finds the session while its opens close.
     server.sessions.remove(&s.id);
     crate::channel::end_all(server, s);
     for o in s.take_opens(None) {
-        if !keep.is_some_and(|srv| srv.durable.disconnect(srv, s, &o)) {
+        if !keep.is_some_and(|(srv, resilient)| srv.durable.disconnect_keeping(srv, s, &o, resilient)) {
             crate::open::close_open(server, &o).await;
         }
     }

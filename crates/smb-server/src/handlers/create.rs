@@ -23,6 +23,7 @@ use crate::status_map::state_status;
 use crate::sync::lock;
 use crate::tree::{Tree, TreeKind};
 
+mod app_instance;
 mod durable;
 
 /// FILE_CREATE_TREE_CONNECTION (MS-SMB2 2.2.13).
@@ -62,6 +63,10 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let ask = if tree.share().is_some() { durable::parse(&req)? } else { durable::Ask::Nothing };
     if let durable::Ask::Reconnect { file_id, create_guid } = ask {
         return durable::reconnect(cx, &req, (&tree, &session), (file_id, create_guid), out).await;
+    }
+    // Before the durable request (MS-SMB2 3.3.5.9.10): the old instance's opens go first.
+    if let Some(app) = tree.share().map(|_| app_instance::parse(cx, &req)).transpose()?.flatten() {
+        app_instance::close_prior(cx, &req, app, &tree, &session).await?;
     }
     let reserved = match durable::replay(cx, &req, ask, (&tree, &session), out).await {
         Ok(r) => r,
@@ -152,6 +157,9 @@ async fn open_new(
     }
     announce_create(&cx.conn.server, share.index, &open, created, create_action);
     let durable_ctx = durable::grant(cx, ask, &open, session, (share.index, create_action));
+    if durable_ctx.is_some() {
+        app_instance::record(&server, &open, session, app_instance::parse(cx, req).ok().flatten());
+    }
     let answer = Answer { oplock_level, create_action, lease_ctx, durable_ctx };
     encode_response(out, req, tree, share.index, &attrs, &open, answer);
     Ok(Reply { file_id: Some(id), ..Reply::success() })

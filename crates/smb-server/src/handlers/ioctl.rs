@@ -1,6 +1,8 @@
 //! IOCTL (MS-SMB2 3.3.5.15): validate-negotiate, pipe transceive, and the few file FSCTLs
 //! clients need; everything else answers as Windows does for an unsupported control.
 
+use std::time::Duration;
+
 use smb_wire::msg::ioctl::{encode_network_interfaces, encode_response, fsctl, interface_caps, IoctlRequest, NetworkInterfaceInfo, FLAG_IS_FSCTL};
 use smb_wire::reader::{PutLe, Reader};
 use smb_wire::{dialect, FileId, NtStatus};
@@ -9,7 +11,8 @@ mod copy;
 mod sparse;
 
 use super::{find_open, rpc_context};
-use crate::open::OpenKind;
+use crate::durable::Grant;
+use crate::open::{Open, OpenKind};
 use crate::request::{Ctx, HResult, Reply};
 use crate::sync::lock;
 
@@ -73,8 +76,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
             encode_response(out, req.ctl_code, open.id, &[]);
             Ok(Reply::success())
         }
-        (OpenKind::File { node, .. }, fsctl::LMR_REQUEST_RESILIENCY) => {
-            request_resiliency(cx, &req, node, open.id.volatile)?;
+        (OpenKind::File { .. }, fsctl::LMR_REQUEST_RESILIENCY) => {
+            request_resiliency(cx, &req, &open)?;
             encode_response(out, req.ctl_code, open.id, &[]);
             Ok(Reply::success())
         }
@@ -126,10 +129,11 @@ async fn fsp_sleep(cx: &Ctx<'_>, req: &IoctlRequest<'_>, open: &crate::open::Ope
 /// Longest resiliency timeout a client may ask for, in milliseconds (Windows uses 5 minutes).
 const MAX_RESILIENCY_TIMEOUT_MS: u32 = 300_000;
 
-/// FSCTL_LMR_REQUEST_RESILIENCY (MS-SMB2 3.3.5.15.9). The open becomes resilient, which
-/// here means its LOCK requests get lock sequence replay detection; the handle itself is
-/// not kept across a disconnect.
-fn request_resiliency(cx: &Ctx<'_>, req: &IoctlRequest<'_>, node: &crate::locks::FileNode, open: u64) -> Result<(), NtStatus> {
+/// FSCTL_LMR_REQUEST_RESILIENCY (MS-SMB2 3.3.5.15.9). The open becomes resilient: its LOCK
+/// requests get lock sequence replay detection, and it outlives the loss of its connection
+/// for the timeout asked (0: the v2 durable default) as a disconnected durable open does,
+/// until its owner reconnects it with DHnC (`crate::durable`).
+fn request_resiliency(cx: &Ctx<'_>, req: &IoctlRequest<'_>, open: &Open) -> Result<(), NtStatus> {
     if cx.conn.dialect() < dialect::SMB210 {
         return Err(NtStatus::INVALID_DEVICE_REQUEST);
     }
@@ -139,7 +143,26 @@ fn request_resiliency(cx: &Ctx<'_>, req: &IoctlRequest<'_>, node: &crate::locks:
     if timeout > MAX_RESILIENCY_TIMEOUT_MS {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    node.enable_lock_sequences(open);
+    let (Some(node), Some(share)) = (open.node(), open.tree.share()) else { return Err(NtStatus::INVALID_DEVICE_REQUEST) };
+    node.enable_lock_sequences(open.id.volatile);
+    let session = cx.session.as_ref().ok_or(NtStatus::USER_SESSION_DELETED)?;
+    // Open.DurableOwner: only this user may reconnect it; an anonymous one never can.
+    let Some(user) = session.user().cloned() else { return Ok(()) };
+    let timeout = match timeout {
+        0 => crate::durable::V2_DEFAULT_TIMEOUT,
+        ms => Duration::from_millis(u64::from(ms)),
+    };
+    let grant = || Grant {
+        create_guid: None,
+        timeout,
+        user,
+        share: share.index,
+        lease: open.lease,
+        create_action: smb_wire::msg::create::action::OPENED,
+        persistent: false,
+        app_instance: None,
+    };
+    cx.conn.server.durable.make_resilient(open.id.persistent, timeout, session.id, grant);
     Ok(())
 }
 

@@ -183,11 +183,14 @@ fn finish(
     let neg = conn.negotiated.get();
     let keyed = matches!(user, User::Named(_));
     if let Some(existing) = session.security.get() {
-        // Re-authentication must be the same user (MS-SMB2 3.3.5.5.3).
-        if existing.user != user {
+        // Re-authentication (MS-SMB2 3.3.5.5.3) as the session's user, or as anonymous,
+        // which only drops its rights until the user re-authenticates (Windows and Samba
+        // allow it: smbtorture's smb2.session.reauth2); another user is refused.
+        if existing.user != user && user != User::Anonymous {
             tracing::warn!(conn = conn.id, "re-authentication as another user refused");
             return Err(NtStatus::USER_SESSION_DELETED);
         }
+        session.anonymous_reauth.store(existing.user != user, std::sync::atomic::Ordering::Release);
     } else {
         let cipher = neg.and_then(|n| n.cipher).filter(|_| dialect::is_smb3(dialect));
         let keys = keyed.then(|| SessionKeys::derive(dialect, &session_key, (dialect == dialect::SMB311).then_some(preauth), cipher));
