@@ -152,6 +152,7 @@ async fn open_new(
     }
     announce_create(&cx.conn.server, share.index, &open, created, create_action);
     let durable_ctx = durable::grant(cx, ask, &open, session, (share.index, create_action));
+    durable::persist(cx, &open, session, req.share_access).await?;
     let answer = Answer { oplock_level, create_action, lease_ctx, durable_ctx };
     encode_response(out, req, tree, share.index, &attrs, &open, answer);
     Ok(Reply { file_id: Some(id), ..Reply::success() })
