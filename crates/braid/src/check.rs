@@ -99,7 +99,12 @@ mod tests {
         assert!(s.contains("nfs export /data: every client; all squashed to 65534:65534; read-only"), "{s}");
         let off = config::parse("", "braid.toml", &dir).unwrap();
         assert!(summary(Path::new("braid.toml"), &off).contains("nfs:          off"));
-        let ca = config::parse("[server]\nstate_dir = \"st\"\n[[share]]\nname = \"data\"\npath = \"data\"\ncontinuous_availability = true\n", "braid.toml", &dir).unwrap();
+        let ca = config::parse(
+            "[server]\nstate_dir = \"st\"\n[[share]]\nname = \"data\"\npath = \"data\"\ncontinuous_availability = true\n",
+            "braid.toml",
+            &dir,
+        )
+        .unwrap();
         let s = summary(Path::new("braid.toml"), &ca);
         assert!(s.contains("  continuously available: data (persistent handles in "), "{s}");
         assert!(s.contains("st/handles.redb)"), "{s}");

@@ -310,7 +310,10 @@ impl Ctx<'_> {
     fn continuous_availability(&self, s: &RawShare, storage: &ShareStorage, what: &str) -> Result<bool, ConfigError> {
         let Some(ca) = &s.continuous_availability else { return Ok(false) };
         if *ca.get_ref() && matches!(storage, ShareStorage::Memory { .. }) {
-            return Err(self.err(ca.span(), format!("{what}: continuous_availability needs a directory share (backend = \"memory\" loses its files on restart)")));
+            return Err(self.err(
+                ca.span(),
+                format!("{what}: continuous_availability needs a directory share (backend = \"memory\" loses its files on restart)"),
+            ));
         }
         Ok(*ca.get_ref())
     }

@@ -317,7 +317,16 @@ mod tests {
 
     fn grant() -> Grant {
         let user = User::Named("a".into());
-        Grant { create_guid: Some([1; 16]), timeout: V1_TIMEOUT, user, share: 0, lease: None, create_action: 2, persistent: false, app_instance: None }
+        Grant {
+            create_guid: Some([1; 16]),
+            timeout: V1_TIMEOUT,
+            user,
+            share: 0,
+            lease: None,
+            create_action: 2,
+            persistent: false,
+            app_instance: None,
+        }
     }
 
     #[test]

@@ -56,7 +56,9 @@ mod tree;
 mod write_queue;
 
 pub use braid_opmetrics::OpTable;
-pub use config::{EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig, DEFAULT_MAX_WATCHES, DEFAULT_STATE_DIR};
+pub use config::{
+    EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig, DEFAULT_MAX_WATCHES, DEFAULT_STATE_DIR,
+};
 pub use foreign::{ForeignIntent, ForeignRefusal, SmbState};
 pub use listener::{run, Server, ServerHandle, ShareInfo};
 pub use reload::ReloadReport;

@@ -49,7 +49,8 @@ pub async fn restore(server: &Arc<ServerState>) {
 
 /// One record back as a disconnected durable open.
 async fn restore_one(server: &Arc<ServerState>, rec: &HandleRecord) -> Result<(), String> {
-    let share = server.share(&rec.share).filter(|s| s.config.continuous_availability).ok_or("the share is gone or no longer continuously available")?;
+    let share =
+        server.share(&rec.share).filter(|s| s.config.continuous_availability).ok_or("the share is gone or no longer continuously available")?;
     let (handle, file_id) = reopen(&share, rec).await?;
     let key = (share.index, file_id);
     let node = server.files.node(key);
@@ -81,7 +82,14 @@ async fn restore_one(server: &Arc<ServerState>, rec: &HandleRecord) -> Result<()
     node.enable_lock_sequences(volatile);
     let open = Arc::new(Open {
         id,
-        tree: Arc::new(Tree { id: 0, kind: TreeKind::Disk(share.clone()), maximal_access: rec.desired_access, read_only: share.config.read_only, encrypt: share.config.encrypt, qos: None }),
+        tree: Arc::new(Tree {
+            id: 0,
+            kind: TreeKind::Disk(share.clone()),
+            maximal_access: rec.desired_access,
+            read_only: share.config.read_only,
+            encrypt: share.config.encrypt,
+            qos: None,
+        }),
         path: Mutex::new(SharePath::from_smb(&rec.path).map_err(|e| e.to_string())?),
         kind: OpenKind::File { handle, is_dir: false, key, node },
         access: rec.desired_access,

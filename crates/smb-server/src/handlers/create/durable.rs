@@ -90,7 +90,8 @@ pub(super) fn grant(
     // Only a named user can reclaim a persistent open after a restart.
     let persistent = persistent && matches!(user, crate::session::User::Named(_));
     let timeout = v2.map_or(crate::durable::V1_TIMEOUT, |r| crate::durable::v2_timeout(r.timeout));
-    let grant = Grant { create_guid: v2.map(|r| r.create_guid), timeout, user, share, lease: open.lease, create_action, persistent, app_instance: None };
+    let grant =
+        Grant { create_guid: v2.map(|r| r.create_guid), timeout, user, share, lease: open.lease, create_action, persistent, app_instance: None };
     cx.conn.server.durable.register(open.id.persistent, grant, session.id);
     node.enable_lock_sequences(open.id.volatile);
     let flags = if persistent { dh::FLAG_PERSISTENT } else { 0 };
