@@ -93,7 +93,7 @@ fn targets(c: &BenchCommonArgs) -> anyhow::Result<Vec<AnyTarget>> {
 /// Parses an smb:// URL and finds its password (URL, then BRAID_BENCH_PASSWORD, then a prompt).
 fn smb_target(c: &BenchCommonArgs, raw: &str) -> anyhow::Result<SmbTarget> {
     let cipher = c.cipher.as_deref().map(parse_cipher).transpose()?;
-    let opts = SmbOptions { sign: c.sign, encrypt: c.encrypt, cipher, durable: c.durable };
+    let opts = SmbOptions { sign: c.sign, encrypt: c.encrypt, cipher, durable: c.durable, persistent: c.persistent };
     let url = TargetUrl::parse(raw)?;
     let password = match (&url.password, std::env::var("BRAID_BENCH_PASSWORD")) {
         (Some(p), _) => p.clone(),
@@ -123,7 +123,7 @@ async fn single(a: BenchRunArgs) -> anyhow::Result<()> {
     wl.validate()?;
     // A durable open holds a batch oplock, which a second open of the same data file (one
     // per thread or channel) would break, and the client does not acknowledge breaks.
-    if a.common.durable && wl.meta.is_none() && wl.threads * wl.channels > 1 {
+    if (a.common.durable || a.common.persistent) && wl.meta.is_none() && wl.threads * wl.channels > 1 {
         bail!("--durable on data I/O needs -t 1 --channels 1 (each thread opens every file)");
     }
     let targets = targets(&a.common)?;
