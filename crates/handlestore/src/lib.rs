@@ -78,8 +78,26 @@ pub struct HandleRecord {
     pub mode: u64,
 }
 
+/// One change to the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Put(HandleRecord),
+    Remove(u64),
+}
+
 /// Where persistent handle records live. Each call returns once the change is durable.
 pub trait HandleStore: Send + Sync + Debug {
+    /// Applies `changes` in order, all or nothing: several opens' changes share one durable
+    /// commit (group commit). The default applies them one by one.
+    fn apply(&self, changes: &[Change]) -> Result<(), StoreError> {
+        for c in changes {
+            match c {
+                Change::Put(r) => self.put(r)?,
+                Change::Remove(id) => self.remove(*id)?,
+            }
+        }
+        Ok(())
+    }
     /// Adds (or replaces) a record.
     fn put(&self, rec: &HandleRecord) -> Result<(), StoreError>;
     /// Replaces a record whose open changed (same as `put` unless a store tells them apart).

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableTable, TableDefinition};
 
-use crate::{HandleRecord, HandleStore, StoreError};
+use crate::{Change, HandleRecord, HandleStore, StoreError};
 
 const HANDLES: TableDefinition<u64, &[u8]> = TableDefinition::new("handles");
 
@@ -72,9 +72,32 @@ fn unreadable(e: &redb::DatabaseError) -> bool {
     }
 }
 
+fn encode(rec: &HandleRecord) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(rec).map_err(|e| StoreError::Encode(rec.persistent_id, e.to_string()))
+}
+
 impl HandleStore for RedbStore {
+    fn apply(&self, changes: &[Change]) -> Result<(), StoreError> {
+        let encoded = changes
+            .iter()
+            .map(|c| match c {
+                Change::Put(r) => encode(r).map(|b| (r.persistent_id, Some(b))),
+                Change::Remove(id) => Ok((*id, None)),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.write(|t| {
+            for (id, bytes) in &encoded {
+                match bytes {
+                    Some(b) => drop(t.insert(*id, b.as_slice())?),
+                    None => drop(t.remove(*id)?),
+                }
+            }
+            Ok(())
+        })
+    }
+
     fn put(&self, rec: &HandleRecord) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(rec).map_err(|e| StoreError::Encode(rec.persistent_id, e.to_string()))?;
+        let bytes = encode(rec)?;
         self.write(|t| t.insert(rec.persistent_id, bytes.as_slice()).map(drop))
     }
 
@@ -170,6 +193,21 @@ mod tests {
         let s = RedbStore::open(&path).unwrap();
         assert!(s.load_all().unwrap().is_empty());
         assert!(path.with_extension("redb.unreadable").exists());
+        std::fs::remove_dir_all(d).unwrap();
+    }
+
+    #[test]
+    fn a_batch_applies_in_order() {
+        let d = dir("batch");
+        let path = d.join(crate::FILE_NAME);
+        let s = RedbStore::open(&path).unwrap();
+        s.put(&record(1)).unwrap();
+        let mut r2 = record(2);
+        let changes = vec![Change::Put(r2.clone()), Change::Remove(1), Change::Put(record(3)), Change::Remove(3)];
+        s.apply(&changes).unwrap();
+        r2.oplock_level = 1;
+        s.apply(&[Change::Put(r2.clone())]).unwrap();
+        assert_eq!(s.load_all().unwrap(), vec![r2]);
         std::fs::remove_dir_all(d).unwrap();
     }
 

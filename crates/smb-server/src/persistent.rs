@@ -11,10 +11,10 @@
 //! load.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use braid_handlestore::{HandleRecord, HandleStore, LeaseRecord, LockRecord, RedbStore};
+use braid_handlestore::{Change, HandleRecord, HandleStore, LeaseRecord, LockRecord, RedbStore};
 use smb_wire::NtStatus;
 
 use crate::config::ServerConfig;
@@ -34,13 +34,27 @@ pub struct PersistentOpens {
     store: Option<Arc<dyn HandleStore>>,
     /// The committed state of each persistent open, by persistent FileId.
     records: Mutex<HashMap<u64, HandleRecord>>,
-    /// One commit at a time, so a later change of a record never lands before an earlier one.
+    /// Changes waiting for their commit, in the order they were made.
+    queue: Mutex<Queue>,
+    /// One commit at a time: its holder commits every change queued so far in one
+    /// transaction (group commit), so concurrent changes share one durable write.
     writing: tokio::sync::Mutex<()>,
+    /// The sequence number of the last change known durable.
+    committed: AtomicU64,
+    /// Sequence ranges of batches whose commit failed (the most recent few).
+    failed: Mutex<Vec<(u64, u64)>>,
     /// Records loaded at startup, until `restore` takes them.
     loaded: Mutex<Vec<HandleRecord>>,
     /// Set when the server stops gracefully: closing its opens then must not drop their
     /// records (a planned restart keeps persistent handles too).
     frozen: AtomicBool,
+}
+
+/// Changes queued for the next commit; `seq` numbers the last one.
+#[derive(Debug, Default)]
+struct Queue {
+    changes: Vec<Change>,
+    seq: u64,
 }
 
 impl PersistentOpens {
@@ -93,34 +107,51 @@ impl PersistentOpens {
         let _ = self.commit(id, |m| m.remove(&id).is_some()).await;
     }
 
-    /// Runs `edit` on the records; if it says something changed, writes record `id` as it
-    /// now stands (or its removal) and waits until that is durable.
+    /// Runs `edit` on the records; if it says something changed, queues record `id` as it
+    /// now stands (or its removal) and waits until that is durable: committed by this call
+    /// or, with the changes of other opens, by the call ahead of it.
     async fn commit(&self, id: u64, edit: impl FnOnce(&mut HashMap<u64, HandleRecord>) -> bool) -> Result<(), NtStatus> {
         let Some(store) = self.store.clone() else { return Ok(()) };
         if self.frozen.load(Ordering::Acquire) {
             return Ok(());
         }
-        let _turn = self.writing.lock().await;
-        let snapshot = {
+        let mine = {
             let mut m = lock(&self.records);
             if !edit(&mut m) {
                 return Ok(());
             }
-            m.get(&id).cloned()
+            let change = m.get(&id).cloned().map_or(Change::Remove(id), Change::Put);
+            // Queued under the records' lock: the queue's order is the changes' order.
+            let mut q = lock(&self.queue);
+            q.changes.push(change);
+            q.seq += 1;
+            q.seq
         };
-        let done = tokio::task::spawn_blocking(move || match snapshot {
-            Some(r) => store.put(&r),
-            None => store.remove(id),
-        })
-        .await;
-        match done {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => {
-                tracing::error!(open = id, error = %e, "persistent handle state not committed");
-                Err(NtStatus::INSUFFICIENT_RESOURCES)
+        let _turn = self.writing.lock().await;
+        if self.committed.load(Ordering::Acquire) < mine {
+            let (batch, upto) = {
+                let mut q = lock(&self.queue);
+                (std::mem::take(&mut q.changes), q.seq)
+            };
+            let first = upto + 1 - batch.len() as u64;
+            match tokio::task::spawn_blocking(move || store.apply(&batch)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(open = id, error = %e, "persistent handle state not committed");
+                    let mut f = lock(&self.failed);
+                    f.push((first, upto));
+                    if f.len() > 64 {
+                        f.remove(0);
+                    }
+                }
+                Err(_) => lock(&self.failed).push((first, upto)),
             }
-            Err(_) => Err(NtStatus::INTERNAL_ERROR),
+            self.committed.store(upto, Ordering::Release);
         }
+        if lock(&self.failed).iter().any(|(a, b)| (*a..=*b).contains(&mine)) {
+            return Err(NtStatus::INSUFFICIENT_RESOURCES);
+        }
+        Ok(())
     }
 
     /// Records `rec` as committed already (a restored open).
