@@ -27,6 +27,7 @@ pub async fn deliver(server: &Arc<ServerState>, notices: Vec<Notice>) {
 pub async fn send_notice(server: &Arc<ServerState>, n: &Notice, tried: &mut Vec<u64>) -> Option<Delivery> {
     // A disconnected durable open cannot acknowledge: it is closed instead (in a task of
     // its own: closing may announce changes, which may send breaks).
+    crate::persistent::breaking(server, n).await;
     // A disconnected persistent open stays: the break is acknowledged for it.
     let kept = server.durable.persistent_break_targets(n);
     if !kept.is_empty() {

@@ -159,6 +159,12 @@ impl PersistentOpens {
         lock(&self.records).insert(rec.persistent_id, rec);
     }
 
+    /// The persistent opens whose lease has key `key`.
+    fn with_lease_key(&self, key: [u8; 16]) -> Vec<u64> {
+        let m = lock(&self.records);
+        m.values().filter(|r| r.lease.as_ref().is_some_and(|l| l.key == key)).map(|r| r.persistent_id).collect()
+    }
+
     /// The persistent opens under lease `id`.
     fn under_lease(&self, id: LeaseId) -> Vec<u64> {
         let m = lock(&self.records);
@@ -281,6 +287,36 @@ pub async fn lease_changed(server: &ServerState, share: usize, id: LeaseId) -> R
             .await?;
     }
     Ok(())
+}
+
+/// A break is being sent: a persistent open's record takes the state it breaks to at once
+/// (acknowledged or not), so that a restart never hands back caching the client was told
+/// to give up. Nothing when no share is continuously available.
+pub async fn breaking(server: &ServerState, n: &Notice) {
+    if !server.persistent.enabled() {
+        return;
+    }
+    match n {
+        Notice::Lease { body, .. } => {
+            for id in server.persistent.with_lease_key(body.lease_key) {
+                let _ = server
+                    .persistent
+                    .change(id, |r| {
+                        if let Some(l) = r.lease.as_mut() {
+                            l.state &= body.new_state;
+                            if body.new_epoch != 0 {
+                                l.epoch = body.new_epoch;
+                            }
+                        }
+                    })
+                    .await;
+            }
+        }
+        Notice::Oplock { body, .. } => {
+            let to = body.oplock_level;
+            let _ = server.persistent.change(body.file_id.persistent, |r| r.oplock_level = r.oplock_level.min(to)).await;
+        }
+    }
 }
 
 /// A break reached persistent opens that are disconnected (their client is away, or the
