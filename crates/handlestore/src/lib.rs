@@ -81,7 +81,7 @@ pub struct HandleRecord {
 /// One change to the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    Put(HandleRecord),
+    Put(Box<HandleRecord>),
     Remove(u64),
 }
 

@@ -203,10 +203,10 @@ mod tests {
         let s = RedbStore::open(&path).unwrap();
         s.put(&record(1)).unwrap();
         let mut r2 = record(2);
-        let changes = vec![Change::Put(r2.clone()), Change::Remove(1), Change::Put(record(3)), Change::Remove(3)];
+        let changes = vec![Change::Put(Box::new(r2.clone())), Change::Remove(1), Change::Put(Box::new(record(3))), Change::Remove(3)];
         s.apply(&changes).unwrap();
         r2.oplock_level = 1;
-        s.apply(&[Change::Put(r2.clone())]).unwrap();
+        s.apply(&[Change::Put(Box::new(r2.clone()))]).unwrap();
         assert_eq!(s.load_all().unwrap(), vec![r2]);
         std::fs::remove_dir_all(d).unwrap();
     }

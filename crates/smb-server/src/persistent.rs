@@ -120,7 +120,7 @@ impl PersistentOpens {
             if !edit(&mut m) {
                 return Ok(());
             }
-            let change = m.get(&id).cloned().map_or(Change::Remove(id), Change::Put);
+            let change = m.get(&id).map_or(Change::Remove(id), |r| Change::Put(Box::new(r.clone())));
             // Queued under the records' lock: the queue's order is the changes' order.
             let mut q = lock(&self.queue);
             q.changes.push(change);
