@@ -4,7 +4,7 @@ SIGKILL of the server in the middle of a write loop. The restarted server (same 
 same state_dir) has rebuilt it from `<state_dir>/handles.redb`: before it is reclaimed its
 byte-range lock and share mode still hold against other clients; its owner reclaims it
 (DH2C) on a new connection with its lease, lock and every acknowledged write; another user
-may not. Ordinary shares grant no persistence and create no store; a CA share whose state
+may not. A graceful stop (SIGTERM) keeps them the same way. Ordinary shares grant no persistence and create no store; a CA share whose state
 directory cannot be used stops the server at startup, naming the key; an unreclaimed
 persistent open times out and is closed after a restart too."""
 
@@ -74,6 +74,10 @@ class Braid:
             assert self.srv.proc.poll() is None, self.srv.log.read_text(errors="replace")[-3000:]
             time.sleep(0.05)
         assert harness.port_open(self.port)
+
+    def term(self):
+        """A graceful stop (SIGTERM), as a service manager restarting braid would."""
+        assert harness.stop_braid(self.srv) is None
 
     def stop(self):
         problem = harness.stop_braid(self.srv)
@@ -298,6 +302,27 @@ def test_unreclaimed_persistent_open_times_out_after_restart(braid):
     b = Client(braid, guid)
     try:
         assert status_of(lambda: reconnect(b, "brief.bin", f.file_id, cg)) == STATUS_OBJECT_NAME_NOT_FOUND
+    finally:
+        b.close()
+
+
+def test_a_graceful_stop_keeps_persistent_handles(braid):
+    guid, key, cg = uuid.uuid4(), uuid.uuid4().bytes, uuid.uuid4()
+    a = Client(braid, guid)
+    f, resp = persistent_open(a, "planned.bin", cg, key)
+    assert persistent_flag(resp) is True
+    f.write(b"before the planned restart", 0)
+    lock(f, 0, 10, EXCL)
+    braid.term()
+    a.close()
+    braid.restart()
+    b = Client(braid, guid)
+    try:
+        f2, resp2 = reconnect(b, "planned.bin", f.file_id, cg, key)
+        assert lease_state(resp2) == (key, R | W | H)
+        assert f2.read(0, 26) == b"before the planned restart"
+        assert status_of(lambda: lock(f2, 0, 10, EXCL)) == STATUS_LOCK_NOT_GRANTED
+        f2.close()
     finally:
         b.close()
 

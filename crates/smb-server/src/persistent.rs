@@ -349,3 +349,83 @@ pub fn acknowledge_for(server: &Arc<ServerState>, n: &Notice, opens: &[Arc<Open>
     }
     next
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_handlestore::StoreError;
+
+    /// A store that records each batch, and fails while `fail` is set.
+    #[derive(Debug, Default)]
+    struct Recording {
+        batches: Mutex<Vec<Vec<Change>>>,
+        fail: AtomicBool,
+    }
+
+    impl HandleStore for Recording {
+        fn apply(&self, changes: &[Change]) -> Result<(), StoreError> {
+            if self.fail.load(Ordering::Acquire) {
+                return Err(StoreError::Storage { path: "test".into(), message: "disk gone".into() });
+            }
+            lock(&self.batches).push(changes.to_vec());
+            Ok(())
+        }
+        fn put(&self, _: &HandleRecord) -> Result<(), StoreError> {
+            unreachable!("changes go through apply")
+        }
+        fn remove(&self, _: u64) -> Result<(), StoreError> {
+            unreachable!("changes go through apply")
+        }
+        fn load_all(&self) -> Result<Vec<HandleRecord>, StoreError> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn record(id: u64) -> HandleRecord {
+        HandleRecord {
+            persistent_id: id,
+            volatile_id: id,
+            share: "ca".into(),
+            path: "f".into(),
+            file_id: 1,
+            token: None,
+            desired_access: 0,
+            share_access: 0,
+            lease: None,
+            oplock_level: 0,
+            locks: Vec::new(),
+            create_guid: [0; 16],
+            app_instance: None,
+            user: "alice".into(),
+            timeout_ms: 1000,
+            delete_on_close: false,
+            create_action: 1,
+            mode: 0,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn changes_commit_in_order_and_failures_are_reported() {
+        let store = Arc::new(Recording::default());
+        let p = PersistentOpens { store: Some(store.clone()), ..Default::default() };
+        p.insert(record(1)).await.unwrap();
+        p.change(1, |r| r.oplock_level = 9).await.unwrap();
+        // Not persistent: nothing is written.
+        p.change(2, |r| r.oplock_level = 9).await.unwrap();
+        p.remove(2).await;
+        let mut expect = record(1);
+        expect.oplock_level = 9;
+        let all: Vec<Change> = lock(&store.batches).concat();
+        assert_eq!(all, vec![Change::Put(Box::new(record(1))), Change::Put(Box::new(expect))]);
+        store.fail.store(true, Ordering::Release);
+        assert_eq!(p.change(1, |r| r.oplock_level = 1).await, Err(NtStatus::INSUFFICIENT_RESOURCES));
+        store.fail.store(false, Ordering::Release);
+        p.remove(1).await;
+        assert_eq!(lock(&store.batches).last(), Some(&vec![Change::Remove(1)]));
+        // A stopping server leaves the store as it is.
+        p.insert(record(3)).await.unwrap();
+        p.freeze();
+        p.remove(3).await;
+        assert_eq!(lock(&store.batches).last(), Some(&vec![Change::Put(Box::new(record(3)))]));
+    }
+}
