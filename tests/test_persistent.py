@@ -46,6 +46,10 @@ STATUS_ACCESS_DENIED = 0xC0000022
 STATUS_SHARING_VIOLATION = 0xC0000043
 STATUS_LOCK_NOT_GRANTED = 0xC0000055
 
+# These tests start, kill and restart braid themselves.
+pytestmark = pytest.mark.skipif(os.environ.get("BRAID_TEST_TARGET", "braid").strip().lower() != "braid",
+                                reason="kills and restarts the braid binary")
+
 
 class Braid:
     """A braid process on a fixed port and config file, which the test kills and restarts."""
