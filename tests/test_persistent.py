@@ -332,6 +332,31 @@ def test_a_graceful_stop_keeps_persistent_handles(braid):
         b.close()
 
 
+def test_a_file_gone_or_replaced_while_down_is_dropped(braid):
+    guid, cg1, cg2, cg3 = uuid.uuid4(), uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    a = Client(braid, guid)
+    gone, _ = persistent_open(a, "gone.bin", cg1)
+    replaced, _ = persistent_open(a, "replaced.bin", cg2)
+    kept, _ = persistent_open(a, "kept.bin", cg3)
+    braid.kill9()
+    a.close()
+    root = braid.srv.shares["ca"]
+    (root / "gone.bin").unlink()
+    (root / "replaced.bin").unlink()
+    (root / "replaced.bin").write_bytes(b"another file under the same name")
+    braid.restart()
+    b = Client(braid, guid)
+    try:
+        for f, name, cg in ((gone, "gone.bin", cg1), (replaced, "replaced.bin", cg2)):
+            assert status_of(lambda: reconnect(b, name, f.file_id, cg)) == STATUS_OBJECT_NAME_NOT_FOUND
+        reconnect(b, "kept.bin", kept.file_id, cg3)[0].close()
+    finally:
+        b.close()
+    log = braid.srv.log.read_text(errors="replace")
+    assert "persistent handle dropped at restart" in log and "the file was replaced" in log, log[-2000:]
+    assert "restored=1" in log
+
+
 def test_ordinary_shares_grant_no_persistence_and_keep_no_store():
     root = harness.tmp_dir("braid-persistent-off-")
     b = Braid(root, ca=False)
