@@ -269,6 +269,21 @@ mod tests {
     }
 
     #[test]
+    fn persistent_handles_for_3x_when_a_share_is_continuously_available() {
+        let share = |ca: bool| crate::config::ShareConfig {
+            continuous_availability: ca,
+            ..crate::config::ShareConfig::new("s", crate::config::ShareStorage::Directory("/srv".into()))
+        };
+        let ph = cap::PERSISTENT_HANDLES;
+        let config = ServerConfig { shares: vec![share(false), share(true)], ..ServerConfig::default() };
+        assert_ne!(capabilities(&config, dialect::SMB300, 0, None) & ph, 0);
+        assert_ne!(capabilities(&config, dialect::SMB311, 0, None) & ph, 0);
+        assert_eq!(capabilities(&config, dialect::SMB210, 0, None) & ph, 0, "3.x only");
+        let off = ServerConfig { shares: vec![share(false)], ..ServerConfig::default() };
+        assert_eq!(capabilities(&off, dialect::SMB311, 0, None) & ph, 0, "no CA share");
+    }
+
+    #[test]
     fn the_highest_common_dialect_wins() {
         assert_eq!(choose_dialect(&[dialect::SMB202, dialect::SMB300, 0x0222]), Some(dialect::SMB300));
         assert_eq!(choose_dialect(&[dialect::SMB311, dialect::SMB202]), Some(dialect::SMB311));
