@@ -332,6 +332,43 @@ def test_a_graceful_stop_keeps_persistent_handles(braid):
         b.close()
 
 
+def test_a_lease_break_in_progress_is_recorded(braid):
+    """The record takes the state a break offers when the break is sent: a crash before the
+    acknowledgment hands back the lesser state, never the caching the client was told to
+    give up."""
+    guid, key, cg = uuid.uuid4(), uuid.uuid4().bytes, uuid.uuid4()
+    a = Client(braid, guid)
+    f, resp = persistent_open(a, "shared.bin", cg, key)
+    assert lease_state(resp)[1] == R | W | H
+    bob = Client(braid, uuid.uuid4(), user="bob")
+    # Bob's open breaks W from alice's lease and waits for her acknowledgment, which never
+    # comes: the server is killed first.
+    g = Open(bob.tree, "shared.bin")
+
+    def open_until_killed():
+        try:
+            g.create(ImpersonationLevel.Impersonation, A.GENERIC_READ, 0,
+                     ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE, CreateDisposition.FILE_OPEN, 0)
+        except Exception:
+            pass
+
+    opening = threading.Thread(target=open_until_killed, daemon=True)
+    opening.start()
+    time.sleep(1.0)
+    braid.kill9()
+    opening.join(10)
+    a.close()
+    bob.close()
+    braid.restart()
+    b = Client(braid, guid)
+    try:
+        f2, resp2 = reconnect(b, "shared.bin", f.file_id, cg, key)
+        assert lease_state(resp2) == (key, R | H)
+        f2.close()
+    finally:
+        b.close()
+
+
 def test_a_file_gone_or_replaced_while_down_is_dropped(braid):
     guid, cg1, cg2, cg3 = uuid.uuid4(), uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     a = Client(braid, guid)
