@@ -4,8 +4,9 @@ SIGKILL of the server in the middle of a write loop. The restarted server (same 
 same state_dir) has rebuilt it from `<state_dir>/handles.redb`: before it is reclaimed its
 byte-range lock and share mode still hold against other clients; its owner reclaims it
 (DH2C) on a new connection with its lease, lock and every acknowledged write; another user
-may not. A graceful stop (SIGTERM) keeps them the same way. Ordinary shares grant no
-persistence and create no store; a CA share whose state directory cannot be used stops the
+may not. A graceful stop (SIGTERM) keeps them the same way; a lease break in progress at
+the crash comes back as the state it offered; a file deleted or replaced while the server
+was down drops its open. Ordinary shares grant no persistence and create no store; a CA share whose state directory cannot be used stops the
 server at startup, naming the key; an unreclaimed persistent open times out and is closed
 after a restart too."""
 
