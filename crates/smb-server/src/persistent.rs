@@ -70,7 +70,8 @@ impl PersistentOpens {
                 share.name
             ))
         };
-        std::fs::create_dir_all(dir).map_err(|e| unusable(&e))?;
+        // 0700 as NFS creates it: the records name users and paths.
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700).create(dir).map_err(|e| unusable(&e))?;
         let store = RedbStore::open(&dir.join(braid_handlestore::FILE_NAME)).map_err(|e| unusable(&e))?;
         let loaded = store.load_all().map_err(|e| unusable(&e))?;
         tracing::info!(path = %dir.join(braid_handlestore::FILE_NAME).display(), records = loaded.len(), "persistent handle store open");
