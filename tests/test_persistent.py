@@ -236,6 +236,7 @@ def test_sigkill_mid_write_loop_and_reclaim_after_restart(braid):
     a.close()
     braid.restart()
     assert (braid.state / "handles.redb").exists()
+    assert braid.state.stat().st_mode & 0o777 == 0o700, "created private: the records name users and paths"
 
     # Before the owner is back: another user cannot reclaim, the lock and share mode hold.
     bob = Client(braid, guid, user="bob")
