@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# durable-cost.sh - the cost of durable v2 opens on the metadata mix: `braid bench --meta` with
-# and without `--durable` (every open asks DH2Q with a batch oplock) against one Braid server,
-# the two variants alternating within each round, on tmpfs and on an ext4 loop image.
-# Prints a markdown table: per backend and mix, the median ops/s and p50 latency of each
-# variant and the ratio durable / plain (the target is >= 0.90x).
+# durable-cost.sh - the cost of durable v2 and persistent opens on the metadata mix: `braid
+# bench --meta` plain, with `--durable` (every open asks DH2Q with a batch oplock) and with
+# `--persistent` (DH2Q with the persistent flag, on a continuously available share whose
+# handle store is in the state directory on the same file system), against one Braid
+# server, the variants taking turns within each round, on tmpfs and on an ext4 loop image.
+# `ca-plain` is plain opens on the continuously available share (what ordinary opens pay
+# there). Prints a markdown table: per backend, mix and variant, the median ops/s, its
+# ratio to plain, and the p50 latency.
 #
 # usage: bench/durable-cost.sh
 # env:   BACKENDS ("tmpfs ext4"); MIXES ("open,close create,open,close,delete,stat");
+#        VARIANTS ("plain durable persistent ca-plain");
 #        ROUNDS (3); DUR (5) seconds per timed run; THREADS (4); FILES (32) per worker
 #        BRAID_BIN (target/release/braid), BENCH_BIN (BRAID_BIN)
 #        PORT (14475); IMG_DIR (/var/tmp/braid-diskfs) IMG_SIZE (1G): the ext4 image
@@ -15,6 +19,7 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BACKENDS="${BACKENDS:-tmpfs ext4}"
 MIXES="${MIXES:-open,close create,open,close,delete,stat}"
+VARIANTS="${VARIANTS:-plain durable persistent ca-plain}"
 ROUNDS="${ROUNDS:-3}"
 DUR="${DUR:-5}"
 THREADS="${THREADS:-4}"
@@ -30,7 +35,7 @@ die() { echo "durable-cost.sh: $*" >&2; exit 2; }
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ && "$DUR" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS and DUR must be positive numbers"
 command -v jq >/dev/null || die "jq is not installed"
 for b in "$BRAID_BIN" "$BENCH_BIN"; do [[ -x "$b" ]] || die "$b: not an executable (cargo build --release)"; done
-"$BENCH_BIN" bench --help | grep -q -- --durable || die "$BENCH_BIN: its bench has no --durable"
+"$BENCH_BIN" bench --help | grep -q -- --persistent || die "$BENCH_BIN: its bench has no --persistent"
 [[ " $BACKENDS " == *" ext4 "* ]] && { (( EUID == 0 )) || die "the ext4 backend needs root"; }
 
 WORK="$(mktemp -d /dev/shm/durable-cost.XXXXXX)"
@@ -83,8 +88,9 @@ backend_up() {
 }
 
 server_up() {
-  printf '[server]\nlisten = ["127.0.0.1:%s"]\nadmin = "127.0.0.1:%s"\nlog = "warn"\n[[share]]\nname = "data"\npath = "%s"\n' \
-    "$PORT" $((PORT + 10000)) "$1" >"$WORK/braid.toml"
+  mkdir -p "$1/data" "$1/ca"
+  printf '[server]\nlisten = ["127.0.0.1:%s"]\nadmin = "127.0.0.1:%s"\nlog = "warn"\nstate_dir = "%s"\n[[share]]\nname = "data"\npath = "%s"\n[[share]]\nname = "ca"\npath = "%s"\ncontinuous_availability = true\n' \
+    "$PORT" $((PORT + 10000)) "$1/state" "$1/data" "$1/ca" >"$WORK/braid.toml"
   echo "$PW" | "$BRAID_BIN" user add alice --config "$WORK/braid.toml" --password-stdin >/dev/null
   "$BRAID_BIN" serve --config "$WORK/braid.toml" >"$WORK/braid.log" 2>&1 &
   SERVER=$!
@@ -92,12 +98,16 @@ server_up() {
   port_open "$PORT" || { cat "$WORK/braid.log" >&2; die "braid did not start"; }
 }
 
-# One timed run of mix $1, variant $2 (plain|durable); prints "ops/s p50_us".
+# One timed run of mix $1, variant $2 (plain|durable|persistent|ca-plain); prints "ops/s p50_us".
 run_one() {
-  local flag=() out
-  [[ "$2" == durable ]] && flag=(--durable)
+  local flag=() out share=data
+  case "$2" in
+    durable) flag=(--durable) ;;
+    persistent) flag=(--persistent) share=ca ;;
+    ca-plain) share=ca ;;
+  esac
   out="$(BRAID_BENCH_PASSWORD="$PW" "$BENCH_BIN" bench --meta "$1" -f "$FILES" -t "$THREADS" -d "$DUR" "${flag[@]}" \
-    --dir "dc-$2" --json "smb://alice@127.0.0.1:$PORT/data" 2>"$WORK/bench.err")" || { cat "$WORK/bench.err" >&2; return 1; }
+    --dir "dc-$2" --json "smb://alice@127.0.0.1:$PORT/$share" 2>"$WORK/bench.err")" || { cat "$WORK/bench.err" >&2; return 1; }
   [[ "$(jq '.errors' <<<"$out")" == 0 ]] || { echo "durable-cost.sh: $1 $2: $(jq '.errors' <<<"$out") errors" >&2; cat "$WORK/bench.err" >&2; return 1; }
   jq -r '"\(.iops) \(.latency_us.p50)"' <<<"$out"
 }
@@ -109,9 +119,8 @@ for b in $BACKENDS; do
   server_up "$ROOT"
   for m in $MIXES; do
     for r in $(seq "$ROUNDS"); do
-      # Alternate which variant goes first so drift over the run favours neither.
-      order="plain durable"
-      (( r % 2 == 0 )) && order="durable plain"
+      # Rotate which variant goes first so drift over the run favours none.
+      order="$(echo $VARIANTS | tr ' ' '\n' | awk -v r="$r" '{v[NR-1] = $0} END {for (i = 0; i < NR; i++) print v[(i + r) % NR]}')"
       for v in $order; do
         if res="$(run_one "$m" "$v")"; then
           echo "$b $m $v $r $res" >>"$RESULTS"
@@ -127,16 +136,17 @@ for b in $BACKENDS; do
 done
 
 echo
-echo "| backend | mix | plain ops/s | durable ops/s | ratio | plain p50 us | durable p50 us | rounds (plain / durable ops/s) |"
-echo "|---|---|---:|---:|---:|---:|---:|---|"
+echo "| backend | mix | variant | ops/s | vs plain | p50 us | rounds (ops/s) |"
+echo "|---|---|---|---:|---:|---:|---|"
 for b in $BACKENDS; do
   for m in $MIXES; do
     pick() { awk -v b="$b" -v m="$m" -v v="$1" -v c="$2" '$1 == b && $2 == m && $3 == v {print $c}' "$RESULTS"; }
-    p=$(pick plain 5 | median) d=$(pick durable 5 | median)
-    pl=$(pick plain 6 | median) dl=$(pick durable 6 | median)
-    ratio=$(awk -v p="$p" -v d="$d" 'BEGIN {if (p > 0) printf "%.2fx", d / p; else print "n/a"}')
-    printf '| %s | %s | %.0f | %.0f | %s | %s | %s | %s / %s |\n' "$b" "$m" "$p" "$d" "$ratio" "$pl" "$dl" \
-      "$(pick plain 5 | paste -sd, -)" "$(pick durable 5 | paste -sd, -)"
+    p=$(pick plain 5 | median)
+    for v in $VARIANTS; do
+      o=$(pick "$v" 5 | median) l=$(pick "$v" 6 | median)
+      ratio=$(awk -v p="$p" -v d="$o" 'BEGIN {if (p > 0) printf "%.2fx", d / p; else print "n/a"}')
+      printf '| %s | %s | %s | %.0f | %s | %s | %s |\n' "$b" "$m" "$v" "$o" "$ratio" "$l" "$(pick "$v" 5 | paste -sd, -)"
+    done
   done
 done
 exit "$failed"

@@ -4,6 +4,7 @@
 #
 # usage: interop/braid-torture.sh            (from anywhere; uses target/release/braid or $BRAID_BIN)
 # env:   SUITES="smb2.connect ..."  override the suite list
+#        CA_SHARES=1                 the suites' shares are continuously available
 #        RESULTS=target/test-logs/torture-results.txt
 #        TEST_TIMEOUT=30 TOTAL_TIMEOUT=900 JOBS=2   passed on to torture.sh
 #        SLOW_TESTS="..."  subtests allowed SLOW_TIMEOUT (120 s here): the break-timeout ones, notify.mask
@@ -38,6 +39,7 @@ listen = ["127.0.0.1:$PORT"]
 # Samba's smbtorture test controls: the PLAIN_TESTS below simulate a dead channel with
 # FSCTL_SMBTORTURE_FORCE_UNACKED_TIMEOUT instead of iptables.
 smbtorture_hooks = true
+state_dir = "$D/state"
 
 [[user]]
 name = "$TUSER"
@@ -57,6 +59,8 @@ for suite in $SUITES; do
   name="${suite//[.-]/_}"
   mkdir -p "$D/$name"; chmod 0777 "$D/$name"
   printf '\n[[share]]\nname = "%s"\npath = "%s"\nread_only = false\nusers = []\nguest_ok = false\n' "$name" "$D/$name" >>"$D/braid.toml"
+  # CA_SHARES=1: the suites' shares are continuously available (persistent handles).
+  [[ "${CA_SHARES:-0}" == 1 ]] && printf 'continuous_availability = true\n' >>"$D/braid.toml"
 done
 export SHARE_PER_SUITE=1
 

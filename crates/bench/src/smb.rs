@@ -27,6 +27,8 @@ pub struct SmbOptions {
     pub cipher: Option<Cipher>,
     /// Ask for a durable v2 open (DH2Q with a batch oplock) on every file open.
     pub durable: bool,
+    /// With `durable`: ask for persistent handles (a continuously available share).
+    pub persistent: bool,
 }
 
 /// Parses `aes-128-gcm`, `aes-128-ccm`, `aes-256-gcm` or `aes-256-ccm`.
@@ -47,6 +49,7 @@ pub struct SmbTarget {
     addr: SocketAddr,
     cfg: ClientConfig,
     durable: bool,
+    persistent: bool,
 }
 
 impl SmbTarget {
@@ -64,7 +67,7 @@ impl SmbTarget {
         if let Some(c) = opts.cipher {
             cfg.ciphers = vec![c];
         }
-        Ok(Self { url, addr, cfg, durable: opts.durable })
+        Ok(Self { url, addr, cfg, durable: opts.durable || opts.persistent, persistent: opts.persistent })
     }
 
     fn connect_error(&self, e: ClientError) -> BenchError {
@@ -89,6 +92,7 @@ pub struct SmbSession {
     tree: Tree,
     addr: SocketAddr,
     durable: bool,
+    persistent: bool,
     /// With --durable: how the session comes back after losing its connection.
     link: Option<Arc<Link>>,
 }
@@ -133,7 +137,7 @@ impl Target for SmbTarget {
                     reconnects: AtomicU64::new(0),
                 })
             });
-            Ok(SmbSession { client, tree, addr: self.addr, durable: self.durable, link })
+            Ok(SmbSession { client, tree, addr: self.addr, durable: self.durable, persistent: self.persistent, link })
         };
         match tokio::time::timeout(CONNECT_TIMEOUT, work).await {
             Ok(r) => r,
@@ -181,6 +185,7 @@ impl Session for SmbSession {
         };
         if self.durable {
             opts.durable = Some(smb_client::new_create_guid());
+            opts.persistent = self.persistent;
         }
         let (f, gen) = match &self.link {
             Some(link) => link.create(path, &opts).await,

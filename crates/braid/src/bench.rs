@@ -94,7 +94,7 @@ fn targets(c: &BenchCommonArgs) -> anyhow::Result<Vec<AnyTarget>> {
 /// Parses an smb:// URL and finds its password (URL, then BRAID_BENCH_PASSWORD, then a prompt).
 fn smb_target(c: &BenchCommonArgs, raw: &str) -> anyhow::Result<SmbTarget> {
     let cipher = c.cipher.as_deref().map(parse_cipher).transpose()?;
-    smb_target_with(raw, SmbOptions { sign: c.sign, encrypt: c.encrypt, cipher, durable: c.durable })
+    smb_target_with(raw, SmbOptions { sign: c.sign, encrypt: c.encrypt, cipher, durable: c.durable, persistent: c.persistent })
 }
 
 fn smb_target_with(raw: &str, opts: SmbOptions) -> anyhow::Result<SmbTarget> {
@@ -114,7 +114,7 @@ fn smb_target_with(raw: &str, opts: SmbOptions) -> anyhow::Result<SmbTarget> {
 async fn copy(a: BenchCopyArgs) -> anyhow::Result<()> {
     use braid_bench::copy::{copy_file, CopyMode};
     let depth = count("--depth", &a.depth.to_string())?;
-    let target = smb_target_with(&a.target, SmbOptions { sign: false, encrypt: false, cipher: None, durable: false })?;
+    let target = smb_target_with(&a.target, SmbOptions { sign: false, encrypt: false, cipher: None, durable: false, persistent: false })?;
     let mode = if a.client_side { CopyMode::ClientSide } else { CopyMode::ServerSide };
     let r = copy_file(&target, &a.from, &a.to, mode, depth).await?;
     let name = if a.client_side { "client-side" } else { "server-side" };
@@ -139,7 +139,7 @@ async fn single(a: BenchRunArgs) -> anyhow::Result<()> {
     wl.validate()?;
     // A durable open holds a batch oplock, which a second open of the same data file (one
     // per thread or channel) would break, and the client does not acknowledge breaks.
-    if a.common.durable && wl.meta.is_none() && wl.threads * wl.channels > 1 {
+    if (a.common.durable || a.common.persistent) && wl.meta.is_none() && wl.threads * wl.channels > 1 {
         bail!("--durable on data I/O needs -t 1 --channels 1 (each thread opens every file)");
     }
     let targets = targets(&a.common)?;

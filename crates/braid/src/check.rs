@@ -52,8 +52,18 @@ fn summary(path: &Path, loaded: &config::Loaded) -> String {
     for sh in &c.shares {
         let _ = writeln!(s, "  share {:?} limits: {}", sh.name, config::describe_limits(&sh.limits));
     }
+    ca_summary(c, &mut s);
     nfs_summary(loaded, &mut s);
     s
+}
+
+/// The continuously available shares and where their persistent handles are kept.
+fn ca_summary(c: &smb_server::ServerConfig, s: &mut String) {
+    let ca: Vec<&str> = c.shares.iter().filter(|sh| sh.continuous_availability).map(|sh| sh.name.as_str()).collect();
+    if !ca.is_empty() {
+        let store = c.state_dir.join(braid_handlestore::FILE_NAME);
+        let _ = writeln!(s, "  continuously available: {} (persistent handles in {})", ca.join(", "), store.display());
+    }
 }
 
 /// The NFS lines: listeners, state directory and each export's rules.
@@ -89,6 +99,15 @@ mod tests {
         assert!(s.contains("nfs export /data: every client; all squashed to 65534:65534; read-only"), "{s}");
         let off = config::parse("", "braid.toml", &dir).unwrap();
         assert!(summary(Path::new("braid.toml"), &off).contains("nfs:          off"));
+        let ca = config::parse(
+            "[server]\nstate_dir = \"st\"\n[[share]]\nname = \"data\"\npath = \"data\"\ncontinuous_availability = true\n",
+            "braid.toml",
+            &dir,
+        )
+        .unwrap();
+        let s = summary(Path::new("braid.toml"), &ca);
+        assert!(s.contains("  continuously available: data (persistent handles in "), "{s}");
+        assert!(s.contains("st/handles.redb)"), "{s}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -299,6 +299,11 @@ pub struct BenchCommonArgs {
     #[arg(long)]
     pub durable: bool,
 
+    /// Ask for persistent handles (DH2Q with SMB2_DHANDLE_FLAG_PERSISTENT, implies
+    /// --durable): what a continuously available share grants, to measure their cost.
+    #[arg(long)]
+    pub persistent: bool,
+
     /// Directory in the share for the benchmark files.
     #[arg(long, value_name = "DIR", default_value = "braid-bench")]
     pub dir: String,

@@ -153,6 +153,7 @@ struct RawShare {
     // Integer bytes or a string like "64MiB".
     metadata_cache_bytes: Option<Spanned<toml::Value>>,
     max_watches: Option<Spanned<i64>>,
+    continuous_availability: Option<Spanned<bool>>,
     nfs: Option<Spanned<bool>>,
     nfs_clients: Option<Spanned<Vec<Spanned<String>>>>,
     nfs_root_squash: Option<Spanned<bool>>,
@@ -222,6 +223,7 @@ impl Ctx<'_> {
             let nfs_keys = (s.nfs_listen.take(), s.state_dir.take());
             self.apply_server(s, &mut server, &mut log)?;
             self.apply_nfs_server(nfs_keys, &server.listen, base_dir, &mut nfs)?;
+            server.state_dir = nfs.config.state_dir.clone();
         }
         if !admin_set {
             server.admin = default_admin(&server.listen);
@@ -242,6 +244,7 @@ impl Ctx<'_> {
             let metadata_cache = self.share_metadata_cache(&s, &what)?;
             let max_watches = self.max_watches(&s, &what)?;
             let limits = self.share_limits(&s, &what)?;
+            let continuous_availability = self.continuous_availability(&s, &storage, &what)?;
             if let Some(rules) = self.share_nfs(&s, &what, &nfs)? {
                 nfs.exports.push((server.shares.len(), rules));
             }
@@ -264,6 +267,7 @@ impl Ctx<'_> {
                 metadata_cache,
                 max_watches,
                 limits,
+                continuous_availability,
             });
         }
         Ok(Loaded { server, log, nfs })
@@ -299,6 +303,19 @@ impl Ctx<'_> {
             server.users.push(UserConfig { name: name.clone(), nt_hash });
         }
         Ok(user_names)
+    }
+
+    /// A share's `continuous_availability`: persistent handles, kept in the state
+    /// directory; a memory share loses its files with the process, so it cannot be.
+    fn continuous_availability(&self, s: &RawShare, storage: &ShareStorage, what: &str) -> Result<bool, ConfigError> {
+        let Some(ca) = &s.continuous_availability else { return Ok(false) };
+        if *ca.get_ref() && matches!(storage, ShareStorage::Memory { .. }) {
+            return Err(self.err(
+                ca.span(),
+                format!("{what}: continuous_availability needs a directory share (backend = \"memory\" loses its files on restart)"),
+            ));
+        }
+        Ok(*ca.get_ref())
     }
 
     /// A share's `max_watches`: how many directory handles may watch for changes at once,

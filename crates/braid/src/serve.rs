@@ -195,6 +195,7 @@ mod tests {
                 metadata_cache: Default::default(),
                 max_watches: 0,
                 limits: Default::default(),
+                continuous_availability: false,
             }],
             ..ServerConfig::default()
         }

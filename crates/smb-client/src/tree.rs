@@ -33,6 +33,9 @@ pub struct CreateOptions {
     /// batch oplock the server needs to grant durability. Pick a fresh guid per open (see
     /// [`new_create_guid`]); [`Tree::reconnect`] presents it again after a lost connection.
     pub durable: Option<[u8; 16]>,
+    /// With `durable`: ask for a persistent handle (SMB2_DHANDLE_FLAG_PERSISTENT), which a
+    /// continuously available share grants.
+    pub persistent: bool,
 }
 
 /// A random CreateGuid for [`CreateOptions::durable`].
@@ -54,6 +57,7 @@ impl CreateOptions {
             delete_on_close: false,
             attributes: 0,
             durable: None,
+            persistent: false,
         }
     }
 
@@ -195,9 +199,10 @@ impl Tree {
     /// A CREATE; `reclaim` names the durable open to reconnect (DH2C) instead.
     fn create_request_ctx(&self, path: &str, opts: &CreateOptions, reclaim: Option<FileId>) -> Request {
         let mut r = self.request(Command::Create);
+        let flags = if opts.persistent { durable::FLAG_PERSISTENT } else { 0 };
         let ctx = match (opts.durable, reclaim) {
-            (Some(create_guid), None) => Some((durable::DH2Q, DurableRequestV2 { timeout: 0, flags: 0, create_guid }.encode())),
-            (Some(create_guid), Some(file_id)) => Some((durable::DH2C, DurableReconnectV2 { file_id, create_guid, flags: 0 }.encode())),
+            (Some(create_guid), None) => Some((durable::DH2Q, DurableRequestV2 { timeout: 0, flags, create_guid }.encode())),
+            (Some(create_guid), Some(file_id)) => Some((durable::DH2C, DurableReconnectV2 { file_id, create_guid, flags }.encode())),
             (None, _) => None,
         };
         CreateRequest {

@@ -27,6 +27,13 @@ pub async fn deliver(server: &Arc<ServerState>, notices: Vec<Notice>) {
 pub async fn send_notice(server: &Arc<ServerState>, n: &Notice, tried: &mut Vec<u64>) -> Option<Delivery> {
     // A disconnected durable open cannot acknowledge: it is closed instead (in a task of
     // its own: closing may announce changes, which may send breaks).
+    crate::persistent::breaking(server, n).await;
+    // A disconnected persistent open stays: the break is acknowledged for it.
+    let kept = server.durable.persistent_break_targets(n);
+    if !kept.is_empty() {
+        deliver_later(server, crate::persistent::acknowledge_for(server, n, &kept));
+        return None;
+    }
     let purged = server.durable.take_break_targets(n);
     if !purged.is_empty() {
         for open in purged {

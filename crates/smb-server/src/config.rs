@@ -49,6 +49,9 @@ pub struct ServerConfig {
     /// Interfaces reported by FSCTL_QUERY_NETWORK_INTERFACE_INFO; empty = the listen
     /// addresses (wildcard listeners report the host's addresses).
     pub interfaces: Vec<InterfaceConfig>,
+    /// `server.state_dir`: where state that outlives the process is kept. SMB keeps the
+    /// persistent handles of continuously available shares there (`handles.redb`).
+    pub state_dir: PathBuf,
 }
 
 /// One network interface as reported to multichannel clients (MS-SMB2 2.2.32.5).
@@ -102,6 +105,9 @@ pub struct ShareConfig {
     pub metadata_cache: MetadataCache,
     /// Provisioned performance: IOPS, burst, throughput and per-file limits (`braid_qos`).
     pub limits: braid_qos::Limits,
+    /// Continuously available (MS-SMB2 Share.IsCA): persistent handles are granted, and
+    /// their state is committed to the handle store before each answer.
+    pub continuous_availability: bool,
 }
 
 impl ShareConfig {
@@ -120,6 +126,7 @@ impl ShareConfig {
             metadata_cache: MetadataCache::default(),
             max_watches: 0,
             limits: braid_qos::Limits::default(),
+            continuous_availability: false,
         }
     }
 }
@@ -152,6 +159,9 @@ impl std::fmt::Display for MetadataCache {
         write!(f, "metadata cache {} entries, {} MiB, ttl {} ms", self.max_entries, self.max_bytes >> 20, self.ttl.as_millis())
     }
 }
+
+/// The default of [`ServerConfig::state_dir`] (NFS's too).
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/braid";
 
 /// The default of [`ShareConfig::max_watches`].
 pub const DEFAULT_MAX_WATCHES: usize = 1024;
@@ -202,6 +212,7 @@ impl Default for ServerConfig {
             splice_min_concurrent: 1,
             max_channels: 32,
             interfaces: Vec::new(),
+            state_dir: PathBuf::from(DEFAULT_STATE_DIR),
         }
     }
 }

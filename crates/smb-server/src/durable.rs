@@ -174,14 +174,18 @@ impl DurableOpens {
     pub fn disconnect_keeping(&self, server: &Arc<ServerState>, session: &Session, open: &Arc<Open>, resilient: bool) -> bool {
         let id = open.id.persistent;
         let v = open.id.volatile;
+        let breaking = open.node().is_some_and(|n| n.oplocks.breaking(v));
         let caches = open.node().is_some_and(|n| n.oplocks.caches_handle(v));
-        let eligible = open.node().is_some_and(|n| !n.oplocks.breaking(v)) && !open.is_dir() && !open.delete_on_close.load(Ordering::Acquire);
+        let plain = !open.is_dir() && !open.delete_on_close.load(Ordering::Acquire);
         let mut entries = lock(&self.entries);
         let Some(entry) = entries.get_mut(&id).filter(|e| matches!(e.state, State::Connected(s) if s == session.id)) else {
             return false;
         };
         let resilient = entry.resilient.filter(|_| resilient);
-        if !eligible || !(resilient.is_some() || entry.durable && caches) {
+        // A persistent open needs no handle caching (continuous availability keeps it), and
+        // stays through a break (acknowledged on its behalf, `persistent::acknowledge_for`).
+        let keep = plain && (entry.grant.persistent || !breaking && (resilient.is_some() || entry.durable && caches));
+        if !keep {
             entries.remove(&id);
             return false;
         }
@@ -191,14 +195,7 @@ impl DurableOpens {
         let timeout = resilient.unwrap_or(entry.grant.timeout);
         drop(entries);
         tracing::debug!(open = id, ?timeout, "durable open disconnected");
-        let server = server.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(timeout).await;
-            if let Some(open) = server.durable.take_if(id, |g| g == generation) {
-                tracing::debug!(open = id, "disconnected durable open timed out");
-                crate::open::close_open(&server, &open).await;
-            }
-        });
+        expire_after(server, id, generation, timeout);
         true
     }
 
@@ -236,6 +233,34 @@ impl DurableOpens {
                 let app = e.app.filter(|a| a.client_guid != client_guid)?;
                 let session = if let State::Connected(s) = e.state { Some(s) } else { None };
                 Some(AppInstanceOpen { persistent: *p, session, version: app.version })
+            })
+            .collect()
+    }
+
+    /// Takes a persistent open rebuilt at startup as disconnected from `session` (a
+    /// session id no live session has); its timeout runs from now.
+    pub fn adopt(&self, server: &Arc<ServerState>, grant: Grant, open: Arc<Open>, session: SessionId) {
+        let (id, timeout) = (open.id.persistent, grant.timeout);
+        let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
+        let state = State::Disconnected { open, session, generation };
+        lock(&self.entries).insert(id, Entry { grant, state, app: None, durable: true, resilient: None });
+        self.disconnected.fetch_add(1, Ordering::AcqRel);
+        expire_after(server, id, generation, timeout);
+    }
+
+    /// Disconnected persistent opens a break notification is for. Unlike other durable
+    /// opens they stay (see `persistent::acknowledge_for`); returns them.
+    pub fn persistent_break_targets(&self, notice: &Notice) -> Vec<Arc<Open>> {
+        if self.disconnected.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        let entries = lock(&self.entries);
+        entries
+            .values()
+            .filter(|e| e.grant.persistent)
+            .filter_map(|e| match &e.state {
+                State::Disconnected { open, session, .. } if hits(notice, e, open, *session) => Some(open.clone()),
+                _ => None,
             })
             .collect()
     }
@@ -326,13 +351,7 @@ impl DurableOpens {
             .iter()
             .filter_map(|(id, e)| {
                 let State::Disconnected { open, session, .. } = &e.state else { return None };
-                let hit = match notice {
-                    Notice::Oplock { owner, body, .. } => owner.session == *session && body.file_id.volatile == open.id.volatile,
-                    Notice::Lease { owners, body } => {
-                        e.grant.lease.is_some_and(|l| l.1 == body.lease_key) && owners.iter().any(|o| o.session == *session)
-                    }
-                };
-                hit.then_some(*id)
+                (!e.grant.persistent && hits(notice, e, open, *session)).then_some(*id)
             })
             .collect();
         ids.into_iter()
@@ -345,6 +364,27 @@ impl DurableOpens {
             })
             .collect()
     }
+}
+
+/// Whether `notice` is for the disconnected open `open` of `session`.
+fn hits(notice: &Notice, e: &Entry, open: &Open, session: SessionId) -> bool {
+    match notice {
+        Notice::Oplock { owner, body, .. } => owner.session == session && body.file_id.volatile == open.id.volatile,
+        Notice::Lease { owners, body } => e.grant.lease.is_some_and(|l| l.1 == body.lease_key) && owners.iter().any(|o| o.session == session),
+    }
+}
+
+/// Closes the disconnected open `id` when `timeout` passes, unless it was reconnected (or
+/// disconnected again: another `generation`) meanwhile.
+fn expire_after(server: &Arc<ServerState>, id: u64, generation: u64, timeout: Duration) {
+    let server = server.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(timeout).await;
+        if let Some(open) = server.durable.take_if(id, |g| g == generation) {
+            tracing::debug!(open = id, "disconnected durable open timed out");
+            crate::open::close_open(&server, &open).await;
+        }
+    });
 }
 
 /// Whether session `id` is going away: gone from the session table (its opens are being

@@ -37,6 +37,7 @@ use braid_opmetrics as op_metrics;
 mod open;
 mod oplocks;
 mod outbox;
+mod persistent;
 mod pipeline;
 mod qos;
 mod reader;
@@ -55,7 +56,9 @@ mod tree;
 mod write_queue;
 
 pub use braid_opmetrics::OpTable;
-pub use config::{EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig, DEFAULT_MAX_WATCHES};
+pub use config::{
+    EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig, DEFAULT_MAX_WATCHES, DEFAULT_STATE_DIR,
+};
 pub use foreign::{ForeignIntent, ForeignRefusal, SmbState};
 pub use listener::{run, Server, ServerHandle, ShareInfo};
 pub use reload::ReloadReport;

@@ -75,6 +75,7 @@ impl Server {
     pub async fn bind(self) -> std::io::Result<Bound> {
         let state = self.state;
         crate::changes::subscribe_all(&state);
+        crate::persistent::restore(&state).await;
         let mut listeners = Vec::new();
         for addr in &state.config.listen {
             let l = TcpListener::bind(addr).await.map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
@@ -191,6 +192,8 @@ impl ServerHandle {
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
+        // Persistent handles outlive a planned stop as they do a crash.
+        state.persistent.freeze();
         for s in state.sessions.values() {
             crate::session::end_session(state, &s).await;
         }

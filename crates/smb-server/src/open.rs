@@ -100,6 +100,9 @@ pub fn open_origin(open: &Open) -> crate::changes::Origin {
 /// open and delete was pending. Announces what the close changed.
 pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
     server.durable.forget(open.id.persistent);
+    if crate::persistent::on_ca_share(open) {
+        server.persistent.remove(open.id.persistent).await;
+    }
     server.replay.forget_open(open.id.volatile);
     if let Some(w) = server.notify.closed(open.id.volatile) {
         // The waiting CHANGE_NOTIFY requests answer NOTIFY_CLEANUP before the CLOSE does.

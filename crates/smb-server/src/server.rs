@@ -49,6 +49,8 @@ pub struct ServerState {
     pub files: FileTable,
     /// Durable opens, connected or waiting for a reconnect (see `durable.rs`).
     pub durable: crate::durable::DurableOpens,
+    /// Persistent opens' records and their crash-safe store (see `persistent.rs`).
+    pub persistent: crate::persistent::PersistentOpens,
     /// CreateGuids of CREATEs a client may replay (see `replay.rs`).
     pub replay: crate::replay::ReplayCache,
     pub server_guid: [u8; 16],
@@ -134,6 +136,7 @@ impl ServerState {
             shares.push(Arc::new(Share::open(s, index)?));
         }
         let users = crate::reload::user_table(&config.users);
+        let persistent = crate::persistent::PersistentOpens::open(&config)?;
         let server_guid: [u8; 16] = rand::random();
         let pipes = Arc::new(if config.splice_writes {
             crate::splice::PipePool::new(config.max_io_size as usize)
@@ -153,6 +156,7 @@ impl ServerState {
             sessions: Sharded::new(16),
             files: FileTable::new(),
             durable: Default::default(),
+            persistent,
             replay: Default::default(),
             server_guid,
             resume_key_tag: rand::random(),
@@ -179,6 +183,11 @@ impl ServerState {
 
     pub fn new_file_id(&self) -> u64 {
         self.next_file.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// FileIds from now on are above `highest` (persistent opens restored at startup).
+    pub fn reserve_file_ids(&self, highest: u64) {
+        self.next_file.fetch_max(highest.saturating_add(1), Ordering::Relaxed);
     }
 
     pub fn new_async_id(&self) -> u64 {

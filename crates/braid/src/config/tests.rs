@@ -324,5 +324,6 @@ fn share_watch_limits() {
     error(&share("max_watches = \"many\"\n"), 4, &["max_watches"]);
 }
 
+mod ca;
 mod limits;
 mod nfs;

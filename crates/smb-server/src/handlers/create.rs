@@ -160,6 +160,8 @@ async fn open_new(
     if durable_ctx.is_some() {
         app_instance::record(&server, &open, session, app_instance::parse(cx, req).ok().flatten());
     }
+    // After the app instance id is on the grant: the persistent record carries it.
+    durable::persist(cx, &open, session, req.share_access).await?;
     let answer = Answer { oplock_level, create_action, lease_ctx, durable_ctx };
     encode_response(out, req, tree, share.index, &attrs, &open, answer);
     Ok(Reply { file_id: Some(id), ..Reply::success() })

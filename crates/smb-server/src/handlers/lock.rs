@@ -42,8 +42,25 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         node.lock_sequence_done(owner, req.lock_sequence);
     }
     result?;
+    persist_locks(cx, &open, &req).await?;
     encode_empty(out);
     Ok(Reply::success())
+}
+
+/// A persistent open's locks are committed before the LOCK is answered.
+async fn persist_locks(cx: &Ctx<'_>, open: &Open, req: &LockRequest) -> Result<(), NtStatus> {
+    if !crate::persistent::on_ca_share(open) {
+        return Ok(());
+    }
+    let (mut taken, mut unlocked) = (Vec::new(), Vec::new());
+    for l in &req.locks {
+        if l.flags & flags::UNLOCK != 0 {
+            unlocked.push((l.offset, l.length));
+        } else {
+            taken.push(braid_handlestore::LockRecord { offset: l.offset, length: l.length, exclusive: l.flags & flags::EXCLUSIVE_LOCK != 0 });
+        }
+    }
+    crate::persistent::locked(&cx.conn.server, open, &taken, &unlocked).await
 }
 
 /// Carries out the unlocks or the locks of one request, all or nothing.

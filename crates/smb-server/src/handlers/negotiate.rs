@@ -140,7 +140,7 @@ fn settle_contexts(config: &ServerConfig, req: &NegotiateRequest) -> Result<Sett
 /// (MULTI_CHANNEL, and ENCRYPTION for 3.0/3.0.2, via `cipher`) are returned only when its
 /// request offered them, and so is DIRECTORY_LEASING (3.x), when any share allows directory
 /// leases: each share's switch then decides whether its directory opens get one.
-/// Persistent handles are never granted.
+/// PERSISTENT_HANDLES (3.x) when any share is continuously available.
 fn capabilities(config: &ServerConfig, chosen: u16, offered: u32, cipher: Option<Cipher>) -> u32 {
     let mut capabilities = 0;
     if chosen >= dialect::SMB210 {
@@ -155,6 +155,9 @@ fn capabilities(config: &ServerConfig, chosen: u16, offered: u32, cipher: Option
     }
     if dialect::is_smb3(chosen) && offered & cap::DIRECTORY_LEASING != 0 && config.shares.iter().any(|s| s.directory_leases) {
         capabilities |= cap::DIRECTORY_LEASING;
+    }
+    if dialect::is_smb3(chosen) && config.shares.iter().any(|s| s.continuous_availability) {
+        capabilities |= cap::PERSISTENT_HANDLES;
     }
     capabilities
 }
@@ -253,6 +256,7 @@ mod tests {
             metadata_cache: Default::default(),
             max_watches: 0,
             limits: Default::default(),
+            continuous_availability: false,
         };
         let dl = cap::DIRECTORY_LEASING;
         let config = ServerConfig { shares: vec![share(false), share(true)], ..ServerConfig::default() };
@@ -262,6 +266,21 @@ mod tests {
         assert_eq!(capabilities(&config, dialect::SMB311, 0, None) & dl, 0, "not offered");
         let off = ServerConfig { shares: vec![share(false)], ..ServerConfig::default() };
         assert_eq!(capabilities(&off, dialect::SMB311, dl, None) & dl, 0, "no share allows them");
+    }
+
+    #[test]
+    fn persistent_handles_for_3x_when_a_share_is_continuously_available() {
+        let share = |ca: bool| crate::config::ShareConfig {
+            continuous_availability: ca,
+            ..crate::config::ShareConfig::new("s", crate::config::ShareStorage::Directory("/srv".into()))
+        };
+        let ph = cap::PERSISTENT_HANDLES;
+        let config = ServerConfig { shares: vec![share(false), share(true)], ..ServerConfig::default() };
+        assert_ne!(capabilities(&config, dialect::SMB300, 0, None) & ph, 0);
+        assert_ne!(capabilities(&config, dialect::SMB311, 0, None) & ph, 0);
+        assert_eq!(capabilities(&config, dialect::SMB210, 0, None) & ph, 0, "3.x only");
+        let off = ServerConfig { shares: vec![share(false)], ..ServerConfig::default() };
+        assert_eq!(capabilities(&off, dialect::SMB311, 0, None) & ph, 0, "no CA share");
     }
 
     #[test]

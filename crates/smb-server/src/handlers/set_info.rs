@@ -147,10 +147,17 @@ async fn set_file_info(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, info: S
             .await?;
             announce(cx, open, what::SIZE);
         }
-        SetInfo::Disposition { delete_pending } => set_delete(open, h, *is_dir, node, delete_pending).await?,
-        SetInfo::DispositionEx { flags } => set_delete(open, h, *is_dir, node, flags & 0x1 != 0).await?,
+        SetInfo::Disposition { delete_pending } => {
+            set_delete(open, h, *is_dir, node, delete_pending).await?;
+            crate::persistent::changed(&cx.conn.server, open).await?;
+        }
+        SetInfo::DispositionEx { flags } => {
+            set_delete(open, h, *is_dir, node, flags & 0x1 != 0).await?;
+            crate::persistent::changed(&cx.conn.server, open).await?;
+        }
         SetInfo::Rename { replace_if_exists, root_directory, file_name } => {
             rename(cx, out, open, replace_if_exists, root_directory, &file_name).await?;
+            crate::persistent::changed(&cx.conn.server, open).await?;
         }
         SetInfo::Position { current_byte_offset } => open.position.store(current_byte_offset, Ordering::Relaxed),
         SetInfo::Mode { mode } => open.mode.store(u64::from(mode), Ordering::Relaxed),

@@ -70,8 +70,9 @@ pub(super) fn parse(req: &CreateRequest<'_>) -> Result<Ask, NtStatus> {
 }
 
 /// Makes a new open durable when it asked and qualifies (a file with a batch oplock or a
-/// lease caching handles; persistence is never granted: no share is continuously
-/// available). Returns the response context to add, if any.
+/// lease caching handles; on a continuously available share, a v2 request with the
+/// persistent flag from a 3.x client needs neither and is granted persistence). Returns
+/// the response context to add, if any.
 pub(super) fn grant(
     cx: &Ctx<'_>,
     ask: Ask,
@@ -81,27 +82,45 @@ pub(super) fn grant(
 ) -> Option<(&'static [u8], Vec<u8>)> {
     let Ask::Durable(v2) = ask else { return None };
     let node = open.node()?;
-    if open.is_dir() || !node.oplocks.caches_handle(open.id.volatile) {
+    let persistent = v2.is_some_and(|r| r.flags & dh::FLAG_PERSISTENT != 0) && persistence_offered(cx, open);
+    if open.is_dir() || !(persistent || node.oplocks.caches_handle(open.id.volatile)) {
         return None;
     }
     let user = session.user()?.clone();
+    // Only a named user can reclaim a persistent open after a restart.
+    let persistent = persistent && matches!(user, crate::session::User::Named(_));
     let timeout = v2.map_or(crate::durable::V1_TIMEOUT, |r| crate::durable::v2_timeout(r.timeout));
-    let grant = Grant {
-        create_guid: v2.map(|r| r.create_guid),
-        timeout,
-        user,
-        share,
-        lease: open.lease,
-        create_action,
-        persistent: false,
-        app_instance: None,
-    };
+    let grant =
+        Grant { create_guid: v2.map(|r| r.create_guid), timeout, user, share, lease: open.lease, create_action, persistent, app_instance: None };
     cx.conn.server.durable.register(open.id.persistent, grant, session.id);
     node.enable_lock_sequences(open.id.volatile);
+    let flags = if persistent { dh::FLAG_PERSISTENT } else { 0 };
     Some(match v2 {
         None => (dh::DHNQ, dh::encode_response_v1()),
-        Some(_) => (dh::DH2Q, dh::encode_response_v2(u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX), 0)),
+        Some(_) => (dh::DH2Q, dh::encode_response_v2(u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX), flags)),
     })
+}
+
+/// Whether an open may be persistent (MS-SMB2 3.3.5.9.10): a 3.x connection, a
+/// continuously available share, and a handle store to keep it in.
+fn persistence_offered(cx: &Ctx<'_>, open: &Open) -> bool {
+    smb_wire::dialect::is_smb3(cx.conn.dialect()) && crate::persistent::on_ca_share(open) && cx.conn.server.persistent.enabled()
+}
+
+/// Commits a persistent open's record before its CREATE is answered (nothing for other
+/// opens). On failure the open is closed and the CREATE fails.
+pub(super) async fn persist(cx: &Ctx<'_>, open: &Arc<Open>, session: &Session, share_access: u32) -> Result<(), NtStatus> {
+    if !crate::persistent::on_ca_share(open) {
+        return Ok(());
+    }
+    let server = cx.conn.server.clone();
+    let Some(grant) = server.durable.grant(open.id.persistent).filter(|g| g.persistent) else { return Ok(()) };
+    if let Err(st) = crate::persistent::granted(&server, open, &grant, share_access).await {
+        session.remove_open(open.id.volatile);
+        crate::open::close_open(&server, open).await;
+        return Err(st);
+    }
+    Ok(())
 }
 
 /// A reconnect (DHnC, DH2C): the disconnected open `file_id` comes back to this session
