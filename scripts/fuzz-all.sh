@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fuzz-all.sh - build every cargo-fuzz target in fuzz/ once, then run each for a bounded time.
 #
-# usage: scripts/fuzz-all.sh [SECONDS]     (default 15 per target; scripts/test.sh calls it)
+# usage: scripts/fuzz-all.sh [SECONDS]     (default 10 per target; scripts/test.sh calls it)
 # Needs the nightly toolchain and cargo-fuzz (scripts/install-deps.sh installs cargo-fuzz).
 # Each target starts from fuzz/corpus/TARGET (git-ignored; created on the first run and grown
 # by libFuzzer) and saves a crashing input in fuzz/artifacts/TARGET/ (git-ignored).
@@ -11,7 +11,7 @@ set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO" || exit 1
 export PATH="$PATH:$HOME/.cargo/bin"
-SECS="${1:-15}"
+SECS="${1:-10}"
 LOGS="$REPO/target/test-logs/fuzz"
 mkdir -p "$LOGS"
 

@@ -5,7 +5,7 @@
 # usage: scripts/test.sh        (from anywhere; CI runs it via .ci/run)
 # env:   SKIP_TORTURE=1         skip the smbtorture stage
 #        SKIP_FUZZ=1            skip the fuzz stage
-#        FUZZ_SECONDS=N         how long each fuzz target runs (default 15)
+#        FUZZ_SECONDS=N         how long each fuzz target runs (default 10)
 #        BRAID_TEST_TARGET=samba   run the pytest stage against the Samba peer instead of braid
 #        PYTEST_ARGS="..."      extra pytest arguments (e.g. "-x -k smbclient")
 # Logs of every stage: target/test-logs/.  Last line: "N passed, N failed" (cargo test + pytest +
@@ -93,11 +93,11 @@ fi
 # Every fuzz target (fuzz/, its own cargo project, built by cargo-fuzz with the nightly
 # toolchain) runs for FUZZ_SECONDS from its corpus in fuzz/corpus/T (git-ignored; libFuzzer
 # adds what it finds); each counts as one check. A crash input is saved in fuzz/artifacts/T/.
-stage "fuzz: every target for ${FUZZ_SECONDS:-15}s"
+stage "fuzz: every target for ${FUZZ_SECONDS:-10}s"
 if [[ "${SKIP_FUZZ:-0}" == 1 ]]; then
   echo "skipped (SKIP_FUZZ=1)"
 else
-  bash scripts/fuzz-all.sh "${FUZZ_SECONDS:-15}" </dev/null 2>&1 | tee "$LOGS/fuzz.log"
+  bash scripts/fuzz-all.sh "${FUZZ_SECONDS:-10}" </dev/null 2>&1 | tee "$LOGS/fuzz.log"
   rc=${PIPESTATUS[0]}
   count_line "$(grep -E '^fuzz: [0-9]+ passed, [0-9]+ failed$' "$LOGS/fuzz.log" | tail -n 1)"
   [[ $rc -ne 0 && $cf -eq 0 ]] && cf=1
