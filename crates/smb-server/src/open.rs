@@ -108,7 +108,7 @@ pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
         // The waiting CHANGE_NOTIFY requests answer NOTIFY_CLEANUP before the CLOSE does.
         w.drain(std::time::Duration::from_millis(500)).await;
     }
-    let OpenKind::File { key, node, is_dir, .. } = &open.kind else { return };
+    let OpenKind::File { key, node, is_dir, handle } = &open.kind else { return };
     if open.delete_on_close.load(Ordering::Acquire) {
         node.set_delete_pending(true);
     }
@@ -126,6 +126,14 @@ pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
     if !(last && pending) {
         if pending && *is_dir {
             server.notify.delete_pending(share.index, &path);
+        }
+        return;
+    }
+    if handle.stream_name().is_some() {
+        // Deleting a stream removes the stream alone; the file stays.
+        let h = handle.clone();
+        if let Err(st) = crate::storage::blocking(move || h.write_stream(h.stream_name().unwrap_or_default(), None)).await {
+            tracing::info!(status = ?st, "delete on close of a stream failed");
         }
         return;
     }

@@ -311,6 +311,11 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
         let _ = (name, data);
         Err(VfsError::unsupported())
     }
+    /// The metadata of the file itself: [`FileHandle::attrs`], except that a stream's
+    /// handle answers for its file (the main stream's size, a directory's kind).
+    fn file_attrs(&self) -> Result<FileAttrs> {
+        self.attrs()
+    }
     /// The name of the named stream this handle reads and writes, if it is one
     /// ([`StreamHandle`]); `None` for the main stream.
     fn stream_name(&self) -> Option<&str> {

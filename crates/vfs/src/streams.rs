@@ -179,6 +179,10 @@ impl FileHandle for StreamHandle {
         self.base.write_stream(name, data)
     }
 
+    fn file_attrs(&self) -> Result<FileAttrs> {
+        self.base.attrs()
+    }
+
     fn stream_name(&self) -> Option<&str> {
         Some(&self.name)
     }

@@ -25,6 +25,7 @@ use crate::tree::{Tree, TreeKind};
 
 mod app_instance;
 mod durable;
+mod stream;
 
 /// FILE_CREATE_TREE_CONNECTION (MS-SMB2 2.2.13).
 const CREATE_TREE_CONNECTION: u32 = 0x0000_0080;
@@ -96,8 +97,13 @@ async fn open_new(
         TreeKind::Disk(s) => s.clone(),
     };
     let plan = plan_disk_open(req, granted)?;
-    let opened = open_in_backend(cx, &share, &plan, granted).await?;
-    let key = (share.index, opened.attrs.file_id);
+    let opened = match &plan.stream {
+        Some(name) => stream::open(&share, &plan, granted, name).await?,
+        None => open_in_backend(cx, &share, &plan, granted).await?,
+    };
+    let key = (share.index, stream::key_id(opened.attrs.file_id, plan.stream.as_deref()));
+    // A stream open is not made durable: a reconnect reopens the file by name alone.
+    let ask = if plan.stream.is_some() { durable::Ask::Nothing } else { ask };
     let server = cx.conn.server.clone();
     let files = &server.files;
     let volatile = cx.conn.server.new_file_id();
@@ -155,7 +161,8 @@ async fn open_new(
     if open.is_dir() && open.lease.is_some() {
         lease_directory(&server, &share, &open).await;
     }
-    announce_create(&cx.conn.server, share.index, &open, created, create_action);
+    // A new stream adds no name to the directory.
+    announce_create(&cx.conn.server, share.index, &open, created && plan.stream.is_none(), create_action);
     let durable_ctx = durable::grant(cx, ask, &open, session, (share.index, create_action));
     if durable_ctx.is_some() {
         app_instance::record(&server, &open, session, app_instance::parse(cx, req).ok().flatten());
@@ -253,6 +260,8 @@ struct DiskPlan {
     readonly_new: bool,
     sec_desc: Option<smb_fscc::SecurityDescriptor>,
     eas: Option<Vec<smb_fscc::FullEa>>,
+    /// The named stream to open, if the name has one.
+    stream: Option<String>,
 }
 
 /// Checks a disk CREATE's options, contexts and name, and decides how to open.
@@ -278,14 +287,12 @@ fn plan_disk_open(req: &CreateRequest<'_>, granted: u32) -> Result<DiskPlan, NtS
     if req.name.starts_with('\\') {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    let name = resolve_dot_dot(&req.name)?;
-    let name = name.strip_suffix("::$DATA").unwrap_or(&name);
-    if name.contains(':') {
-        // Alternate data streams are not stored by this backend.
-        return Err(NtStatus::OBJECT_NAME_INVALID);
-    }
-    let path = SharePath::from_smb(name).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+    let (path, stream, main_data) = split_name(&req.name)?;
     let want_dir = req.create_options & options::DIRECTORY_FILE != 0;
+    // A stream, the main one named too, is never a directory.
+    if want_dir && (stream.is_some() || main_data) {
+        return Err(NtStatus::NOT_A_DIRECTORY);
+    }
     let delete_on_close = req.create_options & options::DELETE_ON_CLOSE != 0;
     if delete_on_close && granted & access::DELETE == 0 {
         return Err(NtStatus::ACCESS_DENIED);
@@ -305,7 +312,7 @@ fn plan_disk_open(req: &CreateRequest<'_>, granted: u32) -> Result<DiskPlan, NtS
     if readonly_new && delete_on_close && mode == CreateMode::CreateNew {
         return Err(NtStatus::CANNOT_DELETE);
     }
-    if path.is_root() && (mode == CreateMode::CreateNew || truncate || delete_on_close) {
+    if path.is_root() && stream.is_none() && (mode == CreateMode::CreateNew || truncate || delete_on_close) {
         return Err(if mode == CreateMode::CreateNew { NtStatus::OBJECT_NAME_COLLISION } else { NtStatus::ACCESS_DENIED });
     }
     let opts = OpenOptions {
@@ -314,9 +321,21 @@ fn plan_disk_open(req: &CreateRequest<'_>, granted: u32) -> Result<DiskPlan, NtS
         create: mode,
         truncate: false,
         directory: want_dir,
-        non_directory: req.create_options & options::NON_DIRECTORY_FILE != 0,
+        non_directory: req.create_options & options::NON_DIRECTORY_FILE != 0 || main_data,
     };
-    Ok(DiskPlan { path, opts, truncate, delete_on_close, readonly_new, sec_desc, eas })
+    Ok(DiskPlan { path, opts, truncate, delete_on_close, readonly_new, sec_desc, eas, stream })
+}
+
+/// The CREATE name as the file's path, the named stream (if any) and whether the main
+/// stream was named (`::$DATA`).
+fn split_name(name: &str) -> Result<(SharePath, Option<String>, bool), NtStatus> {
+    let name = resolve_dot_dot(name)?;
+    let parts = smb_fscc::split_stream_path(&name).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+    if parts.stream.is_some_and(|s| s.len() > braid_vfs::MAX_STREAM_NAME_LEN) {
+        return Err(NtStatus::OBJECT_NAME_INVALID);
+    }
+    let path = SharePath::from_smb(parts.file).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+    Ok((path, parts.stream.map(str::to_owned), parts.main_data))
 }
 
 /// Resolves `..` components the way Windows' and Samba's servers do (`dir\..\x` names
