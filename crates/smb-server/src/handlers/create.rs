@@ -418,12 +418,17 @@ async fn apply_create_settings(req: &CreateRequest<'_>, plan: &DiskPlan, opened:
     let set = req.file_attributes & smb_fscc::SETTABLE_ATTRIBUTES;
     if truncate && !created {
         let h = opened.handle.clone();
-        // Overwriting replaces the attributes (MS-FSA 2.1.5.1.2.1): the sparse mark goes.
-        let unsparse = attrs.dos_attributes & braid_vfs::dos::SPARSE_FILE != 0;
+        // Overwriting the file replaces the attributes (MS-FSA 2.1.5.1.2.1): the sparse
+        // mark goes, and so do its named streams. Overwriting a stream touches that alone.
+        let main = plan.stream.is_none();
+        let unsparse = main && attrs.dos_attributes & braid_vfs::dos::SPARSE_FILE != 0;
         attrs = blocking(move || {
             h.set_len(0)?;
             if unsparse {
                 h.set_sparse(false)?;
+            }
+            for (name, _) in if main { h.streams()? } else { Vec::new() } {
+                h.write_stream(&name, None)?;
             }
             if set != 0 {
                 h.set_dos_attributes(set)?;

@@ -1,0 +1,156 @@
+"""Named (alternate data) streams over SMB with Python smbprotocol against the real server:
+`file:stream[:$DATA]` opened, created (with its file), written, read back and listed by
+FileStreamInformation; the main stream untouched; a Zone.Identifier round trip; deleting a
+stream (delete on close) and the file with its streams; invalid stream names; a stream
+beyond the size bound refused with DISK_FULL; share modes kept per stream."""
+
+import os
+import struct
+
+import pytest
+from smbprotocol.exceptions import SMBResponseException
+from smbprotocol.open import CreateDisposition, CreateOptions, FilePipePrinterAccessMask as A, ShareAccess
+from smbprotocol.open import SMB2QueryInfoRequest, SMB2QueryInfoResponse
+
+from harness import Smb
+
+OBJECT_NAME_INVALID, OBJECT_NAME_NOT_FOUND = 0xC0000033, 0xC0000034
+NOT_A_DIRECTORY, FILE_IS_A_DIRECTORY = 0xC0000103, 0xC00000BA
+DISK_FULL, SHARING_VIOLATION = 0xC000007F, 0xC0000043
+FILE_STREAM_INFORMATION = 22
+MAX_STREAM = 65536
+ZONE = b"[ZoneTransfer]\r\nZoneId=3\r\nHostUrl=https://example.org/x.zip\r\n"
+
+
+def streams(s, f):
+    """FileStreamInformation of open `f`: [(name, size, allocation)] in wire order."""
+    req = SMB2QueryInfoRequest()
+    req["info_type"] = 1
+    req["file_info_class"] = FILE_STREAM_INFORMATION
+    req["file_id"] = f.file_id
+    req["output_buffer_length"] = 4096
+    request = s.conn.send(req, s.session.session_id, s.tree.tree_connect_id)
+    q = SMB2QueryInfoResponse()
+    q.unpack(s.conn.receive(request)["data"].get_value())
+    buf, out, at = q["buffer"].get_value(), [], 0
+    while buf:
+        nxt, nlen, size, alloc = struct.unpack_from("<IIqq", buf, at)
+        out.append((buf[at + 24:at + 24 + nlen].decode("utf-16-le"), size, alloc))
+        assert at % 8 == 0
+        if nxt == 0:
+            break
+        at += nxt
+    return out
+
+
+def status_of(fn):
+    """The NTSTATUS an smbprotocol call fails with (0 if it succeeds)."""
+    try:
+        fn()
+    except SMBResponseException as e:
+        return e.status
+    return 0
+
+
+def test_stream_round_trip_listing_and_delete(braid_server, scratch):
+    name, path = scratch
+    with Smb(braid_server) as s:
+        f = s.open(rf"{name}\f.txt", disposition=CreateDisposition.FILE_CREATE)
+        f.write(b"main data", 0)
+        st = s.open(rf"{name}\f.txt:Zone.Identifier", disposition=CreateDisposition.FILE_CREATE)
+        assert st.write(ZONE, 0) == len(ZONE)
+        st.close()
+        # Read back through another spelling of the name (case-insensitive, with its type).
+        st = s.open(rf"{name}\f.txt:zone.identifier:$DATA", disposition=CreateDisposition.FILE_OPEN)
+        assert st.read(0, 4096) == ZONE
+        assert streams(s, st) == streams(s, f)
+        st.close()
+        assert f.read(0, 100) == b"main data"
+        assert streams(s, f) == [("::$DATA", 9, 4096), (":Zone.Identifier:$DATA", len(ZONE), 4096)]
+        # The main stream named explicitly is the file.
+        m = s.open(rf"{name}\f.txt::$DATA", disposition=CreateDisposition.FILE_OPEN)
+        assert m.read(0, 100) == b"main data"
+        m.close()
+        # Delete on close removes the stream alone.
+        st = s.open(rf"{name}\f.txt:Zone.Identifier", disposition=CreateDisposition.FILE_OPEN,
+                    options=CreateOptions.FILE_DELETE_ON_CLOSE)
+        st.close()
+        assert streams(s, f) == [("::$DATA", 9, 4096)]
+        assert status_of(lambda: s.open(rf"{name}\f.txt:Zone.Identifier", disposition=CreateDisposition.FILE_OPEN)) \
+            == OBJECT_NAME_NOT_FOUND
+        f.close()
+        assert (path / "f.txt").read_bytes() == b"main data"
+
+
+def test_stream_creates_its_file_and_goes_with_it(braid_server, scratch):
+    name, path = scratch
+    with Smb(braid_server) as s:
+        st = s.open(rf"{name}\new.txt:s1", disposition=CreateDisposition.FILE_CREATE)
+        st.write(b"stream one", 0)
+        st.close()
+        assert (path / "new.txt").stat().st_size == 0
+        if braid_server.target == "braid":
+            assert os.getxattr(path / "new.txt", "user.braid.stream.s1") == b"stream one"
+        # Overwriting the file drops its streams (MS-FSA 2.1.5.1.2.1).
+        s.open(rf"{name}\new.txt:s2", disposition=CreateDisposition.FILE_CREATE).close()
+        f = s.open(rf"{name}\new.txt", disposition=CreateDisposition.FILE_OVERWRITE)
+        assert [n for n, _, _ in streams(s, f)] == ["::$DATA"]
+        f.close()
+        s.open(rf"{name}\new.txt:s3", disposition=CreateDisposition.FILE_CREATE).close()
+        # Deleting the file deletes its streams: a new file of that name has none.
+        f = s.open(rf"{name}\new.txt", disposition=CreateDisposition.FILE_OPEN, options=CreateOptions.FILE_DELETE_ON_CLOSE)
+        f.close()
+        assert not (path / "new.txt").exists()
+        f = s.open(rf"{name}\new.txt", disposition=CreateDisposition.FILE_CREATE)
+        assert [n for n, _, _ in streams(s, f)] == ["::$DATA"]
+        f.close()
+
+
+def test_invalid_stream_names_and_directories(braid_server, scratch):
+    name, _ = scratch
+    with Smb(braid_server) as s:
+        s.open(rf"{name}\f.txt", disposition=CreateDisposition.FILE_CREATE).close()
+        for bad in ("f.txt:", "f.txt::", "f.txt:s:$FOO", "f.txt:a\\b", "f.txt:a:b:$DATA", "f.txt:a/b"):
+            assert status_of(lambda: s.open(rf"{name}\{bad}")) == OBJECT_NAME_INVALID, bad
+        assert status_of(lambda: s.open(rf"{name}\f.txt:missing", disposition=CreateDisposition.FILE_OPEN)) \
+            == OBJECT_NAME_NOT_FOUND
+        # A stream is never a directory; a directory has no main data stream.
+        assert status_of(lambda: s.open(rf"{name}\f.txt:s", directory=True)) == NOT_A_DIRECTORY
+        assert status_of(lambda: s.open(rf"{name}::$DATA", disposition=CreateDisposition.FILE_OPEN,
+                                        options=0)) == FILE_IS_A_DIRECTORY
+        # A directory has no ::$DATA but may have named streams.
+        d = s.open(name, directory=True, access=A.GENERIC_READ)
+        assert streams(s, d) == []
+        s.open(rf"{name}:dirstream", disposition=CreateDisposition.FILE_CREATE, options=0).close()
+        assert [n for n, _, _ in streams(s, d)] == [":dirstream:$DATA"]
+        d.close()
+
+
+def test_stream_size_bound_is_refused_cleanly(braid_server, scratch):
+    if braid_server.target != "braid":
+        pytest.skip("the bound is Braid's (one xattr value)")
+    name, _ = scratch
+    with Smb(braid_server) as s:
+        st = s.open(rf"{name}\big.bin:data", disposition=CreateDisposition.FILE_CREATE)
+        # The share lives on tmpfs, which holds a full 64 KiB value.
+        assert st.write(b"x" * MAX_STREAM, 0) == MAX_STREAM
+        assert status_of(lambda: st.write(b"y", MAX_STREAM)) == DISK_FULL
+        assert status_of(lambda: st.write(b"y" * 10, MAX_STREAM - 5)) == DISK_FULL
+        assert st.read(MAX_STREAM - 4, 8) == b"xxxx"
+        st.close()
+        f = s.open(rf"{name}\big.bin", disposition=CreateDisposition.FILE_OPEN)
+        assert streams(s, f)[1] == (":data:$DATA", MAX_STREAM, MAX_STREAM)
+        f.close()
+
+
+def test_share_modes_are_kept_per_stream(braid_server, scratch):
+    name, _ = scratch
+    with Smb(braid_server) as s:
+        excl = s.open(rf"{name}\f.txt:s", disposition=CreateDisposition.FILE_CREATE, share_access=0)
+        # The file and another stream open freely; the same stream does not.
+        s.open(rf"{name}\f.txt", disposition=CreateDisposition.FILE_OPEN, share_access=0).close()
+        s.open(rf"{name}\f.txt:other", share_access=0).close()
+        assert status_of(lambda: s.open(rf"{name}\f.txt:S", disposition=CreateDisposition.FILE_OPEN)) \
+            == SHARING_VIOLATION
+        excl.close()
+        s.open(rf"{name}\f.txt:S", disposition=CreateDisposition.FILE_OPEN, share_access=ShareAccess.FILE_SHARE_READ).close()
