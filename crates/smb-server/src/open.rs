@@ -120,20 +120,23 @@ pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
             crate::changes::modified(server, share.index, &path, false, what::SIZE | what::LAST_WRITE, origin);
         }
     }
-    let (last, pending) = server.files.release(*key, open.id.volatile);
+    let (mut last, mut pending) = server.files.release(*key, open.id.volatile);
     let Some(share) = open.tree.share() else { return };
     let path = crate::sync::lock(&open.path).clone();
+    if let Some(name) = handle.stream_name() {
+        if last && pending {
+            // Deleting a stream removes the stream alone.
+            let (h, name) = (handle.clone(), name.to_owned());
+            if let Err(st) = crate::storage::blocking(move || h.write_stream(&name, None)).await {
+                tracing::info!(status = ?st, "delete on close of a stream failed");
+            }
+        }
+        // The file itself goes once the last open of it or of its streams closes.
+        (last, pending) = server.files.release_stream_hold(crate::locks::stream_file_key(*key, name), open.id.volatile);
+    }
     if !(last && pending) {
         if pending && *is_dir {
             server.notify.delete_pending(share.index, &path);
-        }
-        return;
-    }
-    if handle.stream_name().is_some() {
-        // Deleting a stream removes the stream alone; the file stays.
-        let h = handle.clone();
-        if let Err(st) = crate::storage::blocking(move || h.write_stream(h.stream_name().unwrap_or_default(), None)).await {
-            tracing::info!(status = ?st, "delete on close of a stream failed");
         }
         return;
     }

@@ -13,7 +13,7 @@ use smb_wire::msg::oplock::{lease_flags, LeaseContext};
 use smb_wire::{dialect, FileId, NtStatus};
 
 use super::{blocking, file_info};
-use crate::locks::{is_stat_open, FileKey, FileNode, FileTable};
+use crate::locks::{is_stat_open, FileKey, FileNode, FileTable, STREAM_HOLD};
 use crate::open::{DirCursor, Open, OpenKind};
 use crate::oplocks::{Event, LeaseId, Owner, Reach, Requester};
 use crate::request::{Ctx, HResult, Reply};
@@ -101,7 +101,10 @@ async fn open_new(
         Some(name) => stream::open(&share, &plan, granted, name).await?,
         None => open_in_backend(cx, &share, &plan, granted).await?,
     };
-    let key = (share.index, stream::key_id(opened.attrs.file_id, plan.stream.as_deref()));
+    let key = stream::key(share.index, opened.attrs.file_id, plan.stream.as_deref());
+    if plan.stream.is_none() && granted & access::DELETE != 0 {
+        stream::check_delete_shared(&cx.conn.server.files, share.index, &opened).await?;
+    }
     // A stream open is not made durable: a reconnect reopens the file by name alone.
     let ask = if plan.stream.is_some() { durable::Ask::Nothing } else { ask };
     let server = cx.conn.server.clone();
@@ -121,7 +124,11 @@ async fn open_new(
     let who = Requester { open: volatile, lease: lease_id };
     let flags = (plan.truncate, plan.delete_on_close, reserved.is_some());
     let node = claim_after_breaks(cx, out, key, who, granted, req.share_access, flags).await;
-    let node = match node.and_then(|n| if n.is_delete_pending() { Err(NtStatus::DELETE_PENDING) } else { Ok(n) }) {
+    let node = node.and_then(|n| if n.is_delete_pending() { Err(NtStatus::DELETE_PENDING) } else { Ok(n) });
+    // A stream open holds its file, which must not be on its way out.
+    let file_key = (share.index, opened.attrs.file_id);
+    let node = node.and_then(|n| if plan.stream.is_some() { files.hold_for_stream(file_key, volatile).map(|()| n) } else { Ok(n) });
+    let node = match node {
         Ok(n) => n,
         Err(st) => {
             files.release(key, volatile);
@@ -132,6 +139,9 @@ async fn open_new(
         Ok(r) => r,
         Err(st) => {
             files.release(key, volatile);
+            if plan.stream.is_some() {
+                files.release_stream_hold(file_key, volatile);
+            }
             return Err(st);
         }
     };
@@ -499,13 +509,14 @@ fn grant_caching(
         if is_dir || requested == oplock::NONE || requested == oplock::LEASE {
             return (oplock::NONE, None);
         }
-        let others = node.other_opens(|o, _| o == volatile);
+        // A stream open's hold on its file is not an open of the file.
+        let others = node.other_opens(|o, _| o == volatile || o & STREAM_HOLD != 0);
         return (node.oplocks.grant_oplock(volatile, reach, requested, others), None);
     };
     let mine = node.oplocks.lease_opens(lid);
     // Stat opens without a lease of their own do not stop write caching.
     let others = node.other_opens(|o, acc| {
-        o == volatile || mine.contains(&o) || (is_stat_open(acc.0 & !access::READ_CONTROL) && node.oplocks.lease_of(o).is_none())
+        o == volatile || o & STREAM_HOLD != 0 || mine.contains(&o) || (is_stat_open(acc.0 & !access::READ_CONTROL) && node.oplocks.lease_of(o).is_none())
     });
     let g = node.oplocks.grant_lease(volatile, reach, lid, &l, others, is_dir);
     if files.bind_lease(lid, key).is_err() {

@@ -10,21 +10,32 @@ use braid_vfs::{CreateMode, FileHandle, OpenOptions, OpenOutcome, StreamHandle};
 use smb_wire::msg::create::access;
 use smb_wire::NtStatus;
 
+use braid_filestate::{Access, ShareMode};
+
 use super::{blocking, DiskPlan, Opened};
+use crate::locks::{FileKey, FileTable};
 use crate::server::Share;
 
-/// The file-state key id of stream `stream` of the file `file_id` (the file's own id for
-/// the main stream): the file id mixed with a hash of the case-folded name, its top bit
-/// set, so a stream's key is neither its file's nor (inode numbers being far below 2^63)
-/// any other file's.
-pub(super) fn key_id(file_id: u64, stream: Option<&str>) -> u64 {
-    let Some(name) = stream else { return file_id };
-    // FNV-1a over the lower-cased name: stable, and no dependency for eight lines.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in name.to_lowercase().bytes() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+/// The file-state key of the open: the file's, or for a stream its own (see
+/// [`crate::locks::stream_key_id`]).
+pub(super) fn key(share: usize, file_id: u64, stream: Option<&str>) -> FileKey {
+    (share, stream.map_or(file_id, |name| crate::locks::stream_key_id(file_id, name)))
+}
+
+/// Refuses an open of a file with DELETE access while one of its streams is open without
+/// FILE_SHARE_DELETE (MS-FSA 2.1.5.1.2: deleting the file deletes every stream).
+pub(super) async fn check_delete_shared(files: &FileTable, share: usize, opened: &Opened) -> Result<(), NtStatus> {
+    if !files.streams_open() {
+        return Ok(());
     }
-    file_id ^ (h | 1 << 63)
+    let h = opened.handle.clone();
+    let names = blocking(move || h.streams()).await?;
+    for (name, _) in names {
+        if let Some(node) = files.existing(key(share, opened.attrs.file_id, Some(&name))) {
+            node.check_share(Access::DELETE, ShareMode::ALL).map_err(crate::status_map::state_status)?;
+        }
+    }
+    Ok(())
 }
 
 /// What a stream CREATE does on the backend: the file opened (created if missing and the
@@ -92,21 +103,5 @@ fn find_or_create(base: &Arc<dyn FileHandle>, name: &str, mode: CreateMode) -> R
             })?;
             Ok((name.to_owned(), true))
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::key_id;
-
-    #[test]
-    fn stream_keys_differ_from_the_file_and_ignore_case() {
-        assert_eq!(key_id(42, None), 42);
-        let k = key_id(42, Some("Zone.Identifier"));
-        assert_ne!(k, 42);
-        assert_eq!(k, key_id(42, Some("zone.IDENTIFIER")));
-        assert_ne!(k, key_id(42, Some("other")));
-        assert_ne!(k, key_id(43, Some("Zone.Identifier")));
-        assert!(k >= 1 << 63 || 42 >= 1 << 63);
     }
 }
