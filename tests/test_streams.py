@@ -2,7 +2,9 @@
 `file:stream[:$DATA]` opened, created (with its file), written, read back and listed by
 FileStreamInformation; the main stream untouched; a Zone.Identifier round trip; deleting a
 stream (delete on close) and the file with its streams; invalid stream names; a stream
-beyond the size bound refused with DISK_FULL; share modes kept per stream."""
+beyond the size bound refused with DISK_FULL; share modes kept per stream, DELETE of the
+file refused while a stream does not share it; a file deleted while a stream is open goes
+when the stream closes."""
 
 import os
 import struct
@@ -16,23 +18,28 @@ from harness import Smb
 
 OBJECT_NAME_INVALID, OBJECT_NAME_NOT_FOUND = 0xC0000033, 0xC0000034
 NOT_A_DIRECTORY, FILE_IS_A_DIRECTORY = 0xC0000103, 0xC00000BA
-DISK_FULL, SHARING_VIOLATION = 0xC000007F, 0xC0000043
-FILE_STREAM_INFORMATION = 22
+DISK_FULL, SHARING_VIOLATION, DELETE_PENDING = 0xC000007F, 0xC0000043, 0xC0000056
+FILE_ALL_INFORMATION, FILE_STREAM_INFORMATION = 18, 22
 MAX_STREAM = 65536
 ZONE = b"[ZoneTransfer]\r\nZoneId=3\r\nHostUrl=https://example.org/x.zip\r\n"
 
 
-def streams(s, f):
-    """FileStreamInformation of open `f`: [(name, size, allocation)] in wire order."""
+def query(s, f, cls):
+    """The raw answer of a file information query of class `cls` on open `f`."""
     req = SMB2QueryInfoRequest()
     req["info_type"] = 1
-    req["file_info_class"] = FILE_STREAM_INFORMATION
+    req["file_info_class"] = cls
     req["file_id"] = f.file_id
     req["output_buffer_length"] = 4096
     request = s.conn.send(req, s.session.session_id, s.tree.tree_connect_id)
     q = SMB2QueryInfoResponse()
     q.unpack(s.conn.receive(request)["data"].get_value())
-    buf, out, at = q["buffer"].get_value(), [], 0
+    return q["buffer"].get_value()
+
+
+def streams(s, f):
+    """FileStreamInformation of open `f`: [(name, size, allocation)] in wire order."""
+    buf, out, at = query(s, f, FILE_STREAM_INFORMATION), [], 0
     while buf:
         nxt, nlen, size, alloc = struct.unpack_from("<IIqq", buf, at)
         out.append((buf[at + 24:at + 24 + nlen].decode("utf-16-le"), size, alloc))
@@ -148,9 +155,31 @@ def test_share_modes_are_kept_per_stream(braid_server, scratch):
     with Smb(braid_server) as s:
         excl = s.open(rf"{name}\f.txt:s", disposition=CreateDisposition.FILE_CREATE, share_access=0)
         # The file and another stream open freely; the same stream does not.
-        s.open(rf"{name}\f.txt", disposition=CreateDisposition.FILE_OPEN, share_access=0).close()
-        s.open(rf"{name}\f.txt:other", share_access=0).close()
+        rw = A.GENERIC_READ | A.GENERIC_WRITE
+        s.open(rf"{name}\f.txt", access=rw, disposition=CreateDisposition.FILE_OPEN, share_access=0).close()
+        s.open(rf"{name}\f.txt:other", access=rw, share_access=0).close()
         assert status_of(lambda: s.open(rf"{name}\f.txt:S", disposition=CreateDisposition.FILE_OPEN)) \
+            == SHARING_VIOLATION
+        # Deleting the file would delete the stream, which does not share DELETE.
+        assert status_of(lambda: s.open(rf"{name}\f.txt", access=A.DELETE, disposition=CreateDisposition.FILE_OPEN)) \
             == SHARING_VIOLATION
         excl.close()
         s.open(rf"{name}\f.txt:S", disposition=CreateDisposition.FILE_OPEN, share_access=ShareAccess.FILE_SHARE_READ).close()
+
+
+def test_file_deleted_while_a_stream_is_open(braid_server, scratch):
+    name, path = scratch
+    with Smb(braid_server) as s:
+        st = s.open(rf"{name}\f.txt:s", disposition=CreateDisposition.FILE_CREATE)
+        st.write(b"still here", 0)
+        # The stream shares DELETE: the file's deletion is pending until the stream closes.
+        s.open(rf"{name}\f.txt", disposition=CreateDisposition.FILE_OPEN, options=CreateOptions.FILE_DELETE_ON_CLOSE).close()
+        assert st.read(0, 100) == b"still here"
+        assert (path / "f.txt").exists()
+        assert status_of(lambda: s.open(rf"{name}\f.txt")) == DELETE_PENDING
+        assert status_of(lambda: s.open(rf"{name}\f.txt:s")) == DELETE_PENDING
+        # The name FileAllInformation reports for a stream names the stream too.
+        info = query(s, st, FILE_ALL_INFORMATION)
+        assert info[100:].decode("utf-16-le") == rf"\{name}\f.txt:s"
+        st.close()
+        assert not (path / "f.txt").exists()
