@@ -97,24 +97,13 @@ async fn open_new(
         TreeKind::Disk(s) => s.clone(),
     };
     let plan = plan_disk_open(req, granted)?;
-    let opened = match &plan.stream {
-        Some(name) => stream::open(&share, &plan, granted, name).await?,
-        None => open_in_backend(cx, &share, &plan, granted).await?,
-    };
-    let key = stream::key(share.index, opened.attrs.file_id, plan.stream.as_deref());
-    if plan.stream.is_none() && granted & access::DELETE != 0 {
-        stream::check_delete_shared(&cx.conn.server.files, share.index, &opened).await?;
-    }
-    // A stream open is not made durable: a reconnect reopens the file by name alone.
-    let ask = if plan.stream.is_some() { durable::Ask::Nothing } else { ask };
+    let (opened, key, file_key) = open_disk(cx, &share, &plan, granted).await?;
     let server = cx.conn.server.clone();
     let files = &server.files;
     let volatile = cx.conn.server.new_file_id();
-    if let Some(l) = lease_req {
-        // A lease key names one file (MS-SMB2 3.3.5.9.11), checked for directories too.
-        if files.lease_file((session.client_guid, l.key)).is_some_and(|k| k != key) {
-            return Err(NtStatus::INVALID_PARAMETER);
-        }
+    // A lease key names one file (MS-SMB2 3.3.5.9.11), checked for directories too.
+    if lease_req.is_some_and(|l| files.lease_file((session.client_guid, l.key)).is_some_and(|k| k != key)) {
+        return Err(NtStatus::INVALID_PARAMETER);
     }
     // Directories get no oplock, and a lease only where the connection negotiated directory
     // leasing (3.x, offered by the client) and the share allows it.
@@ -124,24 +113,12 @@ async fn open_new(
     let who = Requester { open: volatile, lease: lease_id };
     let flags = (plan.truncate, plan.delete_on_close, reserved.is_some());
     let node = claim_after_breaks(cx, out, key, who, granted, req.share_access, flags).await;
-    let node = node.and_then(|n| if n.is_delete_pending() { Err(NtStatus::DELETE_PENDING) } else { Ok(n) });
-    // A stream open holds its file, which must not be on its way out.
-    let file_key = (share.index, opened.attrs.file_id);
-    let node = node.and_then(|n| if plan.stream.is_some() { files.hold_for_stream(file_key, volatile).map(|()| n) } else { Ok(n) });
-    let node = match node {
-        Ok(n) => n,
-        Err(st) => {
-            files.release(key, volatile);
-            return Err(st);
-        }
-    };
+    let node = admit(files, node, (key, file_key), volatile)?;
     let (attrs, create_action) = match apply_create_settings(req, &plan, &opened).await {
         Ok(r) => r,
         Err(st) => {
             files.release(key, volatile);
-            if plan.stream.is_some() {
-                files.release_stream_hold(file_key, volatile);
-            }
+            file_key.map(|k| files.release_stream_hold(k, volatile));
             return Err(st);
         }
     };
@@ -173,6 +150,8 @@ async fn open_new(
     }
     // A new stream adds no name to the directory.
     announce_create(&cx.conn.server, share.index, &open, created && plan.stream.is_none(), create_action);
+    // A stream open is not made durable: a reconnect reopens the file by name alone.
+    let ask = if plan.stream.is_some() { durable::Ask::Nothing } else { ask };
     let durable_ctx = durable::grant(cx, ask, &open, session, (share.index, create_action));
     if durable_ctx.is_some() {
         app_instance::record(&server, &open, session, app_instance::parse(cx, req).ok().flatten());
@@ -182,6 +161,38 @@ async fn open_new(
     let answer = Answer { oplock_level, create_action, lease_ctx, durable_ctx };
     encode_response(out, req, tree, share.index, &attrs, &open, answer);
     Ok(Reply { file_id: Some(id), ..Reply::success() })
+}
+
+/// Opens the file (or stream) a disk CREATE names: the open, its file-state key and, for a
+/// stream, its file's key (the stream open holds that file too). An open of a file with
+/// DELETE access is refused while a stream of it does not share DELETE.
+async fn open_disk(cx: &Ctx<'_>, share: &Share, plan: &DiskPlan, granted: u32) -> Result<(Opened, FileKey, Option<FileKey>), NtStatus> {
+    let opened = match &plan.stream {
+        Some(name) => stream::open(share, plan, granted, name).await?,
+        None => open_in_backend(cx, share, plan, granted).await?,
+    };
+    if plan.stream.is_none() && granted & access::DELETE != 0 {
+        stream::check_delete_shared(&cx.conn.server.files, share.index, &opened).await?;
+    }
+    let key = stream::key(share.index, opened.attrs.file_id, plan.stream.as_deref());
+    let file_key = plan.stream.as_ref().map(|_| (share.index, opened.attrs.file_id));
+    Ok((opened, key, file_key))
+}
+
+/// The open's claim, unless its file's deletion is pending; a stream open also holds its
+/// file (`file_key`). On failure nothing stays claimed.
+fn admit(
+    files: &FileTable,
+    node: Result<Arc<FileNode>, NtStatus>,
+    (key, file_key): (FileKey, Option<FileKey>),
+    open: u64,
+) -> Result<Arc<FileNode>, NtStatus> {
+    let r = node.and_then(|n| if n.is_delete_pending() { Err(NtStatus::DELETE_PENDING) } else { Ok(n) });
+    let r = r.and_then(|n| file_key.map_or(Ok(()), |k| files.hold_for_stream(k, open)).map(|()| n));
+    if r.is_err() {
+        files.release(key, open);
+    }
+    r
 }
 
 /// Announces what a CREATE changed: a new name, or the data and attributes an overwrite or
@@ -516,7 +527,10 @@ fn grant_caching(
     let mine = node.oplocks.lease_opens(lid);
     // Stat opens without a lease of their own do not stop write caching.
     let others = node.other_opens(|o, acc| {
-        o == volatile || o & STREAM_HOLD != 0 || mine.contains(&o) || (is_stat_open(acc.0 & !access::READ_CONTROL) && node.oplocks.lease_of(o).is_none())
+        o == volatile
+            || o & STREAM_HOLD != 0
+            || mine.contains(&o)
+            || (is_stat_open(acc.0 & !access::READ_CONTROL) && node.oplocks.lease_of(o).is_none())
     });
     let g = node.oplocks.grant_lease(volatile, reach, lid, &l, others, is_dir);
     if files.bind_lease(lid, key).is_err() {
