@@ -11,13 +11,14 @@ import struct
 
 import pytest
 from smbprotocol.exceptions import SMBResponseException
+from smbprotocol.file_info import FileRenameInformation
 from smbprotocol.open import CreateDisposition, CreateOptions, FilePipePrinterAccessMask as A, ShareAccess
 from smbprotocol.open import SMB2QueryInfoRequest, SMB2QueryInfoResponse
 
 from harness import Smb
 
 OBJECT_NAME_INVALID, OBJECT_NAME_NOT_FOUND = 0xC0000033, 0xC0000034
-NOT_A_DIRECTORY, FILE_IS_A_DIRECTORY = 0xC0000103, 0xC00000BA
+NOT_A_DIRECTORY, FILE_IS_A_DIRECTORY, NOT_SUPPORTED = 0xC0000103, 0xC00000BA, 0xC00000BB
 DISK_FULL, SHARING_VIOLATION, DELETE_PENDING = 0xC000007F, 0xC0000043, 0xC0000056
 FILE_ALL_INFORMATION, FILE_STREAM_INFORMATION = 18, 22
 MAX_STREAM = 65536
@@ -78,6 +79,14 @@ def test_stream_round_trip_listing_and_delete(braid_server, scratch):
         m = s.open(rf"{name}\f.txt::$DATA", disposition=CreateDisposition.FILE_OPEN)
         assert m.read(0, 100) == b"main data"
         m.close()
+        # Renaming a stream is not offered, and a stream's open never renames its file.
+        st = s.open(rf"{name}\f.txt:Zone.Identifier", disposition=CreateDisposition.FILE_OPEN)
+        for to in (":renamed", rf"{name}\g.txt"):
+            info = FileRenameInformation()
+            info["file_name"] = to
+            assert status_of(lambda: s.set_info(st, info)) == NOT_SUPPORTED, to
+        st.close()
+        assert sorted(p.name for p in path.iterdir()) == ["f.txt"]
         # Delete on close removes the stream alone.
         st = s.open(rf"{name}\f.txt:Zone.Identifier", disposition=CreateDisposition.FILE_OPEN,
                     options=CreateOptions.FILE_DELETE_ON_CLOSE)
