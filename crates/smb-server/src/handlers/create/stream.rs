@@ -6,11 +6,10 @@
 
 use std::sync::Arc;
 
+use braid_filestate::{Access, ShareMode};
 use braid_vfs::{CreateMode, FileHandle, OpenOptions, OpenOutcome, StreamHandle};
 use smb_wire::msg::create::access;
 use smb_wire::NtStatus;
-
-use braid_filestate::{Access, ShareMode};
 
 use super::{blocking, DiskPlan, Opened};
 use crate::locks::{FileKey, FileTable};
