@@ -4,7 +4,7 @@ FileStreamInformation; the main stream untouched; a Zone.Identifier round trip; 
 stream (delete on close) and the file with its streams; invalid stream names; a stream
 beyond the size bound refused with DISK_FULL; share modes kept per stream, DELETE of the
 file refused while a stream does not share it; a file deleted while a stream is open goes
-when the stream closes."""
+when the stream closes; smbclient putting, getting and listing a stream."""
 
 import os
 import struct
@@ -192,3 +192,18 @@ def test_file_deleted_while_a_stream_is_open(braid_server, scratch):
         assert info[100:].decode("utf-16-le") == rf"\{name}\f.txt:s"
         st.close()
         assert not (path / "f.txt").exists()
+
+
+def test_smbclient_sees_and_writes_streams(braid_server, scratch, client_conf, tmp_path):
+    """smbclient (Samba's client) puts a stream, reads it back and lists it with allinfo."""
+    from harness import smbclient
+    name, path = scratch
+    src = tmp_path / "zone.txt"
+    src.write_bytes(ZONE)
+    (path / "dl.zip").write_bytes(b"PK")
+    r = smbclient(braid_server, client_conf, "data",
+                  f'cd {name}; put {src} dl.zip:Zone.Identifier; get dl.zip:Zone.Identifier {tmp_path / "back.txt"}; allinfo dl.zip')
+    assert r.ok, r.out
+    assert (tmp_path / "back.txt").read_bytes() == ZONE
+    assert f"stream: [:Zone.Identifier:$DATA], {len(ZONE)} bytes" in r.out, r.out
+    assert "stream: [::$DATA], 2 bytes" in r.out, r.out
