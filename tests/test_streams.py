@@ -4,7 +4,8 @@ FileStreamInformation; the main stream untouched; a Zone.Identifier round trip; 
 stream (delete on close) and the file with its streams; invalid stream names; a stream
 beyond the size bound refused with DISK_FULL; share modes kept per stream, DELETE of the
 file refused while a stream does not share it; a file deleted while a stream is open goes
-when the stream closes; smbclient putting, getting and listing a stream."""
+when the stream closes; smbclient putting, getting and listing a stream; CHANGE_NOTIFY's
+stream actions."""
 
 import os
 import struct
@@ -207,3 +208,26 @@ def test_smbclient_sees_and_writes_streams(braid_server, scratch, client_conf, t
     assert (tmp_path / "back.txt").read_bytes() == ZONE
     assert f"stream: [:Zone.Identifier:$DATA], {len(ZONE)} bytes" in r.out, r.out
     assert "stream: [::$DATA], 2 bytes" in r.out, r.out
+
+
+def test_stream_changes_are_stream_actions(braid_server, scratch):
+    """CHANGE_NOTIFY reports a stream's creation, data and deletion as stream actions; a
+    stream's CREATE that makes the file reports the file's name too."""
+    from smbprotocol.change_notify import CompletionFilter as CF, FileAction
+    from test_notify import Watches
+    name, path = scratch
+    (path / "f.txt").write_bytes(b"main")
+    filters = [CF.FILE_NOTIFY_CHANGE_STREAM_NAME, CF.FILE_NOTIFY_CHANGE_STREAM_WRITE, CF.FILE_NOTIFY_CHANGE_FILE_NAME]
+    with Smb(braid_server) as watcher_side, Smb(braid_server) as other:
+        ws = Watches(watcher_side, name, filters)
+        st = other.open(rf"{name}\f.txt:s", disposition=CreateDisposition.FILE_CREATE)
+        assert ws.answered(CF.FILE_NOTIFY_CHANGE_STREAM_NAME) == [(FileAction.FILE_ACTION_ADDED_STREAM, "f.txt")]
+        st.write(b"data", 0)
+        st.close()
+        assert ws.answered(CF.FILE_NOTIFY_CHANGE_STREAM_WRITE) == [(FileAction.FILE_ACTION_MODIFIED_STREAM, "f.txt")]
+        other.open(rf"{name}\f.txt:s", disposition=CreateDisposition.FILE_OPEN, options=CreateOptions.FILE_DELETE_ON_CLOSE).close()
+        assert ws.answered(CF.FILE_NOTIFY_CHANGE_STREAM_NAME) == [(FileAction.FILE_ACTION_REMOVED_STREAM, "f.txt")]
+        assert ws.answered(CF.FILE_NOTIFY_CHANGE_FILE_NAME, timeout=0.3) is None
+        other.open(rf"{name}\g.txt:s", disposition=CreateDisposition.FILE_CREATE).close()
+        assert ws.answered(CF.FILE_NOTIFY_CHANGE_FILE_NAME) == [(FileAction.FILE_ACTION_ADDED, "g.txt")]
+        ws.close()

@@ -117,7 +117,8 @@ pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
     if open.written.load(Ordering::Acquire) {
         if let Some(share) = open.tree.share() {
             let path = crate::sync::lock(&open.path).clone();
-            crate::changes::modified(server, share.index, &path, false, what::SIZE | what::LAST_WRITE, origin);
+            let bits = if handle.stream_name().is_some() { what::STREAMS } else { what::SIZE | what::LAST_WRITE };
+            crate::changes::modified(server, share.index, &path, false, bits, origin);
         }
     }
     let (mut last, mut pending) = server.files.release(*key, open.id.volatile);
@@ -127,8 +128,12 @@ pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
         if last && pending {
             // Deleting a stream removes the stream alone.
             let (h, name) = (handle.clone(), name.to_owned());
-            if let Err(st) = crate::storage::blocking(move || h.write_stream(&name, None)).await {
-                tracing::info!(status = ?st, "delete on close of a stream failed");
+            match crate::storage::blocking(move || h.write_stream(&name, None)).await {
+                Ok(()) => {
+                    let change = braid_vfs::Change { path: path.clone(), kind: ChangeKind::Removed, is_dir: false, what: what::STREAMS };
+                    crate::changes::changed(server, share.index, &change, origin);
+                }
+                Err(st) => tracing::info!(status = ?st, "delete on close of a stream failed"),
             }
         }
         // The file itself goes once the last open of it or of its streams closes.

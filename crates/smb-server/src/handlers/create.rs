@@ -126,7 +126,7 @@ async fn open_new(
     let owner = Owner { session: session.id, conn: cx.conn.id, encrypt: tree.encrypt };
     let lease = lease_req.zip(lease_id);
     let (oplock_level, lease_ctx) = grant_caching(files, &node, key, Reach { owner, file_id: id }, req.oplock_level, lease, opened.is_dir());
-    let Opened { handle, path, created, .. } = opened;
+    let Opened { handle, path, created, named, .. } = opened;
     let open = Arc::new(Open {
         id,
         tree: tree.clone(),
@@ -148,8 +148,7 @@ async fn open_new(
     if open.is_dir() && open.lease.is_some() {
         lease_directory(&server, &share, &open).await;
     }
-    // A new stream adds no name to the directory.
-    announce_create(&cx.conn.server, share.index, &open, created && plan.stream.is_none(), create_action);
+    announce_create(&cx.conn.server, share.index, &open, (created, named), create_action);
     // A stream open is not made durable: a reconnect reopens the file by name alone.
     let ask = if plan.stream.is_some() { durable::Ask::Nothing } else { ask };
     let durable_ctx = durable::grant(cx, ask, &open, session, (share.index, create_action));
@@ -209,10 +208,20 @@ async fn lease_directory(server: &Arc<crate::server::ServerState>, share: &Arc<c
     .await;
 }
 
-fn announce_create(server: &crate::server::ServerState, share: usize, open: &Open, created: bool, create_action: u32) {
+fn announce_create(server: &crate::server::ServerState, share: usize, open: &Open, (created, named): (bool, bool), create_action: u32) {
+    use braid_vfs::{what, Change, ChangeKind};
     let origin = crate::open::open_origin(open);
     let path = lock(&open.path).clone();
-    if created {
+    if open.handle().is_some_and(|h| h.stream_name().is_some()) {
+        // A stream's CREATE: its file's name if that is new, then the stream's change.
+        if named {
+            crate::changes::name(server, share, &path, ChangeKind::Added, false, origin);
+        }
+        let kind = if created { ChangeKind::Added } else { ChangeKind::Modified };
+        if created || create_action == action::OVERWRITTEN || create_action == action::SUPERSEDED {
+            crate::changes::changed(server, share, &Change { path, kind, is_dir: false, what: what::STREAMS }, origin);
+        }
+    } else if created {
         crate::changes::name(server, share, &path, braid_vfs::ChangeKind::Added, open.is_dir(), origin);
     } else if create_action == action::OVERWRITTEN || create_action == action::SUPERSEDED {
         use braid_vfs::what;
@@ -381,6 +390,8 @@ fn resolve_dot_dot(name: &str) -> Result<std::borrow::Cow<'_, str>, NtStatus> {
 struct Opened {
     handle: Arc<dyn braid_vfs::FileHandle>,
     created: bool,
+    /// Whether a new name appeared: the file was created (by a stream's CREATE too).
+    named: bool,
     attrs: braid_vfs::FileAttrs,
     /// The on-disk spelling of the name.
     path: SharePath,
@@ -426,7 +437,7 @@ async fn open_in_backend(cx: &Ctx<'_>, share: &Share, plan: &DiskPlan, granted: 
         blocking(move || backend.remove(&p)).await?;
         return Err(NtStatus::CANNOT_DELETE);
     }
-    Ok(Opened { handle, created, attrs, path })
+    Ok(Opened { handle, created, named: created, attrs, path })
 }
 
 /// What a CREATE sets on the file it opened, now that its share modes passed: truncation

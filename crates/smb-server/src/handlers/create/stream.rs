@@ -83,7 +83,7 @@ pub(super) async fn open(share: &Share, plan: &DiskPlan, granted: u32, name: &st
         return Err(NtStatus::ACCESS_DENIED);
     }
     let path = opened.handle.opened_path().unwrap_or_else(|| plan.path.clone());
-    Ok(Opened { handle: opened.handle, created: opened.created, attrs: opened.attrs, path })
+    Ok(Opened { handle: opened.handle, created: opened.created, named: opened.base_created, attrs: opened.attrs, path })
 }
 
 /// Finds stream `name` of `base` or creates it (empty) as `mode` allows: its stored name and
