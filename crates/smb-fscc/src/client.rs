@@ -194,6 +194,7 @@ mod tests {
             alignment_requirement: 0,
             name: name.into(),
             volume_serial: 0,
+            streams: Vec::new(),
         }
     }
 

@@ -48,6 +48,9 @@ pub struct FileInfo {
     pub name: String,
     /// Volume serial number (FileIdInformation).
     pub volume_serial: u32,
+    /// Named streams (name, size, allocation size), listed by FileStreamInformation after
+    /// the unnamed one.
+    pub streams: Vec<(String, u64, u64)>,
 }
 
 impl FileInfo {
@@ -189,15 +192,26 @@ fn put_all(out: &mut Vec<u8>, info: &FileInfo) {
     put_len_name(out, &utf16le(&info.name));
 }
 
-/// MS-FSCC 2.4 FileStreamInformation: only the unnamed data stream exists; directories
-/// have no data stream, so the list is empty.
+/// MS-FSCC 2.4.43 FileStreamInformation: the unnamed data stream (a directory has none),
+/// then the named ones; entries 8-byte aligned and chained by NextEntryOffset.
 fn put_stream(out: &mut Vec<u8>, info: &FileInfo) {
-    if !info.is_directory {
-        let name = utf16le("::$DATA");
-        put_u32(out, 0); // NextEntryOffset: single entry
-        put_u32(out, name.len() as u32); // StreamNameLength (14)
-        put_u64(out, info.end_of_file); // StreamSize
-        put_u64(out, info.allocation_size); // StreamAllocationSize
+    let main = (!info.is_directory).then(|| (String::new(), info.end_of_file, info.allocation_size));
+    let mut last: Option<usize> = None;
+    for (name, size, alloc) in main.iter().chain(info.streams.iter()) {
+        let start = out.len();
+        if let Some(prev) = last {
+            // Align this entry and point the previous one at it.
+            let pad = (8 - (start - prev) % 8) % 8;
+            put_zeros(out, pad);
+            let next = (out.len() - prev) as u32;
+            out[prev..prev + 4].copy_from_slice(&next.to_le_bytes());
+        }
+        last = Some(out.len());
+        let name = utf16le(&crate::stream_display_name(name));
+        put_u32(out, 0); // NextEntryOffset, patched by the next entry
+        put_u32(out, name.len() as u32);
+        put_u64(out, *size);
+        put_u64(out, *alloc);
         out.extend_from_slice(&name);
     }
 }
@@ -254,6 +268,7 @@ mod tests {
             alignment_requirement: 0,
             name: "\\dir\\a.txt".into(),
             volume_serial: 0xCAFE_BABE,
+            streams: Vec::new(),
         }
     }
 
@@ -366,6 +381,27 @@ mod tests {
         let mut d = sample();
         d.is_directory = true;
         assert!(enc(FILE_STREAM_INFORMATION, &d).is_empty());
+    }
+
+    #[test]
+    fn stream_information_lists_named_streams_aligned() {
+        let mut i = sample();
+        i.streams = vec![("Zone.Identifier".into(), 26, 4096), ("ab".into(), 0, 0)];
+        let b = enc(FILE_STREAM_INFORMATION, &i);
+        // ::$DATA: 24 + 14 bytes, padded to 40.
+        assert_eq!(u32_at(&b, 0), 40);
+        let zone = utf16le(":Zone.Identifier:$DATA");
+        assert_eq!(u32_at(&b, 44), zone.len() as u32);
+        assert_eq!(u64_at(&b, 48), 26);
+        assert_eq!(&b[64..64 + zone.len()], &zone[..]);
+        let third = 40 + u32_at(&b, 40) as usize;
+        assert_eq!(third % 8, 0);
+        assert_eq!(u32_at(&b, third), 0);
+        assert_eq!(&b[third + 24..], &utf16le(":ab:$DATA")[..]);
+        // A directory lists its named streams only.
+        i.is_directory = true;
+        let b = enc(FILE_STREAM_INFORMATION, &i);
+        assert_eq!(&b[24..24 + zone.len()], &zone[..]);
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod fs_info;
 mod security;
 mod set_info;
 mod shortname;
+mod stream_name;
 mod time;
 mod wildcard;
 mod wire;
@@ -35,5 +36,6 @@ pub use security::{
 };
 pub use set_info::{parse_set_info, SetInfo};
 pub use shortname::short_name;
+pub use stream_name::{split_stream_path, stream_display_name, BadStreamName, StreamPath};
 pub use time::{filetime_to_system_time, system_time_to_filetime, FILETIME_RESUME_UPDATES, FILETIME_STOP_UPDATES};
 pub use wildcard::{has_wildcards, wildcard_match};

@@ -102,6 +102,28 @@ impl SmbFile {
     }
 }
 
+/// The id a stream open's hold on its file's node is claimed under (its own id with this
+/// bit set): open ids count up from 1 and never reach it.
+pub const STREAM_HOLD: OpenId = 1 << 63;
+
+/// The key id of stream `name` of the file with id `file_id`: the file id mixed with a hash
+/// of the case-folded name with its top bit set, so a stream's key is neither its file's
+/// nor (inode numbers being far below 2^63) any other file's. Mixing is an XOR, so
+/// [`stream_file_key`] undoes it.
+pub fn stream_key_id(file_id: u64, name: &str) -> u64 {
+    // FNV-1a over the lower-cased name: stable across restarts and platforms.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.to_lowercase().bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    file_id ^ (h | 1 << 63)
+}
+
+/// The key of the file that stream `name`, keyed `key`, belongs to.
+pub fn stream_file_key(key: FileKey, name: &str) -> FileKey {
+    (key.0, stream_key_id(key.1, name))
+}
+
 /// All files currently open, and the lease table.
 #[derive(Debug)]
 pub struct FileTable {
@@ -109,11 +131,43 @@ pub struct FileTable {
     /// Lease table (MS-SMB2 3.3.1.4): which file each ClientGuid + LeaseKey is on; a key
     /// belongs to one file while any open uses it.
     leases: Sharded<crate::oplocks::LeaseId, FileKey>,
+    /// How many stream opens hold their files: while none do, a file's opens need not
+    /// look at its streams.
+    stream_holds: std::sync::atomic::AtomicUsize,
 }
 
 impl FileTable {
     pub fn new() -> Self {
-        FileTable { nodes: braid_filestate::FileTable::default(), leases: Sharded::new(16) }
+        FileTable { nodes: braid_filestate::FileTable::default(), leases: Sharded::new(16), stream_holds: Default::default() }
+    }
+
+    /// Records that stream open `open` holds the file `file`: a claim without access (it
+    /// conflicts with nothing) that keeps the file's node, and so its delete-pending state,
+    /// alive while the stream is open; the file is removed when the last open of the file
+    /// or of any of its streams closes (MS-FSA 2.1.5.4). DELETE_PENDING when the file's
+    /// deletion is pending (nothing is held then).
+    pub fn hold_for_stream(&self, file: FileKey, open: OpenId) -> Result<(), NtStatus> {
+        use braid_filestate::ShareMode;
+        let node = self.node(file);
+        node.claim(open | STREAM_HOLD, Access(0), ShareMode::ALL).map_err(state_status)?;
+        self.stream_holds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if node.is_delete_pending() {
+            self.release_stream_hold(file, open);
+            return Err(NtStatus::DELETE_PENDING);
+        }
+        Ok(())
+    }
+
+    /// Ends stream open `open`'s hold on `file`: (last open of the file, delete pending),
+    /// as [`FileTable::release`].
+    pub fn release_stream_hold(&self, file: FileKey, open: OpenId) -> (bool, bool) {
+        self.stream_holds.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.release(file, open | STREAM_HOLD)
+    }
+
+    /// Whether any stream open holds a file now.
+    pub fn streams_open(&self) -> bool {
+        self.stream_holds.load(std::sync::atomic::Ordering::Relaxed) > 0
     }
 
     /// The node for `key`, created if absent.
@@ -157,6 +211,17 @@ impl FileTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_keys_differ_from_the_file_ignore_case_and_lead_back() {
+        let k = stream_key_id(42, "Zone.Identifier");
+        assert_ne!(k, 42);
+        assert!(k >= STREAM_HOLD);
+        assert_eq!(k, stream_key_id(42, "zone.IDENTIFIER"));
+        assert_ne!(k, stream_key_id(42, "other"));
+        assert_ne!(k, stream_key_id(43, "Zone.Identifier"));
+        assert_eq!(stream_file_key((3, k), "ZONE.identifier"), (3, 42));
+    }
 
     #[test]
     fn lock_sequences() {

@@ -108,7 +108,7 @@ pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
         // The waiting CHANGE_NOTIFY requests answer NOTIFY_CLEANUP before the CLOSE does.
         w.drain(std::time::Duration::from_millis(500)).await;
     }
-    let OpenKind::File { key, node, is_dir, .. } = &open.kind else { return };
+    let OpenKind::File { key, node, is_dir, handle } = &open.kind else { return };
     if open.delete_on_close.load(Ordering::Acquire) {
         node.set_delete_pending(true);
     }
@@ -117,12 +117,28 @@ pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
     if open.written.load(Ordering::Acquire) {
         if let Some(share) = open.tree.share() {
             let path = crate::sync::lock(&open.path).clone();
-            crate::changes::modified(server, share.index, &path, false, what::SIZE | what::LAST_WRITE, origin);
+            let bits = if handle.stream_name().is_some() { what::STREAMS } else { what::SIZE | what::LAST_WRITE };
+            crate::changes::modified(server, share.index, &path, false, bits, origin);
         }
     }
-    let (last, pending) = server.files.release(*key, open.id.volatile);
+    let (mut last, mut pending) = server.files.release(*key, open.id.volatile);
     let Some(share) = open.tree.share() else { return };
     let path = crate::sync::lock(&open.path).clone();
+    if let Some(name) = handle.stream_name() {
+        if last && pending {
+            // Deleting a stream removes the stream alone.
+            let (h, name) = (handle.clone(), name.to_owned());
+            match crate::storage::blocking(move || h.write_stream(&name, None)).await {
+                Ok(()) => {
+                    let change = braid_vfs::Change { path: path.clone(), kind: ChangeKind::Removed, is_dir: false, what: what::STREAMS };
+                    crate::changes::changed(server, share.index, &change, origin);
+                }
+                Err(st) => tracing::info!(status = ?st, "delete on close of a stream failed"),
+            }
+        }
+        // The file itself goes once the last open of it or of its streams closes.
+        (last, pending) = server.files.release_stream_hold(crate::locks::stream_file_key(*key, name), open.id.volatile);
+    }
     if !(last && pending) {
         if pending && *is_dir {
             server.notify.delete_pending(share.index, &path);

@@ -20,6 +20,7 @@ mod local;
 mod mapped;
 mod memory;
 mod path;
+mod streams;
 pub use cache::{CacheConfig, CachedBackend, CachedHandle};
 pub use copy::copy_range;
 pub use error::VfsError;
@@ -28,6 +29,7 @@ pub use local::{LocalBackend, LocalHandle, BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR
 pub use mapped::MappedRange;
 pub use memory::{MemoryBackend, MemoryHandle};
 pub use path::{validate_component, SharePath, MAX_COMPONENT_LEN, MAX_PATH_LEN};
+pub use streams::{StreamHandle, MAX_STREAM_LEN, MAX_STREAM_NAME_LEN, STREAM_XATTR_PREFIX};
 
 use std::time::SystemTime;
 
@@ -289,6 +291,36 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     /// beyond [`MAX_EAS`] fails with `TooLarge`. Names are stored as given: callers that
     /// want case-insensitive names normalise them first.
     fn set_extended_attribute(&self, name: &str, value: &[u8]) -> Result<()>;
+    /// The named (alternate data) streams of this file: each stream's name as created and
+    /// its size, sorted by name. The main stream is not listed. Backends without streams
+    /// have none.
+    fn streams(&self) -> Result<Vec<(String, u64)>> {
+        Ok(Vec::new())
+    }
+    /// The named stream `name` (matched case-insensitively): its name as stored and its
+    /// content; `None` when the file has no such stream.
+    fn read_stream(&self, name: &str) -> Result<Option<(String, Vec<u8>)>> {
+        let _ = name;
+        Ok(None)
+    }
+    /// Creates or replaces the named stream `name` with `data` (at most [`MAX_STREAM_LEN`]
+    /// bytes: `TooLarge` otherwise, or where the file system holds less), or removes it
+    /// (`data` is `None`; removing a missing stream is not an error). An existing stream
+    /// keeps its stored spelling. Backends without streams answer `Unsupported`.
+    fn write_stream(&self, name: &str, data: Option<&[u8]>) -> Result<()> {
+        let _ = (name, data);
+        Err(VfsError::unsupported())
+    }
+    /// The metadata of the file itself: [`FileHandle::attrs`], except that a stream's
+    /// handle answers for its file (the main stream's size, a directory's kind).
+    fn file_attrs(&self) -> Result<FileAttrs> {
+        self.attrs()
+    }
+    /// The name of the named stream this handle reads and writes, if it is one
+    /// ([`StreamHandle`]); `None` for the main stream.
+    fn stream_name(&self) -> Option<&str> {
+        None
+    }
     /// Sets the permission bits (`mode & 0o7777`), as chmod(2) does.
     fn set_mode(&self, mode: u32) -> Result<()> {
         let _ = mode;

@@ -24,6 +24,7 @@ mod listing;
 mod meta;
 mod posix;
 mod sparse;
+mod streams;
 mod sys;
 mod token;
 

@@ -6,7 +6,7 @@
 
 use braid_vfs::{
     creds, dos, Backend, CacheConfig, CachedBackend, CreateMode, FileHandle, FileKind, LocalBackend, MemoryBackend, OpenOptions, OpenOutcome,
-    SetTimes, VfsError, MAX_TOKEN_LEN,
+    SetTimes, StreamHandle, VfsError, MAX_STREAM_LEN, MAX_TOKEN_LEN,
 };
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -861,6 +861,48 @@ fn creds_decide_the_owner_of_new_objects(f: &dyn Fixture) {
     assert_eq!(creds::current_fs_ids().0, 0);
 }
 
+/// Named streams: created, read and written through a [`StreamHandle`], listed with their
+/// sizes, found case-insensitively, bounded, removed, and gone with the file.
+fn named_streams(f: &dyn Fixture) {
+    let b = f.backend();
+    put(b, "f.txt", b"main");
+    let h: Arc<dyn FileHandle> = Arc::from(open(b, "f.txt", opts(CreateMode::OpenExisting)).unwrap());
+    assert_eq!(h.streams().unwrap(), vec![]);
+    assert!(h.read_stream("Zone.Identifier").unwrap().is_none());
+    h.write_stream("Zone.Identifier", Some(b"")).unwrap();
+    let s = StreamHandle::new(h.clone(), "Zone.Identifier".into());
+    assert_eq!(s.stream_name(), Some("Zone.Identifier"));
+    assert_eq!(s.write_at(b"[ZoneTransfer]", 0).unwrap(), 14);
+    assert_eq!(s.write_at(b"!", 20).unwrap(), 1);
+    assert_eq!(s.size().unwrap(), 21);
+    assert_eq!(s.attrs().unwrap().size, 21);
+    assert_eq!(s.attrs().unwrap().file_id, h.attrs().unwrap().file_id);
+    assert_eq!(read_all(&s), b"[ZoneTransfer]\0\0\0\0\0\0!".to_vec());
+    // The main stream is untouched; names are case-insensitive and keep their spelling.
+    assert_eq!(get(b, "f.txt"), b"main");
+    let (stored, data) = h.read_stream("zone.identifier").unwrap().unwrap();
+    assert_eq!((stored.as_str(), data.len()), ("Zone.Identifier", 21));
+    h.write_stream("ZONE.IDENTIFIER", Some(b"x")).unwrap();
+    h.write_stream("second", Some(b"22")).unwrap();
+    assert_eq!(h.streams().unwrap(), vec![("Zone.Identifier".to_string(), 1), ("second".to_string(), 2)]);
+    s.set_len(0).unwrap();
+    assert_eq!(s.size().unwrap(), 0);
+    // Bounded: a write past the limit is refused and changes nothing.
+    assert!(matches!(s.write_at(b"x", MAX_STREAM_LEN as u64), Err(VfsError::TooLarge)));
+    assert!(matches!(h.write_stream("big", Some(&vec![0u8; MAX_STREAM_LEN + 1])), Err(VfsError::TooLarge)));
+    assert!(matches!(h.write_stream("", Some(b"x")), Err(VfsError::InvalidName)));
+    assert_eq!(s.size().unwrap(), 0);
+    h.write_stream("Second", None).unwrap();
+    h.write_stream("never", None).unwrap();
+    assert_eq!(h.streams().unwrap(), vec![("Zone.Identifier".to_string(), 0)]);
+    // Streams go with the file.
+    drop((s, h));
+    b.remove(&p("f.txt")).unwrap();
+    put(b, "f.txt", b"new");
+    let h = open(b, "f.txt", opts(CreateMode::OpenExisting)).unwrap();
+    assert_eq!(h.streams().unwrap(), vec![]);
+}
+
 /// Instantiates every conformance test for one fixture type.
 macro_rules! conformance {
     ($module:ident, $fixture:expr) => {
@@ -872,7 +914,8 @@ macro_rules! conformance {
                 statfs_figures, concurrent_positional_io, case_insensitive_lookup_preserves_case,
                 case_insensitive_rename, security_descriptor_round_trip, extended_attributes_round_trip,
                 posix_attributes_and_modes, exact_names_never_fall_back, symlinks_are_not_followed, hard_links_share_one_file,
-                special_files, posix_rename_replaces, file_tokens_follow_the_file, creds_decide_the_owner_of_new_objects);
+                special_files, posix_rename_replaces, file_tokens_follow_the_file, creds_decide_the_owner_of_new_objects,
+                named_streams);
         }
     };
     (@tests $fixture:expr; $($name:ident),+) => {

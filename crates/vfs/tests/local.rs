@@ -505,3 +505,40 @@ fn xattr_names(path: &Path) -> Vec<String> {
     buf.truncate(n);
     buf.split(|&b| b == 0).filter(|n| !n.is_empty()).map(|n| String::from_utf8_lossy(n).into_owned()).collect()
 }
+
+/// Streams live in `user.braid.stream.<name>` xattrs on disk. A value the file system
+/// cannot hold (ext4 keeps all of an inode's xattrs in one block) is `TooLarge` and leaves
+/// the stream as it was; tmpfs holds the full 64 KiB.
+#[test]
+fn streams_are_xattrs_and_oversize_is_refused_cleanly() {
+    use braid_vfs::{FileHandle, StreamHandle, MAX_STREAM_LEN};
+    use std::sync::Arc;
+    // The share's own (tmpfs) directory, and one on the temporary directory's file system.
+    let tmp = std::env::temp_dir().join(format!("braid-vfs-streams-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&tmp);
+    fs::create_dir_all(&tmp).unwrap();
+    let s = Scratch::new();
+    for dir in [s.share(), tmp.clone()] {
+        let b = LocalBackend::new(&dir, false).unwrap();
+        let h: Arc<dyn FileHandle> = Arc::from(open(&b, "f", opts(CreateMode::OpenOrCreate)).unwrap());
+        h.write_stream("Zone.Identifier", Some(b"[ZoneTransfer]")).unwrap();
+        let mut buf = [0u8; 64];
+        let n = rustix::fs::getxattr(dir.join("f"), "user.braid.stream.Zone.Identifier", &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"[ZoneTransfer]");
+        let st = StreamHandle::new(h.clone(), "Zone.Identifier".into());
+        match st.write_at(&vec![7u8; MAX_STREAM_LEN - 14], 14) {
+            Ok(n) => assert_eq!((n, st.size().unwrap()), (MAX_STREAM_LEN - 14, MAX_STREAM_LEN as u64)),
+            Err(VfsError::TooLarge) => assert_eq!(read_all(&st), b"[ZoneTransfer]"),
+            Err(e) => panic!("{dir:?}: {e:?}"),
+        }
+        if dir == s.share() && fs_is_tmpfs(&dir) {
+            assert_eq!(st.size().unwrap(), MAX_STREAM_LEN as u64, "tmpfs holds a full stream");
+        }
+        assert!(matches!(st.write_at(b"x", MAX_STREAM_LEN as u64), Err(VfsError::TooLarge)));
+    }
+    let _ = fs::remove_dir_all(&tmp);
+}
+
+fn fs_is_tmpfs(dir: &Path) -> bool {
+    fs::read_to_string("/proc/mounts").is_ok_and(|m| m.lines().any(|l| l.starts_with("tmpfs /dev/shm ")) && dir.starts_with("/dev/shm"))
+}

@@ -13,7 +13,7 @@ use smb_wire::msg::oplock::{lease_flags, LeaseContext};
 use smb_wire::{dialect, FileId, NtStatus};
 
 use super::{blocking, file_info};
-use crate::locks::{is_stat_open, FileKey, FileNode, FileTable};
+use crate::locks::{is_stat_open, FileKey, FileNode, FileTable, STREAM_HOLD};
 use crate::open::{DirCursor, Open, OpenKind};
 use crate::oplocks::{Event, LeaseId, Owner, Reach, Requester};
 use crate::request::{Ctx, HResult, Reply};
@@ -25,6 +25,7 @@ use crate::tree::{Tree, TreeKind};
 
 mod app_instance;
 mod durable;
+mod stream;
 
 /// FILE_CREATE_TREE_CONNECTION (MS-SMB2 2.2.13).
 const CREATE_TREE_CONNECTION: u32 = 0x0000_0080;
@@ -96,16 +97,13 @@ async fn open_new(
         TreeKind::Disk(s) => s.clone(),
     };
     let plan = plan_disk_open(req, granted)?;
-    let opened = open_in_backend(cx, &share, &plan, granted).await?;
-    let key = (share.index, opened.attrs.file_id);
+    let (opened, key, file_key) = open_disk(cx, &share, &plan, granted).await?;
     let server = cx.conn.server.clone();
     let files = &server.files;
     let volatile = cx.conn.server.new_file_id();
-    if let Some(l) = lease_req {
-        // A lease key names one file (MS-SMB2 3.3.5.9.11), checked for directories too.
-        if files.lease_file((session.client_guid, l.key)).is_some_and(|k| k != key) {
-            return Err(NtStatus::INVALID_PARAMETER);
-        }
+    // A lease key names one file (MS-SMB2 3.3.5.9.11), checked for directories too.
+    if lease_req.is_some_and(|l| files.lease_file((session.client_guid, l.key)).is_some_and(|k| k != key)) {
+        return Err(NtStatus::INVALID_PARAMETER);
     }
     // Directories get no oplock, and a lease only where the connection negotiated directory
     // leasing (3.x, offered by the client) and the share allows it.
@@ -115,17 +113,12 @@ async fn open_new(
     let who = Requester { open: volatile, lease: lease_id };
     let flags = (plan.truncate, plan.delete_on_close, reserved.is_some());
     let node = claim_after_breaks(cx, out, key, who, granted, req.share_access, flags).await;
-    let node = match node.and_then(|n| if n.is_delete_pending() { Err(NtStatus::DELETE_PENDING) } else { Ok(n) }) {
-        Ok(n) => n,
-        Err(st) => {
-            files.release(key, volatile);
-            return Err(st);
-        }
-    };
+    let node = admit(files, node, (key, file_key), volatile)?;
     let (attrs, create_action) = match apply_create_settings(req, &plan, &opened).await {
         Ok(r) => r,
         Err(st) => {
             files.release(key, volatile);
+            file_key.map(|k| files.release_stream_hold(k, volatile));
             return Err(st);
         }
     };
@@ -133,7 +126,7 @@ async fn open_new(
     let owner = Owner { session: session.id, conn: cx.conn.id, encrypt: tree.encrypt };
     let lease = lease_req.zip(lease_id);
     let (oplock_level, lease_ctx) = grant_caching(files, &node, key, Reach { owner, file_id: id }, req.oplock_level, lease, opened.is_dir());
-    let Opened { handle, path, created, .. } = opened;
+    let Opened { handle, path, created, named, .. } = opened;
     let open = Arc::new(Open {
         id,
         tree: tree.clone(),
@@ -155,7 +148,9 @@ async fn open_new(
     if open.is_dir() && open.lease.is_some() {
         lease_directory(&server, &share, &open).await;
     }
-    announce_create(&cx.conn.server, share.index, &open, created, create_action);
+    announce_create(&cx.conn.server, share.index, &open, (created, named), create_action);
+    // A stream open is not made durable: a reconnect reopens the file by name alone.
+    let ask = if plan.stream.is_some() { durable::Ask::Nothing } else { ask };
     let durable_ctx = durable::grant(cx, ask, &open, session, (share.index, create_action));
     if durable_ctx.is_some() {
         app_instance::record(&server, &open, session, app_instance::parse(cx, req).ok().flatten());
@@ -165,6 +160,38 @@ async fn open_new(
     let answer = Answer { oplock_level, create_action, lease_ctx, durable_ctx };
     encode_response(out, req, tree, share.index, &attrs, &open, answer);
     Ok(Reply { file_id: Some(id), ..Reply::success() })
+}
+
+/// Opens the file (or stream) a disk CREATE names: the open, its file-state key and, for a
+/// stream, its file's key (the stream open holds that file too). An open of a file with
+/// DELETE access is refused while a stream of it does not share DELETE.
+async fn open_disk(cx: &Ctx<'_>, share: &Share, plan: &DiskPlan, granted: u32) -> Result<(Opened, FileKey, Option<FileKey>), NtStatus> {
+    let opened = match &plan.stream {
+        Some(name) => stream::open(share, plan, granted, name).await?,
+        None => open_in_backend(cx, share, plan, granted).await?,
+    };
+    if plan.stream.is_none() && granted & access::DELETE != 0 {
+        stream::check_delete_shared(&cx.conn.server.files, share.index, &opened).await?;
+    }
+    let key = stream::key(share.index, opened.attrs.file_id, plan.stream.as_deref());
+    let file_key = plan.stream.as_ref().map(|_| (share.index, opened.attrs.file_id));
+    Ok((opened, key, file_key))
+}
+
+/// The open's claim, unless its file's deletion is pending; a stream open also holds its
+/// file (`file_key`). On failure nothing stays claimed.
+fn admit(
+    files: &FileTable,
+    node: Result<Arc<FileNode>, NtStatus>,
+    (key, file_key): (FileKey, Option<FileKey>),
+    open: u64,
+) -> Result<Arc<FileNode>, NtStatus> {
+    let r = node.and_then(|n| if n.is_delete_pending() { Err(NtStatus::DELETE_PENDING) } else { Ok(n) });
+    let r = r.and_then(|n| file_key.map_or(Ok(()), |k| files.hold_for_stream(k, open)).map(|()| n));
+    if r.is_err() {
+        files.release(key, open);
+    }
+    r
 }
 
 /// Announces what a CREATE changed: a new name, or the data and attributes an overwrite or
@@ -181,10 +208,20 @@ async fn lease_directory(server: &Arc<crate::server::ServerState>, share: &Arc<c
     .await;
 }
 
-fn announce_create(server: &crate::server::ServerState, share: usize, open: &Open, created: bool, create_action: u32) {
+fn announce_create(server: &crate::server::ServerState, share: usize, open: &Open, (created, named): (bool, bool), create_action: u32) {
+    use braid_vfs::{what, Change, ChangeKind};
     let origin = crate::open::open_origin(open);
     let path = lock(&open.path).clone();
-    if created {
+    if open.handle().is_some_and(|h| h.stream_name().is_some()) {
+        // A stream's CREATE: its file's name if that is new, then the stream's change.
+        if named {
+            crate::changes::name(server, share, &path, ChangeKind::Added, false, origin);
+        }
+        let kind = if created { ChangeKind::Added } else { ChangeKind::Modified };
+        if created || create_action == action::OVERWRITTEN || create_action == action::SUPERSEDED {
+            crate::changes::changed(server, share, &Change { path, kind, is_dir: false, what: what::STREAMS }, origin);
+        }
+    } else if created {
         crate::changes::name(server, share, &path, braid_vfs::ChangeKind::Added, open.is_dir(), origin);
     } else if create_action == action::OVERWRITTEN || create_action == action::SUPERSEDED {
         use braid_vfs::what;
@@ -253,6 +290,8 @@ struct DiskPlan {
     readonly_new: bool,
     sec_desc: Option<smb_fscc::SecurityDescriptor>,
     eas: Option<Vec<smb_fscc::FullEa>>,
+    /// The named stream to open, if the name has one.
+    stream: Option<String>,
 }
 
 /// Checks a disk CREATE's options, contexts and name, and decides how to open.
@@ -278,14 +317,12 @@ fn plan_disk_open(req: &CreateRequest<'_>, granted: u32) -> Result<DiskPlan, NtS
     if req.name.starts_with('\\') {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    let name = resolve_dot_dot(&req.name)?;
-    let name = name.strip_suffix("::$DATA").unwrap_or(&name);
-    if name.contains(':') {
-        // Alternate data streams are not stored by this backend.
-        return Err(NtStatus::OBJECT_NAME_INVALID);
-    }
-    let path = SharePath::from_smb(name).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+    let (path, stream, main_data) = split_name(&req.name)?;
     let want_dir = req.create_options & options::DIRECTORY_FILE != 0;
+    // A stream, the main one named too, is never a directory.
+    if want_dir && (stream.is_some() || main_data) {
+        return Err(NtStatus::NOT_A_DIRECTORY);
+    }
     let delete_on_close = req.create_options & options::DELETE_ON_CLOSE != 0;
     if delete_on_close && granted & access::DELETE == 0 {
         return Err(NtStatus::ACCESS_DENIED);
@@ -305,7 +342,7 @@ fn plan_disk_open(req: &CreateRequest<'_>, granted: u32) -> Result<DiskPlan, NtS
     if readonly_new && delete_on_close && mode == CreateMode::CreateNew {
         return Err(NtStatus::CANNOT_DELETE);
     }
-    if path.is_root() && (mode == CreateMode::CreateNew || truncate || delete_on_close) {
+    if path.is_root() && stream.is_none() && (mode == CreateMode::CreateNew || truncate || delete_on_close) {
         return Err(if mode == CreateMode::CreateNew { NtStatus::OBJECT_NAME_COLLISION } else { NtStatus::ACCESS_DENIED });
     }
     let opts = OpenOptions {
@@ -314,9 +351,21 @@ fn plan_disk_open(req: &CreateRequest<'_>, granted: u32) -> Result<DiskPlan, NtS
         create: mode,
         truncate: false,
         directory: want_dir,
-        non_directory: req.create_options & options::NON_DIRECTORY_FILE != 0,
+        non_directory: req.create_options & options::NON_DIRECTORY_FILE != 0 || main_data,
     };
-    Ok(DiskPlan { path, opts, truncate, delete_on_close, readonly_new, sec_desc, eas })
+    Ok(DiskPlan { path, opts, truncate, delete_on_close, readonly_new, sec_desc, eas, stream })
+}
+
+/// The CREATE name as the file's path, the named stream (if any) and whether the main
+/// stream was named (`::$DATA`).
+fn split_name(name: &str) -> Result<(SharePath, Option<String>, bool), NtStatus> {
+    let name = resolve_dot_dot(name)?;
+    let parts = smb_fscc::split_stream_path(&name).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+    if parts.stream.is_some_and(|s| s.len() > braid_vfs::MAX_STREAM_NAME_LEN) {
+        return Err(NtStatus::OBJECT_NAME_INVALID);
+    }
+    let path = SharePath::from_smb(parts.file).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+    Ok((path, parts.stream.map(str::to_owned), parts.main_data))
 }
 
 /// Resolves `..` components the way Windows' and Samba's servers do (`dir\..\x` names
@@ -341,6 +390,8 @@ fn resolve_dot_dot(name: &str) -> Result<std::borrow::Cow<'_, str>, NtStatus> {
 struct Opened {
     handle: Arc<dyn braid_vfs::FileHandle>,
     created: bool,
+    /// Whether a new name appeared: the file was created (by a stream's CREATE too).
+    named: bool,
     attrs: braid_vfs::FileAttrs,
     /// The on-disk spelling of the name.
     path: SharePath,
@@ -386,7 +437,7 @@ async fn open_in_backend(cx: &Ctx<'_>, share: &Share, plan: &DiskPlan, granted: 
         blocking(move || backend.remove(&p)).await?;
         return Err(NtStatus::CANNOT_DELETE);
     }
-    Ok(Opened { handle, created, attrs, path })
+    Ok(Opened { handle, created, named: created, attrs, path })
 }
 
 /// What a CREATE sets on the file it opened, now that its share modes passed: truncation
@@ -399,12 +450,17 @@ async fn apply_create_settings(req: &CreateRequest<'_>, plan: &DiskPlan, opened:
     let set = req.file_attributes & smb_fscc::SETTABLE_ATTRIBUTES;
     if truncate && !created {
         let h = opened.handle.clone();
-        // Overwriting replaces the attributes (MS-FSA 2.1.5.1.2.1): the sparse mark goes.
-        let unsparse = attrs.dos_attributes & braid_vfs::dos::SPARSE_FILE != 0;
+        // Overwriting the file replaces the attributes (MS-FSA 2.1.5.1.2.1): the sparse
+        // mark goes, and so do its named streams. Overwriting a stream touches that alone.
+        let main = plan.stream.is_none();
+        let unsparse = main && attrs.dos_attributes & braid_vfs::dos::SPARSE_FILE != 0;
         attrs = blocking(move || {
             h.set_len(0)?;
             if unsparse {
                 h.set_sparse(false)?;
+            }
+            for (name, _) in if main { h.streams()? } else { Vec::new() } {
+                h.write_stream(&name, None)?;
             }
             if set != 0 {
                 h.set_dos_attributes(set)?;
@@ -475,13 +531,17 @@ fn grant_caching(
         if is_dir || requested == oplock::NONE || requested == oplock::LEASE {
             return (oplock::NONE, None);
         }
-        let others = node.other_opens(|o, _| o == volatile);
+        // A stream open's hold on its file is not an open of the file.
+        let others = node.other_opens(|o, _| o == volatile || o & STREAM_HOLD != 0);
         return (node.oplocks.grant_oplock(volatile, reach, requested, others), None);
     };
     let mine = node.oplocks.lease_opens(lid);
     // Stat opens without a lease of their own do not stop write caching.
     let others = node.other_opens(|o, acc| {
-        o == volatile || mine.contains(&o) || (is_stat_open(acc.0 & !access::READ_CONTROL) && node.oplocks.lease_of(o).is_none())
+        o == volatile
+            || o & STREAM_HOLD != 0
+            || mine.contains(&o)
+            || (is_stat_open(acc.0 & !access::READ_CONTROL) && node.oplocks.lease_of(o).is_none())
     });
     let g = node.oplocks.grant_lease(volatile, reach, lid, &l, others, is_dir);
     if files.bind_lease(lid, key).is_err() {

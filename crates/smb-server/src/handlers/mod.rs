@@ -56,7 +56,12 @@ pub fn attrs_info(a: &braid_vfs::FileAttrs) -> smb_fscc::FileInfo {
 /// The MS-FSCC view of an open file: stored metadata plus the open's own state.
 pub fn file_info(a: &braid_vfs::FileAttrs, open: &crate::open::Open) -> smb_fscc::FileInfo {
     use std::sync::atomic::Ordering;
-    let path = crate::sync::lock(&open.path).to_smb_string();
+    let mut path = crate::sync::lock(&open.path).to_smb_string();
+    // A stream's name is its file's with `:stream` (FileNameInformation and the normalized
+    // name, as Windows answers).
+    if let Some(stream) = open.handle().and_then(|h| h.stream_name()) {
+        path = format!("{path}:{stream}");
+    }
     let delete_pending = open.node().is_some_and(|n| n.delete_pending.load(Ordering::Acquire)) || open.delete_on_close.load(Ordering::Acquire);
     smb_fscc::FileInfo {
         // A link about to be deleted no longer counts (as Windows reports it).

@@ -1,5 +1,7 @@
 //! QUERY_INFO (MS-SMB2 3.3.5.20): file, filesystem and security information.
 
+use std::sync::Arc;
+
 use braid_vfs::FileHandle;
 use smb_fscc::{encode_file_info, encode_fs_info, FsInfo, FsccError, FullEa, SecurityDescriptor, Sid};
 use smb_wire::msg::create::access;
@@ -12,8 +14,9 @@ use crate::open::{Open, OpenKind};
 use crate::request::{Ctx, HResult, Reply};
 
 /// FILE_CASE_SENSITIVE_SEARCH | FILE_CASE_PRESERVED_NAMES | FILE_UNICODE_ON_DISK |
-/// FILE_SUPPORTS_SPARSE_FILES | FILE_SUPPORTS_EXTENDED_ATTRIBUTES (MS-FSCC 2.5.1).
-const FS_ATTRIBUTES: u32 = 0x0000_0001 | 0x0000_0002 | 0x0000_0004 | 0x0000_0040 | 0x0080_0000;
+/// FILE_SUPPORTS_SPARSE_FILES | FILE_NAMED_STREAMS | FILE_SUPPORTS_EXTENDED_ATTRIBUTES
+/// (MS-FSCC 2.5.1).
+const FS_ATTRIBUTES: u32 = 0x0000_0001 | 0x0000_0002 | 0x0000_0004 | 0x0000_0040 | smb_fscc::FILE_NAMED_STREAMS | 0x0080_0000;
 
 fn fscc_status(e: FsccError) -> NtStatus {
     match e {
@@ -158,6 +161,7 @@ async fn query_file(cx: &Ctx<'_>, open: &Open, req: &QueryInfoRequest<'_>, limit
         OpenKind::Pipe(_) => {
             smb_fscc::FileInfo { attributes: smb_fscc::FILE_ATTRIBUTE_NORMAL, number_of_links: 1, access_mask: open.access, ..Default::default() }
         }
+        OpenKind::File { handle, .. } if req.info_class == smb_fscc::class::FILE_STREAM_INFORMATION => stream_info(open, handle.clone()).await?,
         OpenKind::File { handle, .. } => {
             let h = handle.clone();
             // EaSize only where it is the point of the class: directory listings and
@@ -179,6 +183,15 @@ async fn query_file(cx: &Ctx<'_>, open: &Open, req: &QueryInfoRequest<'_>, limit
         return Err(NtStatus::INFO_LENGTH_MISMATCH);
     }
     Ok(())
+}
+
+/// FileStreamInformation (MS-FSCC 2.4.43): the file's unnamed stream and its named ones,
+/// whichever of its streams the open is on.
+async fn stream_info(open: &Open, h: Arc<dyn FileHandle>) -> Result<smb_fscc::FileInfo, NtStatus> {
+    let (a, streams) = blocking(move || Ok((h.file_attrs()?, h.streams()?))).await?;
+    let mut info = file_info(&a, open);
+    info.streams = streams.into_iter().map(|(name, size)| (name, size, size.div_ceil(4096) * 4096)).collect();
+    Ok(info)
 }
 
 /// A filesystem information class (MS-FSCC 2.5) of the open's share.

@@ -309,7 +309,9 @@ async fn rename(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, replace: bool,
     }
     let Some(share) = open.tree.share().cloned() else { return Err(NtStatus::INVALID_PARAMETER) };
     let name = name.strip_prefix('\\').unwrap_or(name);
-    if name.contains(':') {
+    // Renaming a stream (or a file to a stream name) is not offered; a stream's open must
+    // not rename its file either.
+    if name.contains(':') || open.handle().is_some_and(|h| h.stream_name().is_some()) {
         return Err(NtStatus::NOT_SUPPORTED);
     }
     let to = SharePath::from_smb(name).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;

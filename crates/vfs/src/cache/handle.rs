@@ -229,6 +229,18 @@ impl FileHandle for CachedHandle {
         Some(read(&self.place).disk.clone())
     }
 
+    fn streams(&self) -> Result<Vec<(String, u64)>> {
+        self.inner()?.streams()
+    }
+
+    fn read_stream(&self, name: &str) -> Result<Option<(String, Vec<u8>)>> {
+        self.inner()?.read_stream(name)
+    }
+
+    fn write_stream(&self, name: &str, data: Option<&[u8]>) -> Result<()> {
+        self.change(|h| h.write_stream(name, data))
+    }
+
     fn security_descriptor(&self) -> Result<Option<Vec<u8>>> {
         if let Some(sd) = self.found().and_then(|f| f.sd.clone()) {
             return Ok(sd.map(|s| s.to_vec()));

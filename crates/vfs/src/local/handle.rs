@@ -273,7 +273,7 @@ impl LocalHandle {
     }
 
     /// Runs `f` with the xattr location of this handle's object.
-    fn with_xattr_at<T>(&self, f: impl FnOnce(Option<&XattrAt<'_>>) -> T) -> T {
+    pub(super) fn with_xattr_at<T>(&self, f: impl FnOnce(Option<&XattrAt<'_>>) -> T) -> T {
         if self.symlink {
             // Its /proc link would lead on to the target; symlinks hold no user xattrs.
             return f(None);
@@ -659,6 +659,21 @@ impl FileHandle for LocalHandle {
                 set_xattr(at, &key, value)
             })
         })
+    }
+
+    fn streams(&self) -> Result<Vec<(String, u64)>> {
+        super::streams::list(self)
+    }
+
+    fn read_stream(&self, name: &str) -> Result<Option<(String, Vec<u8>)>> {
+        super::streams::read(self, name)
+    }
+
+    fn write_stream(&self, name: &str, data: Option<&[u8]>) -> Result<()> {
+        if self.root.read_only {
+            return Err(VfsError::ReadOnly);
+        }
+        super::streams::write(self, name, data)
     }
 
     fn set_security_descriptor(&self, sd: &[u8]) -> Result<()> {

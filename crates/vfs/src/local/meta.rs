@@ -1,7 +1,7 @@
 //! Metadata: statx results, the `user.braid.*` xattrs, and time conversions.
 
 use super::errno::map_errno;
-use crate::{dos, FileAttrs, FileKind, Posix, Result};
+use crate::{dos, FileAttrs, FileKind, Posix, Result, VfsError};
 use rustix::fd::{AsRawFd, BorrowedFd};
 use rustix::fs::{
     fgetxattr, flistxattr, fremovexattr, fsetxattr, getxattr, lgetxattr, listxattr, llistxattr, removexattr, setxattr, statx, AtFlags, FileType,
@@ -77,6 +77,23 @@ pub(crate) fn set_xattr(at: &XattrAt<'_>, name: &str, value: &[u8]) -> Result<()
     };
     match r {
         Ok(()) | Err(Errno::NOTSUP) => Ok(()),
+        Err(e) => Err(map_errno(e)),
+    }
+}
+
+/// Writes an xattr that must be kept (a named stream's data): a file system without user
+/// xattrs is `Unsupported`, and a value it cannot hold (E2BIG, ENOSPC: ext4 keeps a value
+/// in one block) is `TooLarge`.
+pub(crate) fn set_xattr_kept(at: &XattrAt<'_>, name: &str, value: &[u8]) -> Result<()> {
+    let r = match at {
+        XattrAt::Fd(fd) => fsetxattr(fd, name, value, XattrFlags::empty()),
+        XattrAt::Follow(p) => setxattr(*p, name, value, XattrFlags::empty()),
+        XattrAt::NoFollow(_) => return Err(VfsError::unsupported()),
+    };
+    match r {
+        Ok(()) => Ok(()),
+        Err(Errno::NOTSUP) => Err(VfsError::unsupported()),
+        Err(Errno::TOOBIG | Errno::NOSPC | Errno::RANGE) => Err(VfsError::TooLarge),
         Err(e) => Err(map_errno(e)),
     }
 }

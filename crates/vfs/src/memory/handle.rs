@@ -219,6 +219,36 @@ impl FileHandle for MemoryHandle {
         Ok(())
     }
 
+    fn streams(&self) -> Result<Vec<(String, u64)>> {
+        Ok(self.node.read().streams.iter().map(|(k, v)| (k.clone(), v.len() as u64)).collect())
+    }
+
+    fn read_stream(&self, name: &str) -> Result<Option<(String, Vec<u8>)>> {
+        let st = self.node.read();
+        Ok(st.streams.iter().find(|(k, _)| crate::streams::same_name(k, name)).map(|(k, v)| (k.clone(), v.clone())))
+    }
+
+    fn write_stream(&self, name: &str, data: Option<&[u8]>) -> Result<()> {
+        self.check_meta_change()?;
+        crate::streams::check_name(name)?;
+        if data.is_some_and(|d| d.len() > crate::MAX_STREAM_LEN) {
+            return Err(VfsError::TooLarge);
+        }
+        let mut st = self.node.write();
+        let stored = st.streams.keys().find(|k| crate::streams::same_name(k, name)).cloned();
+        let key = stored.unwrap_or_else(|| name.to_owned());
+        let old = st.streams.get(&key).map_or(0, |v| (key.len() + v.len()) as u64);
+        let new = data.map_or(0, |d| (key.len() + d.len()) as u64);
+        let want = st.charged - old + new;
+        self.node.recharge(&mut st, want)?;
+        match data {
+            Some(d) => st.streams.insert(key, d.to_vec()),
+            None => st.streams.remove(&key),
+        };
+        st.touch_modified(SystemTime::now());
+        Ok(())
+    }
+
     fn extended_attributes(&self) -> Result<Vec<(String, Vec<u8>)>> {
         let st = self.node.read();
         Ok(st.eas.iter().take(crate::MAX_EAS).map(|(k, v)| (k.clone(), v.clone())).collect())

@@ -72,6 +72,8 @@ pub(crate) struct NodeState {
     pub(crate) dos: u32,
     pub(crate) security: Option<Vec<u8>>,
     pub(crate) eas: BTreeMap<String, Vec<u8>>,
+    /// Named streams, by name as created (looked up case-insensitively).
+    pub(crate) streams: BTreeMap<String, Vec<u8>>,
     /// The names it has: (directory, name). Empty once removed (open handles keep it
     /// alive), and for the root. Files may have several (hard links).
     pub(crate) links: Vec<(Weak<Node>, String)>,
@@ -153,6 +155,7 @@ impl Node {
             dos,
             security: None,
             eas: BTreeMap::new(),
+            streams: BTreeMap::new(),
             links: Vec::new(),
             mode: meta.mode & 0o7777,
             uid: meta.uid,

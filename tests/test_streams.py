@@ -1,0 +1,233 @@
+"""Named (alternate data) streams over SMB with Python smbprotocol against the real server:
+`file:stream[:$DATA]` opened, created (with its file), written, read back and listed by
+FileStreamInformation; the main stream untouched; a Zone.Identifier round trip; deleting a
+stream (delete on close) and the file with its streams; invalid stream names; a stream
+beyond the size bound refused with DISK_FULL; share modes kept per stream, DELETE of the
+file refused while a stream does not share it; a file deleted while a stream is open goes
+when the stream closes; smbclient putting, getting and listing a stream; CHANGE_NOTIFY's
+stream actions."""
+
+import os
+import struct
+
+import pytest
+from smbprotocol.exceptions import SMBResponseException
+from smbprotocol.file_info import FileRenameInformation
+from smbprotocol.open import CreateDisposition, CreateOptions, FilePipePrinterAccessMask as A, ShareAccess
+from smbprotocol.open import SMB2QueryInfoRequest, SMB2QueryInfoResponse
+
+from harness import Smb
+
+OBJECT_NAME_INVALID, OBJECT_NAME_NOT_FOUND = 0xC0000033, 0xC0000034
+NOT_A_DIRECTORY, FILE_IS_A_DIRECTORY, NOT_SUPPORTED = 0xC0000103, 0xC00000BA, 0xC00000BB
+DISK_FULL, SHARING_VIOLATION, DELETE_PENDING = 0xC000007F, 0xC0000043, 0xC0000056
+FILE_ALL_INFORMATION, FILE_STREAM_INFORMATION = 18, 22
+MAX_STREAM = 65536
+ZONE = b"[ZoneTransfer]\r\nZoneId=3\r\nHostUrl=https://example.org/x.zip\r\n"
+
+
+def query(s, f, cls):
+    """The raw answer of a file information query of class `cls` on open `f`."""
+    req = SMB2QueryInfoRequest()
+    req["info_type"] = 1
+    req["file_info_class"] = cls
+    req["file_id"] = f.file_id
+    req["output_buffer_length"] = 4096
+    request = s.conn.send(req, s.session.session_id, s.tree.tree_connect_id)
+    q = SMB2QueryInfoResponse()
+    q.unpack(s.conn.receive(request)["data"].get_value())
+    return q["buffer"].get_value()
+
+
+def streams(s, f):
+    """FileStreamInformation of open `f`: [(name, size, allocation)] in wire order."""
+    buf, out, at = query(s, f, FILE_STREAM_INFORMATION), [], 0
+    while buf:
+        nxt, nlen, size, alloc = struct.unpack_from("<IIqq", buf, at)
+        out.append((buf[at + 24:at + 24 + nlen].decode("utf-16-le"), size, alloc))
+        assert at % 8 == 0
+        if nxt == 0:
+            break
+        at += nxt
+    return out
+
+
+def status_of(fn):
+    """The NTSTATUS an smbprotocol call fails with (0 if it succeeds)."""
+    try:
+        fn()
+    except SMBResponseException as e:
+        return e.status
+    return 0
+
+
+def test_stream_round_trip_listing_and_delete(braid_server, scratch):
+    name, path = scratch
+    with Smb(braid_server) as s:
+        f = s.open(rf"{name}\f.txt", disposition=CreateDisposition.FILE_CREATE)
+        f.write(b"main data", 0)
+        st = s.open(rf"{name}\f.txt:Zone.Identifier", disposition=CreateDisposition.FILE_CREATE)
+        assert st.write(ZONE, 0) == len(ZONE)
+        st.close()
+        # Read back through another spelling of the name (case-insensitive, with its type).
+        st = s.open(rf"{name}\f.txt:zone.identifier:$DATA", disposition=CreateDisposition.FILE_OPEN)
+        assert st.read(0, 4096) == ZONE
+        assert streams(s, st) == streams(s, f)
+        st.close()
+        assert f.read(0, 100) == b"main data"
+        assert streams(s, f) == [("::$DATA", 9, 4096), (":Zone.Identifier:$DATA", len(ZONE), 4096)]
+        # The main stream named explicitly is the file.
+        m = s.open(rf"{name}\f.txt::$DATA", disposition=CreateDisposition.FILE_OPEN)
+        assert m.read(0, 100) == b"main data"
+        m.close()
+        # Renaming a stream is not offered, and a stream's open never renames its file.
+        st = s.open(rf"{name}\f.txt:Zone.Identifier", disposition=CreateDisposition.FILE_OPEN)
+        for to in (":renamed", rf"{name}\g.txt"):
+            info = FileRenameInformation()
+            info["file_name"] = to
+            assert status_of(lambda: s.set_info(st, info)) == NOT_SUPPORTED, to
+        st.close()
+        assert sorted(p.name for p in path.iterdir()) == ["f.txt"]
+        # Delete on close removes the stream alone.
+        st = s.open(rf"{name}\f.txt:Zone.Identifier", disposition=CreateDisposition.FILE_OPEN,
+                    options=CreateOptions.FILE_DELETE_ON_CLOSE)
+        st.close()
+        assert streams(s, f) == [("::$DATA", 9, 4096)]
+        assert status_of(lambda: s.open(rf"{name}\f.txt:Zone.Identifier", disposition=CreateDisposition.FILE_OPEN)) \
+            == OBJECT_NAME_NOT_FOUND
+        f.close()
+        assert (path / "f.txt").read_bytes() == b"main data"
+
+
+def test_stream_creates_its_file_and_goes_with_it(braid_server, scratch):
+    name, path = scratch
+    with Smb(braid_server) as s:
+        st = s.open(rf"{name}\new.txt:s1", disposition=CreateDisposition.FILE_CREATE)
+        st.write(b"stream one", 0)
+        st.close()
+        assert (path / "new.txt").stat().st_size == 0
+        if braid_server.target == "braid":
+            assert os.getxattr(path / "new.txt", "user.braid.stream.s1") == b"stream one"
+        # Overwriting the file drops its streams (MS-FSA 2.1.5.1.2.1).
+        s.open(rf"{name}\new.txt:s2", disposition=CreateDisposition.FILE_CREATE).close()
+        f = s.open(rf"{name}\new.txt", disposition=CreateDisposition.FILE_OVERWRITE)
+        assert [n for n, _, _ in streams(s, f)] == ["::$DATA"]
+        f.close()
+        s.open(rf"{name}\new.txt:s3", disposition=CreateDisposition.FILE_CREATE).close()
+        # Deleting the file deletes its streams: a new file of that name has none.
+        f = s.open(rf"{name}\new.txt", disposition=CreateDisposition.FILE_OPEN, options=CreateOptions.FILE_DELETE_ON_CLOSE)
+        f.close()
+        assert not (path / "new.txt").exists()
+        f = s.open(rf"{name}\new.txt", disposition=CreateDisposition.FILE_CREATE)
+        assert [n for n, _, _ in streams(s, f)] == ["::$DATA"]
+        f.close()
+
+
+def test_invalid_stream_names_and_directories(braid_server, scratch):
+    name, _ = scratch
+    with Smb(braid_server) as s:
+        s.open(rf"{name}\f.txt", disposition=CreateDisposition.FILE_CREATE).close()
+        for bad in ("f.txt:", "f.txt::", "f.txt:s:$FOO", "f.txt:a\\b", "f.txt:a:b:$DATA", "f.txt:a/b"):
+            assert status_of(lambda: s.open(rf"{name}\{bad}")) == OBJECT_NAME_INVALID, bad
+        assert status_of(lambda: s.open(rf"{name}\f.txt:missing", disposition=CreateDisposition.FILE_OPEN)) \
+            == OBJECT_NAME_NOT_FOUND
+        # A stream is never a directory; a directory has no main data stream.
+        assert status_of(lambda: s.open(rf"{name}\f.txt:s", directory=True)) == NOT_A_DIRECTORY
+        assert status_of(lambda: s.open(rf"{name}::$DATA", disposition=CreateDisposition.FILE_OPEN,
+                                        options=0)) == FILE_IS_A_DIRECTORY
+        # A directory has no ::$DATA but may have named streams.
+        d = s.open(name, directory=True, access=A.GENERIC_READ)
+        assert streams(s, d) == []
+        s.open(rf"{name}:dirstream", disposition=CreateDisposition.FILE_CREATE, options=0).close()
+        assert [n for n, _, _ in streams(s, d)] == [":dirstream:$DATA"]
+        d.close()
+
+
+def test_stream_size_bound_is_refused_cleanly(braid_server, scratch):
+    if braid_server.target != "braid":
+        pytest.skip("the bound is Braid's (one xattr value)")
+    name, _ = scratch
+    with Smb(braid_server) as s:
+        st = s.open(rf"{name}\big.bin:data", disposition=CreateDisposition.FILE_CREATE)
+        # The share lives on tmpfs, which holds a full 64 KiB value.
+        assert st.write(b"x" * MAX_STREAM, 0) == MAX_STREAM
+        assert status_of(lambda: st.write(b"y", MAX_STREAM)) == DISK_FULL
+        assert status_of(lambda: st.write(b"y" * 10, MAX_STREAM - 5)) == DISK_FULL
+        assert st.read(MAX_STREAM - 4, 8) == b"xxxx"
+        st.close()
+        f = s.open(rf"{name}\big.bin", disposition=CreateDisposition.FILE_OPEN)
+        assert streams(s, f)[1] == (":data:$DATA", MAX_STREAM, MAX_STREAM)
+        f.close()
+
+
+def test_share_modes_are_kept_per_stream(braid_server, scratch):
+    name, _ = scratch
+    with Smb(braid_server) as s:
+        excl = s.open(rf"{name}\f.txt:s", disposition=CreateDisposition.FILE_CREATE, share_access=0)
+        # The file and another stream open freely; the same stream does not.
+        rw = A.GENERIC_READ | A.GENERIC_WRITE
+        s.open(rf"{name}\f.txt", access=rw, disposition=CreateDisposition.FILE_OPEN, share_access=0).close()
+        s.open(rf"{name}\f.txt:other", access=rw, share_access=0).close()
+        assert status_of(lambda: s.open(rf"{name}\f.txt:S", disposition=CreateDisposition.FILE_OPEN)) \
+            == SHARING_VIOLATION
+        # Deleting the file would delete the stream, which does not share DELETE.
+        assert status_of(lambda: s.open(rf"{name}\f.txt", access=A.DELETE, disposition=CreateDisposition.FILE_OPEN)) \
+            == SHARING_VIOLATION
+        excl.close()
+        s.open(rf"{name}\f.txt:S", disposition=CreateDisposition.FILE_OPEN, share_access=ShareAccess.FILE_SHARE_READ).close()
+
+
+def test_file_deleted_while_a_stream_is_open(braid_server, scratch):
+    name, path = scratch
+    with Smb(braid_server) as s:
+        st = s.open(rf"{name}\f.txt:s", disposition=CreateDisposition.FILE_CREATE)
+        st.write(b"still here", 0)
+        # The stream shares DELETE: the file's deletion is pending until the stream closes.
+        s.open(rf"{name}\f.txt", disposition=CreateDisposition.FILE_OPEN, options=CreateOptions.FILE_DELETE_ON_CLOSE).close()
+        assert st.read(0, 100) == b"still here"
+        assert (path / "f.txt").exists()
+        assert status_of(lambda: s.open(rf"{name}\f.txt")) == DELETE_PENDING
+        assert status_of(lambda: s.open(rf"{name}\f.txt:s")) == DELETE_PENDING
+        # The name FileAllInformation reports for a stream names the stream too.
+        info = query(s, st, FILE_ALL_INFORMATION)
+        assert info[100:].decode("utf-16-le") == rf"\{name}\f.txt:s"
+        st.close()
+        assert not (path / "f.txt").exists()
+
+
+def test_smbclient_sees_and_writes_streams(braid_server, scratch, client_conf, tmp_path):
+    """smbclient (Samba's client) puts a stream, reads it back and lists it with allinfo."""
+    from harness import smbclient
+    name, path = scratch
+    src = tmp_path / "zone.txt"
+    src.write_bytes(ZONE)
+    (path / "dl.zip").write_bytes(b"PK")
+    r = smbclient(braid_server, client_conf, "data",
+                  f'cd {name}; put {src} dl.zip:Zone.Identifier; get dl.zip:Zone.Identifier {tmp_path / "back.txt"}; allinfo dl.zip')
+    assert r.ok, r.out
+    assert (tmp_path / "back.txt").read_bytes() == ZONE
+    assert f"stream: [:Zone.Identifier:$DATA], {len(ZONE)} bytes" in r.out, r.out
+    assert "stream: [::$DATA], 2 bytes" in r.out, r.out
+
+
+def test_stream_changes_are_stream_actions(braid_server, scratch):
+    """CHANGE_NOTIFY reports a stream's creation, data and deletion as stream actions; a
+    stream's CREATE that makes the file reports the file's name too."""
+    from smbprotocol.change_notify import CompletionFilter as CF, FileAction
+    from test_notify import Watches
+    name, path = scratch
+    (path / "f.txt").write_bytes(b"main")
+    filters = [CF.FILE_NOTIFY_CHANGE_STREAM_NAME, CF.FILE_NOTIFY_CHANGE_STREAM_WRITE, CF.FILE_NOTIFY_CHANGE_FILE_NAME]
+    with Smb(braid_server) as watcher_side, Smb(braid_server) as other:
+        ws = Watches(watcher_side, name, filters)
+        st = other.open(rf"{name}\f.txt:s", disposition=CreateDisposition.FILE_CREATE)
+        assert ws.answered(CF.FILE_NOTIFY_CHANGE_STREAM_NAME) == [(FileAction.FILE_ACTION_ADDED_STREAM, "f.txt")]
+        st.write(b"data", 0)
+        st.close()
+        assert ws.answered(CF.FILE_NOTIFY_CHANGE_STREAM_WRITE) == [(FileAction.FILE_ACTION_MODIFIED_STREAM, "f.txt")]
+        other.open(rf"{name}\f.txt:s", disposition=CreateDisposition.FILE_OPEN, options=CreateOptions.FILE_DELETE_ON_CLOSE).close()
+        assert ws.answered(CF.FILE_NOTIFY_CHANGE_STREAM_NAME) == [(FileAction.FILE_ACTION_REMOVED_STREAM, "f.txt")]
+        assert ws.answered(CF.FILE_NOTIFY_CHANGE_FILE_NAME, timeout=0.3) is None
+        other.open(rf"{name}\g.txt:s", disposition=CreateDisposition.FILE_CREATE).close()
+        assert ws.answered(CF.FILE_NOTIFY_CHANGE_FILE_NAME) == [(FileAction.FILE_ACTION_ADDED, "g.txt")]
+        ws.close()
