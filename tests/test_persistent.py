@@ -14,7 +14,6 @@ import os
 import secrets
 import shutil
 import signal
-import struct
 import subprocess
 import threading
 import time
@@ -25,7 +24,6 @@ import smbprotocol.session
 from smbprotocol.connection import Capabilities, Connection, Dialects
 from smbprotocol.create_contexts import (
     DurableHandleFlags,
-    SMB2CreateContextRequest,
     SMB2CreateDurableHandleReconnectV2,
     SMB2CreateDurableHandleRequestV2,
     SMB2CreateDurableHandleResponseV2,
