@@ -14,7 +14,6 @@ import os
 import secrets
 import shutil
 import signal
-import struct
 import subprocess
 import threading
 import time
@@ -25,7 +24,6 @@ import smbprotocol.session
 from smbprotocol.connection import Capabilities, Connection, Dialects
 from smbprotocol.create_contexts import (
     DurableHandleFlags,
-    SMB2CreateContextRequest,
     SMB2CreateDurableHandleReconnectV2,
     SMB2CreateDurableHandleRequestV2,
     SMB2CreateDurableHandleResponseV2,
@@ -122,18 +120,7 @@ class Client:
             pass
 
 
-def context(structure):
-    c = SMB2CreateContextRequest()
-    c["buffer_name"] = structure.NAME
-    c["buffer_data"] = structure
-    return c
-
-
-def lease(key: bytes, state: int) -> SMB2CreateContextRequest:
-    c = SMB2CreateContextRequest()
-    c["buffer_name"] = b"RqLs"
-    c["buffer_data"] = key + struct.pack("<IIQ", state, 0, 0) + b"\0" * 16 + struct.pack("<HH", 0, 0)
-    return c
+from test_durable import context, lease  # noqa: E402  (the create-context helpers)
 
 
 def persistent_open(client, name, create_guid, key=None, timeout_ms=0, share=ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE):
