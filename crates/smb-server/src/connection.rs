@@ -130,6 +130,8 @@ pub struct Connection {
     pub(crate) in_flight: Arc<Semaphore>,
     /// The peer's segments are large enough for the spliced WRITE receive (`splice::MIN_MSS`).
     pub(crate) large_segments: bool,
+    /// Frames that may still send breaks, which answers to later frames wait for.
+    pub(crate) break_order: crate::break_order::BreakOrder,
 }
 
 impl Connection {
@@ -157,6 +159,7 @@ impl Connection {
             channels: Default::default(),
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
             force_unacked: AtomicBool::new(false),
+            break_order: Default::default(),
         }
     }
 

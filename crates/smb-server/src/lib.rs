@@ -16,6 +16,7 @@
 //! the pipeline.
 
 pub mod admin;
+mod break_order;
 mod breaks;
 mod buffers;
 mod changes;

@@ -22,8 +22,9 @@ use crate::sync::lock;
 use crate::transform::{self, TRANSFORM_LEN};
 use crate::tree::Tree;
 
-/// Handles one received frame.
-pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>, mut payload: Option<crate::splice::Payload>) {
+/// Handles one received frame, the `seq`th of its connection (see `break_order.rs`).
+pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>, mut payload: Option<crate::splice::Payload>, seq: u64) {
+    let _place = crate::break_order::Place(&conn.break_order, seq);
     if frame.len() >= 4 && frame[..4] == smb1::SMB1_PROTOCOL_ID {
         commands::smb1(conn, &frame).await;
         return;
@@ -36,6 +37,9 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>, mut paylo
             Ok(s) => {
                 encrypted_by = Some(s);
                 pos = TRANSFORM_LEN;
+                if !crate::break_order::holds_breaking_command(&frame[pos..]) {
+                    conn.break_order.pass(seq);
+                }
             }
             Err(why) => {
                 tracing::warn!(conn = conn.id, peer = %conn.peer, why, "undecryptable frame; disconnecting");
@@ -77,8 +81,8 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>, mut paylo
             let next = u32::try_from(out.len() - last).unwrap_or(0);
             out[last + offset::NEXT_COMMAND..last + offset::NEXT_COMMAND + 4].copy_from_slice(&next.to_le_bytes());
         }
-        let Some(state) =
-            process_one(conn, &mut frame, pos..end, &hdr, prev.take(), &mut out, &mut parts, &encrypted_by, &mut tail, &mut payload).await
+        let at = (pos..end, seq);
+        let Some(state) = process_one(conn, &mut frame, at, &hdr, prev.take(), &mut out, &mut parts, &encrypted_by, &mut tail, &mut payload).await
         else {
             conn.close();
             return;
@@ -89,6 +93,9 @@ pub async fn process_frame(conn: &Arc<Connection>, mut frame: Vec<u8>, mut paylo
         }
         pos = end;
     }
+    // Breaks sent by earlier frames go out before this answer.
+    conn.break_order.pass(seq);
+    conn.break_order.wait_before(seq, conn.id).await;
     send_responses(conn, &mut out, &mut parts, encrypted_by.as_deref(), tail).await;
     if let Ok(f) = Arc::try_unwrap(frame) {
         conn.recycle(f);
@@ -109,7 +116,7 @@ type PrevState = (Option<Arc<Session>>, Option<Arc<Tree>>, Option<FileId>, NtSta
 async fn process_one(
     conn: &Arc<Connection>,
     frame: &mut Arc<Vec<u8>>,
-    range: Range<usize>,
+    (range, seq): (Range<usize>, u64),
     hdr: &Header,
     prev: Option<PrevState>,
     out: &mut Vec<u8>,
@@ -155,6 +162,7 @@ async fn process_one(
         throttled: false,
         encrypted_by: encrypted_by.clone(),
         payload: payload.take(),
+        seq,
     };
     let session_id = auth.session.as_ref().map_or(hdr.session_id, |s| s.id);
     write_header(out, hdr, NtStatus::SUCCESS, session_id.0);

@@ -35,6 +35,8 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     // registered before the flag is read here, so one of the two sees the other.
     let stop = server.stop.subscribe();
     let mut draining = *stop.borrow();
+    // Frames numbered by arrival, for the order of breaks and answers (`break_order.rs`).
+    let mut seq = 0u64;
     'frames: loop {
         if draining {
             break;
@@ -70,9 +72,13 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
         let Ok((buf, payload)) = read else { break };
         conn.bytes_in.fetch_add(4 + len as u64, Ordering::Relaxed);
         let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
+        seq += 1;
+        if payload.is_none() && crate::break_order::may_break(&buf) {
+            conn.break_order.hold(seq);
+        }
         let c = conn.clone();
         tokio::spawn(async move {
-            pipeline::process_frame(&c, buf, payload).await;
+            pipeline::process_frame(&c, buf, payload, seq).await;
             drop(permit);
         });
         if conn.is_closed() {

@@ -59,6 +59,8 @@ pub struct Ctx<'a> {
     pub(crate) encrypted_by: Option<Arc<Session>>,
     /// A WRITE payload received into a pipe instead of the frame (see `splice.rs`).
     pub payload: Option<crate::splice::Payload>,
+    /// The frame's arrival number on its connection (`break_order.rs`).
+    pub(crate) seq: u64,
 }
 
 /// Which preauth integrity hash a response extends.
@@ -312,6 +314,8 @@ pub async fn go_async(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> u64 {
     if let Some(a) = cx.async_id {
         return a;
     }
+    // Breaks are sent before the wait that makes a request async: later answers may go.
+    cx.conn.break_order.pass(cx.seq);
     let encrypted_by = cx.encrypted_by.clone();
     if !cx.earlier.is_empty() {
         let this = out.split_off(cx.start);

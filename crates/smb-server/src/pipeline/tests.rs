@@ -96,7 +96,7 @@ impl Peer {
 
     /// Sends one frame; returns the messages of every frame the server sent back.
     async fn exchange(&mut self, frame: Vec<u8>) -> Vec<Vec<u8>> {
-        process_frame(&self.conn, frame, None).await;
+        process_frame(&self.conn, frame, None, 0).await;
         let sent = self.conn.take_sent().await;
         let mut msgs = Vec::new();
         let mut pos = 0;
@@ -330,7 +330,7 @@ async fn an_encrypted_request_gets_an_encrypted_answer() {
     let mut f = vec![0u8; TRANSFORM_HEADER_LEN];
     f.extend_from_slice(&m);
     Sealer::new(Cipher::Aes128Ccm, &keys.decrypt_c2s).expect("sealer").seal(p.session, &mut f).expect("seal");
-    process_frame(&p.conn, f, None).await;
+    process_frame(&p.conn, f, None, 0).await;
     let sent = p.conn.take_sent().await;
     assert_eq!(&sent[4..8], &[0xFD, b'S', b'M', b'B'], "the answer is a TRANSFORM_HEADER frame");
     let mut body = sent[4..].to_vec();
@@ -396,4 +396,23 @@ async fn a_close_that_overtakes_a_change_notify_sent_before_it_ends_it_with_clea
     p.next_mid = after;
     let r = p.call(Command::ChangeNotify, |m| notify.encode(m)).await;
     assert_eq!(status(&r), NtStatus::FILE_CLOSED);
+}
+
+#[tokio::test]
+async fn an_answer_waits_for_the_breaks_of_a_frame_that_arrived_before_it() {
+    let server = server();
+    let mut p = Peer::new(&server);
+    p.logon().await;
+    // Frame 5 (a rename, say) has not sent its breaks yet; frame 6 is an ECHO.
+    p.conn.break_order.hold(5);
+    let m = p.message(Command::Echo, |m| m.extend_from_slice(&[4, 0, 0, 0]));
+    let f = p.frame(vec![m]);
+    let conn = p.conn.clone();
+    let echo = tokio::spawn(async move { process_frame(&conn, f, None, 6).await });
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(!echo.is_finished(), "the ECHO's answer waits");
+    assert!(p.conn.take_sent().await.is_empty(), "nothing sent yet");
+    p.conn.break_order.pass(5);
+    tokio::time::timeout(std::time::Duration::from_secs(1), echo).await.expect("answered").expect("task");
+    assert!(!p.conn.take_sent().await.is_empty(), "the answer went out");
 }
