@@ -2,7 +2,7 @@
 //! contexts (durable handle and app instance contexts too), negotiate contexts, the SMB1 negotiate upgrade and the transport header.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use smb_wire::msg::{app_instance, close, copychunk, create, durable, ioctl, lock, negotiate, notify, query_directory, query_info, read, session_setup, set_info, simple, sparse, tree, write};
+use smb_wire::msg::{aapl, app_instance, close, copychunk, create, durable, ioctl, lock, negotiate, notify, query_directory, query_info, read, session_setup, set_info, simple, sparse, tree, write};
 
 fuzz_target!(|data: &[u8]| {
     let _ = smb_wire::Header::decode(data);
@@ -30,6 +30,9 @@ fuzz_target!(|data: &[u8]| {
     let _ = lock::LockRequest::decode(data);
     let _ = ioctl::IoctlRequest::decode(data);
     let _ = copychunk::CopyRequest::decode(data);
+    if let Ok(r) = aapl::AaplRequest::decode(data) {
+        assert_eq!(aapl::AaplRequest::decode(&r.encode()), Ok(r));
+    }
     let _ = copychunk::CopyResponse::decode(data);
     let _ = sparse::decode_set_sparse(data);
     let _ = sparse::ZeroData::decode(data);

@@ -18,6 +18,23 @@ fn put_short_name(out: &mut Vec<u8>, name: &str) {
     put_zeros(out, 24 - n);
 }
 
+/// What a macOS client that negotiated readdir attributes (the `AAPL` create context,
+/// kAAPL_SUPPORTS_READ_DIR_ATTR) finds in a FileIdBothDirectoryInformation entry instead of
+/// the EA size, short name and Reserved2 fields, so that Finder needs no request per file:
+/// the fields below.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppleDirInfo {
+    /// The access the caller has (in place of EaSize).
+    pub max_access: u32,
+    /// The resource fork's size (the first 8 bytes of ShortName).
+    pub rfork_size: u64,
+    /// The compressed Finder info: type, creator, flags, extended flags and the date added,
+    /// as Samba's `vfs_fruit` packs them (the other 16 bytes of ShortName).
+    pub finder_info: [u8; 16],
+    /// The POSIX mode's low 16 bits (in Reserved2).
+    pub unix_mode: u16,
+}
+
 /// Builds the OutputBuffer of a QUERY_DIRECTORY response: a chain of
 /// entries of one class (MS-FSCC 2.4 FileDirectoryInformation 1,
 /// FileFullDirectoryInformation 2, FileBothDirectoryInformation 3,
@@ -62,6 +79,12 @@ impl DirWriter {
     /// "a.txt"). Returns false and appends nothing if the entry, including
     /// alignment padding before it, would exceed `max_len`.
     pub fn push(&mut self, name: &str, info: &FileInfo) -> bool {
+        self.push_with(name, info, None)
+    }
+
+    /// [`DirWriter::push`], with the Apple fields in place of the EA size, short name and
+    /// Reserved2 when `apple` is given and the class is FileIdBothDirectoryInformation.
+    pub fn push_with(&mut self, name: &str, info: &FileInfo, apple: Option<&AppleDirInfo>) -> bool {
         let fixed = match fixed_len(self.class) {
             Some(f) => f,
             None => return false,
@@ -84,14 +107,14 @@ impl DirWriter {
             patch_u32(&mut self.buf, prev, next_off);
         }
         self.buf.resize(start, 0);
-        self.write_entry(name, &name16, name_len, info);
+        self.write_entry(name, &name16, name_len, info, apple);
         debug_assert_eq!(self.buf.len(), end);
         self.last = Some(start);
         self.count += 1;
         true
     }
 
-    fn write_entry(&mut self, name: &str, name16: &[u8], name_len: u32, i: &FileInfo) {
+    fn write_entry(&mut self, name: &str, name16: &[u8], name_len: u32, i: &FileInfo, apple: Option<&AppleDirInfo>) {
         let out = &mut self.buf;
         put_u32(out, 0); // NextEntryOffset, patched when another entry follows
         put_u32(out, 0); // FileIndex: meaningless for NTFS-like stores
@@ -110,6 +133,17 @@ impl DirWriter {
             FILE_BOTH_DIRECTORY_INFORMATION => {
                 put_u32(out, i.ea_size);
                 put_short_name(out, name); // ShortNameLength, Reserved, ShortName
+            }
+            FILE_ID_BOTH_DIRECTORY_INFORMATION if apple.is_some() => {
+                let a = apple.copied().unwrap_or_default();
+                put_u32(out, a.max_access);
+                // A short name length of 24, as macOS clients send and expect.
+                put_u8(out, 24);
+                put_u8(out, 0);
+                put_u64(out, a.rfork_size);
+                out.extend_from_slice(&a.finder_info);
+                put_u16(out, a.unix_mode); // Reserved2
+                put_u64(out, i.file_id);
             }
             FILE_ID_BOTH_DIRECTORY_INFORMATION => {
                 put_u32(out, i.ea_size);
@@ -194,6 +228,25 @@ mod tests {
             assert_eq!(u32_at(&b, name_len_off), 4);
             assert_eq!(&b[fixed..], &[b'a', 0, b'b', 0]);
         }
+    }
+
+    #[test]
+    fn apple_fields_replace_ea_size_short_name_and_reserved2() {
+        let a = AppleDirInfo { max_access: 0x1F01FF, rfork_size: 1 << 20, finder_info: [7; 16], unix_mode: 0o644 };
+        let mut w = DirWriter::new(FILE_ID_BOTH_DIRECTORY_INFORMATION, 4096).unwrap();
+        assert!(w.push_with("x", &info(), Some(&a)));
+        let b = w.finish();
+        assert_eq!(b.len(), 104 + 2);
+        assert_eq!(u32_at(&b, 64), 0x1F01FF);
+        assert_eq!(b[68], 24);
+        assert_eq!(&b[70..78], &(1u64 << 20).to_le_bytes());
+        assert_eq!(&b[78..94], &[7; 16]);
+        assert_eq!(&b[94..96], &0o644u16.to_le_bytes());
+        assert_eq!(&b[96..104], &0xABCDu64.to_le_bytes());
+        // Other classes ignore them.
+        let mut w = DirWriter::new(FILE_FULL_DIRECTORY_INFORMATION, 4096).unwrap();
+        assert!(w.push_with("x", &info(), Some(&a)));
+        assert_eq!(u32_at(&w.finish(), 64), 0);
     }
 
     #[test]

@@ -25,7 +25,7 @@ mod wire;
 
 pub use attrs::*;
 pub use client::{decode_dir_entries, decode_file_all_information, encode_set_info};
-pub use dir_info::DirWriter;
+pub use dir_info::{AppleDirInfo, DirWriter};
 pub use ea::{encode_full_ea_list, full_ea_list_size, parse_full_ea_list, parse_get_ea_list, valid_ea_name, FullEa, MAX_EA_NAME_LEN};
 pub use error::FsccError;
 pub use file_info::{encode_file_info, file_info_min_size, FileInfo};

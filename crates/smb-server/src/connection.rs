@@ -132,6 +132,9 @@ pub struct Connection {
     pub(crate) large_segments: bool,
     /// Frames that may still send breaks, which answers to later frames wait for.
     pub(crate) break_order: crate::break_order::BreakOrder,
+    /// The server capabilities a macOS client negotiated with the `AAPL` create context
+    /// (`handlers/create/aapl.rs`); unset for other clients.
+    pub(crate) apple: OnceLock<u64>,
 }
 
 impl Connection {
@@ -160,6 +163,7 @@ impl Connection {
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
             force_unacked: AtomicBool::new(false),
             break_order: Default::default(),
+            apple: OnceLock::new(),
         }
     }
 

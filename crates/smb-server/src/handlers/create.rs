@@ -23,6 +23,7 @@ use crate::status_map::state_status;
 use crate::sync::lock;
 use crate::tree::{Tree, TreeKind};
 
+mod aapl;
 mod app_instance;
 mod durable;
 mod stream;
@@ -97,6 +98,7 @@ async fn open_new(
         TreeKind::Disk(s) => s.clone(),
     };
     let plan = plan_disk_open(req, granted)?;
+    let aapl_ctx = aapl::answer(cx, req, &share).await?;
     let (opened, key, file_key) = open_disk(cx, &share, &plan, granted).await?;
     let server = cx.conn.server.clone();
     let files = &server.files;
@@ -157,7 +159,7 @@ async fn open_new(
     }
     // After the app instance id is on the grant: the persistent record carries it.
     durable::persist(cx, &open, session, req.share_access).await?;
-    let answer = Answer { oplock_level, create_action, lease_ctx, durable_ctx };
+    let answer = Answer { oplock_level, create_action, lease_ctx, durable_ctx, aapl_ctx };
     encode_response(out, req, tree, share.index, &attrs, &open, answer);
     Ok(Reply { file_id: Some(id), ..Reply::success() })
 }
@@ -566,9 +568,12 @@ struct Answer {
     lease_ctx: Option<Vec<u8>>,
     /// The DHnQ or DH2Q response context when the open was made durable.
     durable_ctx: Option<(&'static [u8], Vec<u8>)>,
+    /// The `AAPL` response context (macOS clients).
+    aapl_ctx: Option<Vec<u8>>,
 }
 
-/// Encodes the CREATE response with the MxAc, QFid and lease contexts asked for.
+/// Encodes the CREATE response with the MxAc, QFid, lease, durable and AAPL contexts asked
+/// for.
 fn encode_response(
     out: &mut Vec<u8>,
     req: &CreateRequest<'_>,
@@ -597,6 +602,9 @@ fn encode_response(
     }
     if let Some((name, d)) = a.durable_ctx {
         ctxs.push((name, d));
+    }
+    if let Some(d) = a.aapl_ctx {
+        ctxs.push((smb_wire::msg::aapl::NAME, d));
     }
     CreateResponse {
         oplock_level: a.oplock_level,

@@ -54,8 +54,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     let single = req.flags & flags::RETURN_SINGLE_ENTRY != 0;
     let entries = cur.entries.take().unwrap_or_default();
     let start = cur.pos;
+    let mac = MacLookup::for_listing(cx, &open, req.info_class);
     let (entries, w, pos) = super::blocking_or_pending(cx, out, move || {
-        let pos = fill(&handle, &entries, start, &pattern, single, verify, &mut w);
+        let pos = fill(&handle, &entries, (start, mac.as_ref()), &pattern, single, verify, &mut w);
         (entries, w, pos)
     })
     .await?;
@@ -84,7 +85,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
 fn fill(
     handle: &std::sync::Arc<dyn braid_vfs::FileHandle>,
     entries: &[DirEntry],
-    start: usize,
+    (start, mac): (usize, Option<&MacLookup>),
     pattern: &str,
     single: bool,
     verify: bool,
@@ -98,7 +99,8 @@ fn fill(
         let gone = || verify && e.name != "." && e.name != ".." && matches!(handle.has_child(&e.name), Ok(false));
         if matches && !gone() {
             let info = super::attrs_info(&e.attrs);
-            if !w.push(&e.name, &info) {
+            let apple = mac.map(|m| m.entry(&e.name, &e.attrs));
+            if !w.push_with(&e.name, &info, apple.as_ref()) {
                 break;
             }
             if single {
@@ -109,4 +111,88 @@ fn fill(
         pos += 1;
     }
     pos
+}
+
+/// What a macOS client with readdir attributes (`create/aapl.rs`) gets in each entry of a
+/// FileIdBothDirectoryInformation listing: looked up per entry, one open and two xattr
+/// reads, as Samba's `vfs_fruit` does.
+struct MacLookup {
+    backend: std::sync::Arc<dyn braid_vfs::Backend>,
+    dir: braid_vfs::SharePath,
+    max_access: u32,
+}
+
+impl MacLookup {
+    fn for_listing(cx: &Ctx<'_>, open: &crate::open::Open, class: u8) -> Option<MacLookup> {
+        let caps = *cx.conn.apple.get()?;
+        if caps & smb_wire::msg::aapl::SUPPORTS_READ_DIR_ATTR == 0 || class != smb_fscc::class::FILE_ID_BOTH_DIRECTORY_INFORMATION {
+            return None;
+        }
+        let share = open.tree.share()?;
+        Some(MacLookup { backend: share.backend.clone(), dir: crate::sync::lock(&open.path).clone(), max_access: open.tree.maximal_access })
+    }
+
+    fn entry(&self, name: &str, attrs: &braid_vfs::FileAttrs) -> smb_fscc::AppleDirInfo {
+        let mut a = smb_fscc::AppleDirInfo { max_access: self.max_access, unix_mode: st_mode(&attrs.posix) as u16, ..Default::default() };
+        // The date added defaults to the AppleDouble epoch (2000-01-01), big-endian.
+        a.finder_info[12..16].copy_from_slice(&APPLE_EPOCH_DATE.to_be_bytes());
+        if name == "." || name == ".." {
+            return a;
+        }
+        let Ok(path) = self.dir.join(name) else { return a };
+        let opts = braid_vfs::OpenOptions {
+            read: false,
+            write: false,
+            create: braid_vfs::CreateMode::OpenExisting,
+            truncate: false,
+            directory: false,
+            non_directory: false,
+        };
+        let Ok((h, _)) = self.backend.open(&path, opts) else { return a };
+        if let Ok(streams) = h.streams() {
+            a.rfork_size = streams.iter().find(|(n, _)| n.eq_ignore_ascii_case(AFP_RESOURCE)).map_or(0, |s| s.1);
+        }
+        if let Ok(Some((_, info))) = h.read_stream(AFP_AFPINFO) {
+            compress_finder_info(&info, attrs, &mut a.finder_info);
+        }
+        a
+    }
+}
+
+/// The POSIX mode with its file type bits, as stat(2) gives it (S_IFREG, S_IFDIR…).
+fn st_mode(p: &braid_vfs::Posix) -> u32 {
+    use braid_vfs::FileKind;
+    let kind = match p.kind {
+        FileKind::File => 0o100_000,
+        FileKind::Dir => 0o040_000,
+        FileKind::Symlink => 0o120_000,
+        FileKind::Block => 0o060_000,
+        FileKind::Char => 0o020_000,
+        FileKind::Fifo => 0o010_000,
+        FileKind::Socket => 0o140_000,
+    };
+    kind | (p.mode & 0o7777)
+}
+
+/// The streams macOS keeps Finder info and resource forks in.
+const AFP_AFPINFO: &str = "AFP_AfpInfo";
+const AFP_RESOURCE: &str = "AFP_Resource";
+/// 2000-01-01 as AppleDouble dates count it (seconds from then): zero.
+const APPLE_EPOCH_DATE: u32 = 0;
+/// Seconds from the Unix epoch to 2000-01-01.
+const APPLE_EPOCH_UNIX: u64 = 946_684_800;
+
+/// Packs an AfpInfo's FinderInfo (32 bytes at offset 16 of the 60-byte stream) as readdir
+/// attributes carry it: type and creator (files only), flags, extended flags, and the
+/// creation date in seconds from 2000 (big-endian).
+fn compress_finder_info(afpinfo: &[u8], attrs: &braid_vfs::FileAttrs, out: &mut [u8; 16]) {
+    let Some(fi) = afpinfo.get(16..48) else { return };
+    if !attrs.is_dir {
+        out[..8].copy_from_slice(&fi[..8]);
+    }
+    out[8..10].copy_from_slice(&fi[8..10]);
+    out[10..12].copy_from_slice(&fi[24..26]);
+    let created = attrs.created.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let date = u32::try_from(created.saturating_sub(APPLE_EPOCH_UNIX)).unwrap_or(u32::MAX);
+    out[12..16].copy_from_slice(&date.to_be_bytes());
 }

@@ -3,6 +3,7 @@
 //! Decoders take the whole message (header first) because buffer offsets count from the
 //! start of the header. Encoders append the body to a buffer that already holds the header.
 
+pub mod aapl;
 pub mod app_instance;
 pub mod close;
 pub mod copychunk;
