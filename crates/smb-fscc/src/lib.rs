@@ -15,6 +15,7 @@ mod ea;
 mod error;
 mod file_info;
 mod fs_info;
+pub mod acl;
 mod security;
 mod set_info;
 mod shortname;

@@ -29,6 +29,7 @@ mod dir_leases;
 mod durable;
 mod foreign;
 mod handlers;
+mod identity;
 mod interfaces;
 mod listener;
 mod locks;

@@ -24,6 +24,7 @@ use crate::sync::lock;
 use crate::tree::{Tree, TreeKind};
 
 mod aapl;
+mod acl;
 mod app_instance;
 mod durable;
 mod stream;
@@ -100,6 +101,10 @@ async fn open_new(
     let plan = plan_disk_open(req, granted)?;
     let aapl_ctx = aapl::answer(cx, req, &share).await?;
     let (opened, key, file_key) = open_disk(cx, &share, &plan, granted).await?;
+    let granted = acl::check_existing(cx, &share, &opened, req.desired_access, granted).await?;
+    if plan.stream.is_none() {
+        acl::inherit_new(cx, &share, &opened).await;
+    }
     let server = cx.conn.server.clone();
     let files = &server.files;
     let volatile = cx.conn.server.new_file_id();
