@@ -1,7 +1,9 @@
 //! Copying a range from one open file to another without the bytes leaving the server:
 //! the kernel does it (`copy_file_range(2)`, which reflinks on file systems that share
 //! extents, such as xfs and btrfs, and copies in the page cache elsewhere) when both
-//! handles offer a descriptor, a bounded buffer does it otherwise.
+//! handles offer a descriptor, a bounded buffer does it otherwise. Cloning a range
+//! ([`clone_range`]) is the kernel's alone: the target shares the source's blocks, or
+//! nothing happens.
 
 use std::os::fd::BorrowedFd;
 
@@ -27,6 +29,24 @@ pub fn copy_range(src: &dyn FileHandle, dst: &dyn FileHandle, src_off: u64, dst_
         }
     }
     buffered(src, dst, src_off, dst_off, len)
+}
+
+/// Makes `len` bytes at `dst_off` of `dst` share the blocks of those at `src_off` of `src`
+/// (`FICLONERANGE`), both files on one file system that can ([`crate::Backend::block_cloning`]).
+/// Offsets must be aligned to the file system's block, and `len` too unless the range ends
+/// at the source's end of file; the caller checks the range against both files first.
+/// Handles without a descriptor (another backend, a named stream) are
+/// [`VfsError::unsupported`], as is a file system that cannot clone; a range the kernel
+/// refuses is an `EINVAL` I/O error.
+pub fn clone_range(src: &dyn FileHandle, dst: &dyn FileHandle, src_off: u64, dst_off: u64, len: u64) -> Result<()> {
+    src.open_now()?;
+    dst.open_now()?;
+    let from = src.fast_paths().and_then(|s| s.copy_fd());
+    let to = dst.fast_paths().and_then(|d| d.copy_fd());
+    match from.zip(to) {
+        Some((from, to)) => crate::local::reflink::clone_fds(from, to, src_off, dst_off, len),
+        None => Err(VfsError::unsupported()),
+    }
 }
 
 /// copy_file_range(2) until `len` bytes are copied or the source ends. An error before
