@@ -149,6 +149,32 @@ mod tests {
     }
 
     #[test]
+    fn cloning_is_refused_where_the_file_system_or_backend_cannot_share_blocks() {
+        // tmpfs cannot clone: the probe says so and a clone changes nothing.
+        if std::path::Path::new("/dev/shm").is_dir() {
+            let dir = std::path::PathBuf::from(format!("/dev/shm/braid-clone-probe-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let _d = Scratch(dir.clone());
+            let b = LocalBackend::new(&dir, false).unwrap();
+            assert!(!b.block_cloning());
+            let (src, dst) = (file(&b, "a", &[7; 8192]), file(&b, "b", &[0; 8192]));
+            let e = clone_range(src.as_ref(), dst.as_ref(), 0, 0, 4096).unwrap_err();
+            assert!(matches!(&e, VfsError::Io(io) if io.kind() == std::io::ErrorKind::Unsupported), "{e:?}");
+            assert_eq!(contents(dst.as_ref()), vec![0; 8192]);
+            assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "the probe leaves no file behind");
+        }
+        // The memory backend has no descriptors to clone between.
+        let m = crate::MemoryBackend::new(1 << 20, false);
+        assert!(!m.block_cloning());
+        let opts = OpenOptions { read: true, write: true, create: CreateMode::OpenOrCreate, truncate: false, directory: false, non_directory: true };
+        let (a, _) = m.open(&SharePath::from_smb("a").unwrap(), opts).unwrap();
+        let (b, _) = m.open(&SharePath::from_smb("b").unwrap(), opts).unwrap();
+        a.write_at(&[1; 4096], 0).unwrap();
+        let e = clone_range(a.as_ref(), b.as_ref(), 0, 0, 4096).unwrap_err();
+        assert!(matches!(&e, VfsError::Io(io) if io.kind() == std::io::ErrorKind::Unsupported), "{e:?}");
+    }
+
+    #[test]
     fn the_buffer_path_copies_back_to_front_over_an_overlap() {
         let (_d, b) = backend("overlap");
         let data: Vec<u8> = (0..(3 * BUFFER_LEN as u32)).map(|i| (i % 253) as u8).collect();
