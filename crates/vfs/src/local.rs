@@ -244,7 +244,15 @@ impl LocalBackend {
         });
         let umask = posix::process_umask();
         Ok(LocalBackend {
-            root: Arc::new(Root { fd, read_only, proc_ok, ctime_overrides: Mutex::new(HashMap::new()), umask, handle_mount, block_cloning: std::sync::OnceLock::new() }),
+            root: Arc::new(Root {
+                fd,
+                read_only,
+                proc_ok,
+                ctime_overrides: Mutex::new(HashMap::new()),
+                umask,
+                handle_mount,
+                block_cloning: std::sync::OnceLock::new(),
+            }),
             root_path: root.to_path_buf(),
         })
     }
