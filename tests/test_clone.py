@@ -196,6 +196,29 @@ def test_the_spec_checks_on_a_share_that_clones(clone_server):
     assert (d / "b.bin").read_bytes()[8192:] == b"\x11" * (32768 - 8192)
 
 
+def test_unaligned_ends_are_copied_or_zeroed(clone_server):
+    """Whole blocks are cloned; a target cut at an unaligned end gets the rest copied, and
+    the part of the source's last cluster past its end reads as zeros in the target."""
+    d = clone_server.shares["xfs"]
+    src = pattern(MIB)[:12288]
+    (d / "s.bin").write_bytes(src)
+    (d / "short.bin").write_bytes(b"\x44" * 5000)
+    (d / "odd.bin").write_bytes(src[:5000])
+    (d / "long.bin").write_bytes(b"\x55" * 8192)
+    with Smb(clone_server, share="xfs") as s:
+        a = s.open("s.bin", disposition=CreateDisposition.FILE_OPEN)
+        short = s.open("short.bin", disposition=CreateDisposition.FILE_OPEN)
+        assert dup_extents(s, short, a.file_id, 4096, 0, 8192) == SUCCESS
+        odd = s.open("odd.bin", disposition=CreateDisposition.FILE_OPEN)
+        long = s.open("long.bin", disposition=CreateDisposition.FILE_OPEN)
+        assert dup_extents(s, long, odd.file_id, 0, 0, 8192) == SUCCESS
+        assert dup_extents(s, long, odd.file_id, 0, 0, 12288) == NOT_SUPPORTED, "past the allocation"
+        for f in (a, short, odd, long):
+            f.close()
+    assert (d / "short.bin").read_bytes() == src[4096:4096 + 5000], "the target keeps its 5000 bytes"
+    assert (d / "long.bin").read_bytes() == src[:5000] + bytes(8192 - 5000)
+
+
 @pytest.mark.parametrize("share", ["tmp", "mem"])
 def test_shares_that_cannot_clone_refuse_it(clone_server, share):
     with Smb(clone_server, share=share) as s:
