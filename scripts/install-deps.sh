@@ -3,7 +3,8 @@
 # unless it installs something).  Debian/Ubuntu: apt for the Samba tools, pip for Python packages.
 #   smbclient (smbclient), smbd/pdbedit/smbpasswd (samba; the reference peer),
 #   smbtorture (samba-testsuite), nfs-ls/nfs-cp/nfs-cat (libnfs-utils), ganesha.nfsd with FSAL_VFS
-#   (nfs-ganesha, nfs-ganesha-vfs; the NFS peer), chromium (headless, for the admin page), python3 + pip, Python: smbprotocol, pytest; Rust: cargo (checked
+#   (nfs-ganesha, nfs-ganesha-vfs; the NFS peer), chromium (headless, for the admin page),
+#   mkfs.xfs/filefrag (xfsprogs, e2fsprogs; block cloning on an xfs image), python3 + pip, Python: smbprotocol, pytest; Rust: cargo (checked
 #   only), the nightly toolchain (rustup) and cargo-fuzz (cargo install) for the fuzz stage.
 # Works non-interactively (CI, no stdin) as root, or via passwordless sudo.
 set -uo pipefail
@@ -33,6 +34,8 @@ need ganesha.nfsd nfs-ganesha  # bench/ganesha.sh (the NFS peer)
   || missing+=(nfs-ganesha-vfs)  # ganesha's FSAL_VFS
 need gcc gcc                   # bench/ganesha.sh builds its rpcbind shim
 need chromium chromium         # tests/test_admin_page.py (the live page in a headless browser)
+need mkfs.xfs xfsprogs         # tests/test_clone.py (an xfs loop image with reflink)
+need filefrag e2fsprogs        # tests/test_clone.py (shared extents)
 if ! python3 -c 'import smbprotocol, pytest' 2>/dev/null && ! python3 -m pip --version >/dev/null 2>&1; then
   missing+=(python3-pip)
 fi

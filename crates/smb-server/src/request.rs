@@ -186,6 +186,12 @@ pub(crate) async fn send_responses(
     let Some(last) = parts.last().map(|p| p.start) else { return };
     // The last response ends the chain, even if a request after it produced none.
     out[last + offset::NEXT_COMMAND..last + offset::NEXT_COMMAND + 4].copy_from_slice(&0u32.to_le_bytes());
+    // In a frame of several responses the last is padded to 8 bytes too, as Windows and
+    // Samba send it (smbtorture's compound-padding checks a last READ's length); a lone
+    // response is not. (A file tail only follows a response alone in its frame.)
+    if parts.len() > 1 && tail.is_none() {
+        out.resize(out.len() + (8 - (out.len() - last) % 8) % 8, 0);
+    }
     // Each element is signed over its padded extent; encryption replaces signing.
     for i in 0..parts.len() {
         let start = parts[i].start;

@@ -1,7 +1,9 @@
 //! Copying a range from one open file to another without the bytes leaving the server:
 //! the kernel does it (`copy_file_range(2)`, which reflinks on file systems that share
 //! extents, such as xfs and btrfs, and copies in the page cache elsewhere) when both
-//! handles offer a descriptor, a bounded buffer does it otherwise.
+//! handles offer a descriptor, a bounded buffer does it otherwise. Cloning a range
+//! ([`clone_range`]) is the kernel's alone: the target shares the source's blocks, or
+//! nothing happens.
 
 use std::os::fd::BorrowedFd;
 
@@ -27,6 +29,24 @@ pub fn copy_range(src: &dyn FileHandle, dst: &dyn FileHandle, src_off: u64, dst_
         }
     }
     buffered(src, dst, src_off, dst_off, len)
+}
+
+/// Makes `len` bytes at `dst_off` of `dst` share the blocks of those at `src_off` of `src`
+/// (`FICLONERANGE`), both files on one file system that can ([`crate::Backend::block_cloning`]).
+/// Offsets must be aligned to the file system's block, and `len` too unless the range ends
+/// at the source's end of file; the caller checks the range against both files first.
+/// Handles without a descriptor (another backend, a named stream) are
+/// [`VfsError::unsupported`], as is a file system that cannot clone; a range the kernel
+/// refuses is an `EINVAL` I/O error.
+pub fn clone_range(src: &dyn FileHandle, dst: &dyn FileHandle, src_off: u64, dst_off: u64, len: u64) -> Result<()> {
+    src.open_now()?;
+    dst.open_now()?;
+    let from = src.fast_paths().and_then(|s| s.copy_fd());
+    let to = dst.fast_paths().and_then(|d| d.copy_fd());
+    match from.zip(to) {
+        Some((from, to)) => crate::local::reflink::clone_fds(from, to, src_off, dst_off, len),
+        None => Err(VfsError::unsupported()),
+    }
 }
 
 /// copy_file_range(2) until `len` bytes are copied or the source ends. An error before
@@ -126,6 +146,32 @@ mod tests {
         let after = contents(src.as_ref());
         assert_eq!(&after[2040..4088], &data[..2048]);
         assert_eq!(&after[..2040], &data[..2040]);
+    }
+
+    #[test]
+    fn cloning_is_refused_where_the_file_system_or_backend_cannot_share_blocks() {
+        // tmpfs cannot clone: the probe says so and a clone changes nothing.
+        if std::path::Path::new("/dev/shm").is_dir() {
+            let dir = std::path::PathBuf::from(format!("/dev/shm/braid-clone-probe-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let _d = Scratch(dir.clone());
+            let b = LocalBackend::new(&dir, false).unwrap();
+            assert!(!b.block_cloning());
+            let (src, dst) = (file(&b, "a", &[7; 8192]), file(&b, "b", &[0; 8192]));
+            let e = clone_range(src.as_ref(), dst.as_ref(), 0, 0, 4096).unwrap_err();
+            assert!(matches!(&e, VfsError::Io(io) if io.kind() == std::io::ErrorKind::Unsupported), "{e:?}");
+            assert_eq!(contents(dst.as_ref()), vec![0; 8192]);
+            assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "the probe leaves no file behind");
+        }
+        // The memory backend has no descriptors to clone between.
+        let m = crate::MemoryBackend::new(1 << 20, false);
+        assert!(!m.block_cloning());
+        let opts = OpenOptions { read: true, write: true, create: CreateMode::OpenOrCreate, truncate: false, directory: false, non_directory: true };
+        let (a, _) = m.open(&SharePath::from_smb("a").unwrap(), opts).unwrap();
+        let (b, _) = m.open(&SharePath::from_smb("b").unwrap(), opts).unwrap();
+        a.write_at(&[1; 4096], 0).unwrap();
+        let e = clone_range(a.as_ref(), b.as_ref(), 0, 0, 4096).unwrap_err();
+        assert!(matches!(&e, VfsError::Io(io) if io.kind() == std::io::ErrorKind::Unsupported), "{e:?}");
     }
 
     #[test]

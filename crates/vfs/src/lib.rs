@@ -22,7 +22,7 @@ mod memory;
 mod path;
 mod streams;
 pub use cache::{CacheConfig, CachedBackend, CachedHandle};
-pub use copy::copy_range;
+pub use copy::{clone_range, copy_range};
 pub use error::VfsError;
 pub use events::{what, CacheStats, Change, ChangeKind, ChangeSink, Delivery};
 pub use local::{LocalBackend, LocalHandle, BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR};
@@ -229,6 +229,12 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     /// `FileHandle` asks here before taking a path that bypasses `read_at`/`write_at`.
     fn fast_paths(&self) -> Option<&dyn FastPaths> {
         None
+    }
+    /// Opens now what the handle would open on first use (a cached handle opens its file
+    /// late), so that [`FileHandle::fast_paths`] answers for the file itself: a block clone
+    /// ([`clone_range`]) needs both files' descriptors, and has no slower way to use.
+    fn open_now(&self) -> Result<()> {
+        Ok(())
     }
     /// Current metadata.
     fn attrs(&self) -> Result<FileAttrs>;
@@ -443,6 +449,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// The metadata cache's counters, if the backend caches metadata.
     fn cache_stats(&self) -> Option<CacheStats> {
         None
+    }
+    /// Whether files of this share can share extents ([`clone_range`]: xfs with reflink,
+    /// btrfs). May block the first time (the local backend probes its file system once);
+    /// the default backend cannot.
+    fn block_cloning(&self) -> bool {
+        false
     }
     /// Like [`Backend::open`] for a `path` already spelled as on disk, whose missing final
     /// name has no other spelling either: backends with case-insensitive lookups skip the

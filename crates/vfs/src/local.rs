@@ -23,6 +23,7 @@ mod handle;
 mod listing;
 mod meta;
 mod posix;
+pub(crate) mod reflink;
 mod sparse;
 mod streams;
 mod sys;
@@ -72,6 +73,9 @@ pub(crate) struct Root {
     /// mount id, and an fd of the root open for reading (open_by_handle_at refuses O_PATH
     /// fds as its mount fd).
     pub(crate) handle_mount: Option<(i32, OwnedFd)>,
+    /// Whether the file system can clone blocks between files (`reflink::probe`), learnt
+    /// the first time it is asked.
+    pub(crate) block_cloning: std::sync::OnceLock<bool>,
 }
 
 /// Most change-time overrides remembered per share.
@@ -240,7 +244,15 @@ impl LocalBackend {
         });
         let umask = posix::process_umask();
         Ok(LocalBackend {
-            root: Arc::new(Root { fd, read_only, proc_ok, ctime_overrides: Mutex::new(HashMap::new()), umask, handle_mount }),
+            root: Arc::new(Root {
+                fd,
+                read_only,
+                proc_ok,
+                ctime_overrides: Mutex::new(HashMap::new()),
+                umask,
+                handle_mount,
+                block_cloning: std::sync::OnceLock::new(),
+            }),
             root_path: root.to_path_buf(),
         })
     }
@@ -698,6 +710,15 @@ impl Backend for LocalBackend {
             total_files: v.f_files,
             free_files: v.f_ffree,
             avail_files: v.f_favail,
+        })
+    }
+
+    fn block_cloning(&self) -> bool {
+        *self.root.block_cloning.get_or_init(|| {
+            let block = self.statfs().map_or(4096, |s| s.block_size);
+            let can = !self.root.read_only && reflink::probe(self.root.fd.as_fd(), block);
+            tracing::debug!(root = %self.root_path.display(), can, "block cloning probed");
+            can
         })
     }
 }

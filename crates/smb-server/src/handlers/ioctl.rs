@@ -7,6 +7,7 @@ use smb_wire::msg::ioctl::{encode_network_interfaces, encode_response, fsctl, in
 use smb_wire::reader::{PutLe, Reader};
 use smb_wire::{dialect, FileId, NtStatus};
 
+mod block_clone;
 mod copy;
 mod sparse;
 
@@ -95,6 +96,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         (OpenKind::File { .. }, fsctl::SRV_ENUMERATE_SNAPSHOTS) => Err(NtStatus::INVALID_DEVICE_REQUEST),
         (OpenKind::File { .. }, fsctl::SRV_REQUEST_RESUME_KEY) => copy::request_resume_key(cx, &req, &open, out),
         (OpenKind::File { .. }, fsctl::SRV_COPYCHUNK | fsctl::SRV_COPYCHUNK_WRITE) => copy::copy_chunks(cx, &req, open.clone(), out).await,
+        (OpenKind::File { .. }, fsctl::DUPLICATE_EXTENTS_TO_FILE | fsctl::DUPLICATE_EXTENTS_TO_FILE_EX) => {
+            block_clone::duplicate_extents(cx, &req, open.clone(), out).await
+        }
         _ => Err(NtStatus::INVALID_DEVICE_REQUEST),
     }
 }

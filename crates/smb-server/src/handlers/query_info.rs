@@ -15,8 +15,11 @@ use crate::request::{Ctx, HResult, Reply};
 
 /// FILE_CASE_SENSITIVE_SEARCH | FILE_CASE_PRESERVED_NAMES | FILE_UNICODE_ON_DISK |
 /// FILE_SUPPORTS_SPARSE_FILES | FILE_NAMED_STREAMS | FILE_SUPPORTS_EXTENDED_ATTRIBUTES
-/// (MS-FSCC 2.5.1).
+/// (MS-FSCC 2.5.1): what every share reports.
 const FS_ATTRIBUTES: u32 = 0x0000_0001 | 0x0000_0002 | 0x0000_0004 | 0x0000_0040 | smb_fscc::FILE_NAMED_STREAMS | 0x0080_0000;
+/// FILE_SUPPORTS_BLOCK_REFCOUNTING: reported by shares whose file system clones blocks
+/// (FSCTL_DUPLICATE_EXTENTS_TO_FILE, `handlers/ioctl/block_clone.rs`).
+const FILE_SUPPORTS_BLOCK_REFCOUNTING: u32 = 0x0800_0000;
 
 fn fscc_status(e: FsccError) -> NtStatus {
     match e {
@@ -202,7 +205,7 @@ async fn query_fs(cx: &Ctx<'_>, open: &Open, req: &QueryInfoRequest<'_>, limit: 
         return Err(NtStatus::INVALID_INFO_CLASS);
     }
     let backend = share.backend.clone();
-    let st = blocking(move || backend.statfs()).await?;
+    let (st, cloning) = blocking(move || Ok((backend.statfs()?, backend.block_cloning()))).await?;
     let bps = 512u32;
     let spu = (st.block_size / bps).max(1);
     let unit = u64::from(spu * bps);
@@ -216,7 +219,7 @@ async fn query_fs(cx: &Ctx<'_>, open: &Open, req: &QueryInfoRequest<'_>, limit: 
         sectors_per_unit: spu,
         bytes_per_sector: bps,
         fs_name: "NTFS".into(),
-        fs_attributes: FS_ATTRIBUTES,
+        fs_attributes: FS_ATTRIBUTES | if cloning { FILE_SUPPORTS_BLOCK_REFCOUNTING } else { 0 },
         max_name_len: st.max_name_len,
         object_id: [0; 16],
     };

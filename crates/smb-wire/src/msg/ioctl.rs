@@ -28,6 +28,8 @@ pub mod fsctl {
     pub const SET_SPARSE: u32 = 0x0009_00C4;
     pub const SET_ZERO_DATA: u32 = 0x0009_80C8;
     pub const QUERY_ALLOCATED_RANGES: u32 = 0x0009_40CF;
+    pub const DUPLICATE_EXTENTS_TO_FILE: u32 = 0x0009_8344;
+    pub const DUPLICATE_EXTENTS_TO_FILE_EX: u32 = 0x0009_83E8;
     /// Samba's private test control (libcli/smb/smb_constants.h): from now on the server
     /// treats nothing sent on this connection as acknowledged by TCP, so smbtorture can
     /// test break retries on other channels without blocking packets.

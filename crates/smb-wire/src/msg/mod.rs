@@ -8,6 +8,7 @@ pub mod app_instance;
 pub mod close;
 pub mod copychunk;
 pub mod create;
+pub mod dup_extents;
 pub mod durable;
 pub mod error;
 pub mod ioctl;

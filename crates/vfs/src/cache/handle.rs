@@ -154,6 +154,10 @@ impl FileHandle for CachedHandle {
         self.inner.get().and_then(|h| h.fast_paths())
     }
 
+    fn open_now(&self) -> Result<()> {
+        self.inner()?.open_now()
+    }
+
     fn attrs(&self) -> Result<FileAttrs> {
         if self.writer {
             return self.inner()?.attrs();

@@ -430,6 +430,10 @@ impl Backend for CachedBackend {
         Some(self.core.stats())
     }
 
+    fn block_cloning(&self) -> bool {
+        self.core.inner.block_cloning()
+    }
+
     fn watch_dir(&self, path: &SharePath) {
         let Some(w) = &self.core.watcher else { return };
         // The on-disk spelling, through the cache.

@@ -1,5 +1,6 @@
 //! The few system calls rustix does not wrap safely: kernel file handles
-//! (`name_to_handle_at`, `open_by_handle_at`) and `fchownat` with raw ids.
+//! (`name_to_handle_at`, `open_by_handle_at`), `fchownat` with raw ids and the
+//! `FICLONERANGE` ioctl.
 
 // rustix 0.38 has no file handle calls, and its `Uid::from_raw` is unsafe (-1 is special):
 // these thin wrappers keep the unsafe code in one small place.
@@ -78,4 +79,18 @@ pub(crate) fn fchown_empty(fd: BorrowedFd<'_>, uid: Option<u32>, gid: Option<u32
         return Err(errno());
     }
     Ok(())
+}
+
+/// `ioctl(dst, FICLONERANGE)`: `len` bytes at `dst_off` of `dst` share the blocks of those
+/// at `src_off` of `src` (rustix 0.38 wraps only FICLONE, the whole-file clone).
+pub(crate) fn ficlonerange(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, src_off: u64, dst_off: u64, len: u64) -> Result<(), Errno> {
+    let arg = libc::file_clone_range { src_fd: i64::from(src.as_raw_fd()), src_offset: src_off, src_length: len, dest_offset: dst_off };
+    // SAFETY: FICLONERANGE reads one `file_clone_range`, which outlives the call; both
+    // descriptors are borrowed, hence open.
+    let r = unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONERANGE, &arg as *const libc::file_clone_range) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO))
+    }
 }
