@@ -246,7 +246,13 @@ async fn set_security(open: &Open, sections: u32, buffer: &[u8]) -> Result<bool,
     if open.tree.read_only {
         return Err(NtStatus::MEDIA_WRITE_PROTECTED);
     }
-    let new = smb_fscc::SecurityDescriptor::parse(buffer).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?;
+    let mut new = smb_fscc::SecurityDescriptor::parse(buffer).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?;
+    // Setting the DACL from a descriptor without SE_DACL_PRESENT gives the file a NULL DACL
+    // (everyone everything), as Windows does (smbtorture create.nulldacl).
+    if sections & DACL != 0 && new.control & smb_fscc::SE_DACL_PRESENT == 0 {
+        new.control |= smb_fscc::SE_DACL_PRESENT;
+        new.dacl = None;
+    }
     // A selected owner or group the descriptor does not carry leaves the stored one alone
     // rather than erasing it. Other bits (label, attribute, scope) are not stored.
     let mut sections = sections & (OWNER | GROUP | DACL);
