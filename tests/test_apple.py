@@ -172,3 +172,32 @@ def test_a_client_without_the_context_gets_ordinary_listings(braid_server, scrat
         d.close()
         assert (ea, reserved2) == (0, 0)
         assert short_len <= 24 and b"TEXT" not in short
+
+
+def test_afp_afpinfo_behaves_as_on_a_mac(braid_server, scratch):
+    from test_streams import streams, status_of
+    from smbprotocol.file_info import FileEndOfFileInformation
+    name, _ = scratch
+    with Smb(braid_server) as s:
+        f = s.open(rf"{name}\doc.txt", disposition=CreateDisposition.FILE_CREATE)
+        meta = s.open(rf"{name}\doc.txt:AFP_AfpInfo", disposition=CreateDisposition.FILE_OPEN_IF)
+        # Never written: it reads as an empty AfpInfo and is not listed.
+        assert meta.read(0, 60)[:8] == b"AFP\0\0\x01\0\0"
+        assert [n for n, _, _ in streams(s, f)] == ["::$DATA"]
+        # Only AfpInfo data is taken; a short write at an offset is refused.
+        assert status_of(lambda: meta.write(b"foo", 0)) == INVALID_PARAMETER
+        assert status_of(lambda: meta.write(b"AFP\0", 8)) == INVALID_PARAMETER
+        info = afp_info(b"TEXT", b"ttxt", 0, 0)
+        assert meta.write(info, 0) == 60
+        # Any offset up to 60 reads from the start; past it, nothing.
+        assert meta.read(16, 8) == info[:8]
+        assert status_of(lambda: meta.read(61, 8)) == 0xC0000011  # END_OF_FILE
+        eof = FileEndOfFileInformation()
+        eof["end_of_file"] = 61
+        assert status_of(lambda: s.set_info(meta, eof)) == 0xC0000099  # ALLOTTED_SPACE_EXCEEDED
+        assert [n for n, _, _ in streams(s, f)] == ["::$DATA", ":AFP_AfpInfo:$DATA"]
+        # FinderInfo of zeros deletes the stream, as macOS does.
+        assert meta.write(afp_info(b"\0" * 4, b"\0" * 4, 0, 0), 0) == 60
+        meta.close()
+        assert [n for n, _, _ in streams(s, f)] == ["::$DATA"]
+        f.close()

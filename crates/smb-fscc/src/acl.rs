@@ -30,7 +30,12 @@ const INHERITED: u8 = 0x10;
 /// Maps the generic rights in an ACE's or a request's mask to file rights.
 pub fn map_generic(mask: u32) -> u32 {
     let mut m = mask & !(GENERIC_READ | GENERIC_WRITE | GENERIC_EXECUTE | GENERIC_ALL);
-    for (g, f) in [(GENERIC_READ, FILE_GENERIC_READ), (GENERIC_WRITE, FILE_GENERIC_WRITE), (GENERIC_EXECUTE, FILE_GENERIC_EXECUTE), (GENERIC_ALL, FILE_ALL_ACCESS)] {
+    for (g, f) in [
+        (GENERIC_READ, FILE_GENERIC_READ),
+        (GENERIC_WRITE, FILE_GENERIC_WRITE),
+        (GENERIC_EXECUTE, FILE_GENERIC_EXECUTE),
+        (GENERIC_ALL, FILE_ALL_ACCESS),
+    ] {
         if mask & g != 0 {
             m |= f;
         }
@@ -113,7 +118,13 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, owner: &Sid, group: &S
     for ace in aces(dacl).into_iter().filter(|a| a.kind <= ACCESS_DENIED) {
         let (oi, ci, np) = (ace.flags & OBJECT_INHERIT != 0, ace.flags & CONTAINER_INHERIT != 0, ace.flags & NO_PROPAGATE_INHERIT != 0);
         let creator = ace.sid == co || ace.sid == cg;
-        let effective = if ace.sid == co { owner.clone() } else if ace.sid == cg { group.clone() } else { ace.sid.clone() };
+        let effective = if ace.sid == co {
+            owner.clone()
+        } else if ace.sid == cg {
+            group.clone()
+        } else {
+            ace.sid.clone()
+        };
         if !is_dir && oi {
             out.push((ace.kind, INHERITED, ace.mask, effective));
         } else if is_dir && ci {
@@ -148,7 +159,13 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, owner: &Sid, group: &S
     }
     let size = u16::try_from(acl.len()).ok()?;
     acl[2..4].copy_from_slice(&size.to_le_bytes());
-    Some(SecurityDescriptor { control: SE_DACL_PRESENT | 0x0400, owner: Some(owner.clone()), group: Some(group.clone()), sacl: None, dacl: Some(acl) })
+    Some(SecurityDescriptor {
+        control: SE_DACL_PRESENT | 0x0400,
+        owner: Some(owner.clone()),
+        group: Some(group.clone()),
+        sacl: None,
+        dacl: Some(acl),
+    })
 }
 
 #[cfg(test)]
@@ -199,7 +216,14 @@ mod tests {
     #[test]
     fn files_and_directories_inherit_what_is_marked_for_them() {
         let (owner, group) = (sid(ALICE), sid("S-1-5-32-545"));
-        let parent = sd(ADMINS, &[(ACCESS_ALLOWED, OBJECT_INHERIT, 0x12_019F, ALICE), (ACCESS_ALLOWED, CONTAINER_INHERIT, FILE_ALL_ACCESS, "S-1-3-0"), (ACCESS_ALLOWED, 0, FILE_ALL_ACCESS, ADMINS)]);
+        let parent = sd(
+            ADMINS,
+            &[
+                (ACCESS_ALLOWED, OBJECT_INHERIT, 0x12_019F, ALICE),
+                (ACCESS_ALLOWED, CONTAINER_INHERIT, FILE_ALL_ACCESS, "S-1-3-0"),
+                (ACCESS_ALLOWED, 0, FILE_ALL_ACCESS, ADMINS),
+            ],
+        );
         let file = inherit(&parent, false, &owner, &group).unwrap();
         assert_eq!(granted(&file, &[sid(ALICE)]), 0x12_019F | READ_CONTROL | WRITE_DAC);
         assert_eq!(granted(&file, &[sid(ADMINS)]), 0, "the parent's own ACE is not inherited");

@@ -16,6 +16,7 @@
 //! the pipeline.
 
 pub mod admin;
+mod afp_info;
 mod break_order;
 mod breaks;
 mod buffers;

@@ -193,7 +193,11 @@ async fn query_file(cx: &Ctx<'_>, open: &Open, req: &QueryInfoRequest<'_>, limit
 async fn stream_info(open: &Open, h: Arc<dyn FileHandle>) -> Result<smb_fscc::FileInfo, NtStatus> {
     let (a, streams) = blocking(move || Ok((h.file_attrs()?, h.streams()?))).await?;
     let mut info = file_info(&a, open);
-    info.streams = streams.into_iter().map(|(name, size)| (name, size, size.div_ceil(4096) * 4096)).collect();
+    info.streams = streams
+        .into_iter()
+        .filter(|(name, size)| !crate::afp_info::hidden_when_empty(name, *size))
+        .map(|(name, size)| (name, size, size.div_ceil(4096) * 4096))
+        .collect();
     Ok(info)
 }
 

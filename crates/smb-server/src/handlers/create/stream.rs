@@ -63,7 +63,7 @@ pub(super) async fn open(share: &Share, plan: &DiskPlan, granted: u32, name: &st
         let base_created = outcome == OpenOutcome::Created;
         match find_or_create(&base, &name_owned, mode) {
             Ok((stored, created)) => {
-                let handle: Arc<dyn FileHandle> = Arc::new(StreamHandle::new(base, stored));
+                let handle = crate::afp_info::wrap(Arc::new(StreamHandle::new(base, stored)));
                 let attrs = handle.attrs()?;
                 Ok(Ok(StreamOpen { handle, attrs, created, base_created }))
             }
