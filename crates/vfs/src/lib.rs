@@ -341,10 +341,16 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
     fn file_attrs(&self) -> Result<FileAttrs> {
         self.attrs()
     }
-    /// The name of the named stream this handle reads and writes, if it is one
-    /// ([`StreamHandle`]); `None` for the main stream.
+    /// The name of the named stream this handle was opened on, if it is one
+    /// ([`StreamHandle`]); `None` for the main stream. It stays the open's identity (its
+    /// file-state key) when the stream is renamed.
     fn stream_name(&self) -> Option<&str> {
         None
+    }
+    /// The name the stream of this handle has now: [`FileHandle::stream_name`] unless the
+    /// stream was renamed through this handle ([`FileHandle::rename_stream`]).
+    fn stream_current_name(&self) -> Option<String> {
+        self.stream_name().map(str::to_owned)
     }
     /// Sets the permission bits (`mode & 0o7777`), as chmod(2) does.
     fn set_mode(&self, mode: u32) -> Result<()> {

@@ -42,14 +42,23 @@ pub(crate) fn write_lock() -> std::sync::MutexGuard<'static, ()> {
 #[derive(Debug)]
 pub struct StreamHandle {
     base: Arc<dyn FileHandle>,
-    /// The stream's name as stored.
+    /// The stream's name as stored when it was opened: the open's identity
+    /// ([`FileHandle::stream_name`]), which a rename does not change.
     name: String,
+    /// The stream's name now ([`FileHandle::stream_current_name`]), which I/O goes to.
+    current: std::sync::RwLock<String>,
 }
 
 impl StreamHandle {
     /// A handle on the existing stream `name` (spelled as stored) of the file `base`.
     pub fn new(base: Arc<dyn FileHandle>, name: String) -> StreamHandle {
-        StreamHandle { base, name }
+        let current = std::sync::RwLock::new(name.clone());
+        StreamHandle { base, name, current }
+    }
+
+    /// The stream's current name.
+    fn cur(&self) -> String {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The handle of the file this stream belongs to.
@@ -121,15 +130,15 @@ pub(crate) fn whole_rename<H: FileHandle + ?Sized>(h: &H, from: &str, to: &str, 
 
 impl FileHandle for StreamHandle {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.base.stream_read_at(&self.name, buf, offset)
+        self.base.stream_read_at(&self.cur(), buf, offset)
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize> {
-        self.base.stream_write_at(&self.name, buf, offset)
+        self.base.stream_write_at(&self.cur(), buf, offset)
     }
 
     fn size(&self) -> Result<u64> {
-        Ok(self.base.find_stream(&self.name)?.map_or(0, |(_, n)| n))
+        Ok(self.base.find_stream(&self.cur())?.map_or(0, |(_, n)| n))
     }
 
     /// The file's attributes with the stream's size: times, attributes and file id are the
@@ -145,7 +154,7 @@ impl FileHandle for StreamHandle {
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
-        self.base.stream_set_len(&self.name, len)
+        self.base.stream_set_len(&self.cur(), len)
     }
 
     fn allocate(&self, len: u64) -> Result<()> {
@@ -221,8 +230,18 @@ impl FileHandle for StreamHandle {
         self.base.stream_set_len(stored, len)
     }
 
+    /// Renaming this handle's own stream moves the handle along.
     fn rename_stream(&self, from: &str, to: &str, replace: bool) -> Result<()> {
-        self.base.rename_stream(from, to, replace)
+        let mut cur = self.current.write().unwrap_or_else(|p| p.into_inner());
+        self.base.rename_stream(from, to, replace)?;
+        if same_name(from, &cur) {
+            *cur = to.to_owned();
+        }
+        Ok(())
+    }
+
+    fn stream_current_name(&self) -> Option<String> {
+        Some(self.cur())
     }
 
     fn file_attrs(&self) -> Result<FileAttrs> {
