@@ -279,3 +279,167 @@ def test_stream_changes_are_stream_actions(braid_server, scratch):
         other.open(rf"{name}\g.txt:s", disposition=CreateDisposition.FILE_CREATE).close()
         assert ws.answered(CF.FILE_NOTIFY_CHANGE_FILE_NAME) == [(FileAction.FILE_ACTION_ADDED, "g.txt")]
         ws.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Large streams (spill files under .braid-streams) on tmpfs and on ext4, over SMB and NFS.
+# ---------------------------------------------------------------------------------------------
+
+SPILL_DIR = ".braid-streams"
+BOTH = "both"
+
+
+def _run(*cmd) -> bool:
+    import subprocess
+    return subprocess.run(cmd, capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="module", params=["tmpfs", "ext4"])
+def spill_srv(request):
+    """(server, share directory) with one share served over SMB and NFS on tmpfs or on a
+    loop-mounted ext4 image (whose xattrs of one inode share one block)."""
+    import secrets
+    import shutil
+    import harness
+    import nfs_harness
+    if os.environ.get("BRAID_TEST_TARGET", "braid").strip().lower() != "braid":
+        pytest.skip("spill files are Braid's")
+    if os.geteuid() != 0:
+        pytest.skip("NFS credentials and loop mounts need root")
+    base = harness.tmp_dir(f"braid-streams-{request.param}-")
+    cleanup = []
+    try:
+        root = base
+        if request.param == "ext4":
+            if not shutil.which("mkfs.ext4"):
+                pytest.skip("no mkfs.ext4")
+            img, root = base / "fs.img", base / "mnt"
+            root.mkdir()
+            with open(img, "wb") as f:
+                f.truncate(64 << 20)
+            if not _run("mkfs.ext4", "-q", "-F", str(img)) or not _run("mount", "-o", "loop", str(img), str(root)):
+                pytest.skip("cannot make or loop-mount an ext4 image here")
+            cleanup.append(["umount", "-l", str(root)])
+        users = {"alice": "A-" + secrets.token_urlsafe(12), "bob": "B-" + secrets.token_urlsafe(12)}
+        srv = nfs_harness.start(root, users, [{"name": BOTH, "lines": ["nfs = true", "nfs_root_squash = false"]}])
+        try:
+            yield srv, srv.shares[BOTH]
+        finally:
+            problem = nfs_harness.stop(srv, f"braid-streams-{request.param}")
+            if problem:
+                pytest.fail(f"braid crashed: {problem}", pytrace=False)
+    finally:
+        for cmd in reversed(cleanup):
+            _run(*cmd)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _write_fork(s, path, data, chunk=65536):
+    st = s.open(path, disposition=CreateDisposition.FILE_OPEN_IF)
+    for at in range(0, len(data), chunk):
+        assert st.write(data[at:at + chunk], at) == len(data[at:at + chunk])
+    return st
+
+
+def _read_all(st, size, chunk=65536):
+    return b"".join(st.read(at, min(chunk, size - at)) for at in range(0, size, chunk))
+
+
+def _spilled(share):
+    """The spill directory's per-file directories and their files."""
+    d = share / SPILL_DIR
+    return sorted(str(p.relative_to(d)) for p in d.rglob("*")) if d.exists() else []
+
+
+def test_resource_fork_of_one_mib_kept(spill_srv):
+    """A 1 MiB AFP_Resource written in 64 KiB WRITEs reads back byte-exact, is listed with its
+    size, and goes with its file (deleted over SMB), leaving nothing in the spill directory."""
+    from smbprotocol.connection import Dialects
+    srv, share = spill_srv
+    data = os.urandom(1 << 20)
+    with Smb(srv, share=BOTH, dialect=Dialects.SMB_3_1_1) as s:
+        f = s.open("fork.bin", disposition=CreateDisposition.FILE_CREATE)
+        f.write(b"data fork", 0)
+        st = _write_fork(s, "fork.bin:AFP_Resource", data)
+        assert _read_all(st, len(data)) == data
+        st.close()
+        st = s.open("FORK.BIN:afp_resource:$DATA", disposition=CreateDisposition.FILE_OPEN)
+        assert _read_all(st, len(data)) == data
+        assert st.read(len(data) - 3, 100) == data[-3:]
+        st.close()
+        assert [x[:2] for x in streams(s, f)] == [("::$DATA", 9), (":AFP_Resource:$DATA", 1 << 20)]
+        assert f.read(0, 100) == b"data fork"
+        assert len(_spilled(share)) == 2, _spilled(share)
+        # Truncated through the stream's open (SET_INFO end of file), then deleted with its file.
+        st = s.open("fork.bin:AFP_Resource", disposition=CreateDisposition.FILE_OPEN)
+        s.set_info(st, _eof(1000))
+        assert streams(s, f)[1][:2] == (":AFP_Resource:$DATA", 1000)
+        st.close()
+        f.close()
+        s.open("fork.bin", disposition=CreateDisposition.FILE_OPEN, options=CreateOptions.FILE_DELETE_ON_CLOSE).close()
+        assert not (share / "fork.bin").exists()
+        assert _spilled(share) == []
+
+
+def _eof(n):
+    from smbprotocol.file_info import FileEndOfFileInformation
+    info = FileEndOfFileInformation()
+    info["end_of_file"] = n
+    return info
+
+
+def test_spilled_streams_go_with_overwrite_stream_delete_and_nfs_remove(spill_srv):
+    from smbprotocol.connection import Dialects
+    import nfs_harness
+    srv, share = spill_srv
+    big = os.urandom(300_000)
+    with Smb(srv, share=BOTH, dialect=Dialects.SMB_3_1_1) as s, nfs_harness.client(srv) as nfs:
+        # Overwriting the file drops its spilled streams.
+        _write_fork(s, "o.bin:big", big).close()
+        assert _spilled(share) != []
+        s.open("o.bin", disposition=CreateDisposition.FILE_OVERWRITE).close()
+        assert _spilled(share) == []
+        # Deleting the stream alone removes its spill file.
+        _write_fork(s, "o.bin:big", big).close()
+        s.open("o.bin:big", disposition=CreateDisposition.FILE_OPEN, options=CreateOptions.FILE_DELETE_ON_CLOSE).close()
+        assert _spilled(share) == []
+        # Renamed, the spilled stream keeps its content.
+        st = _write_fork(s, "o.bin:big", big)
+        assert rename_to(s, st, ":moved") == 0
+        st.close()
+        st = s.open("o.bin:moved", disposition=CreateDisposition.FILE_OPEN)
+        assert _read_all(st, len(big)) == big
+        st.close()
+        # Removed over NFS: its spill directory goes too.
+        root = nfs.root(f"/{BOTH}")
+        r = nfs.remove(root, "o.bin")
+        assert r.ok, r
+        assert _spilled(share) == []
+
+
+def test_spill_directory_is_hidden(spill_srv):
+    """The spill directory is neither listed nor opened nor created, over SMB or NFS."""
+    from smbprotocol.connection import Dialects
+    from smbprotocol.file_info import FileInformationClass
+    import nfs_harness
+    import nfs_rpc as n
+    srv, share = spill_srv
+    with Smb(srv, share=BOTH, dialect=Dialects.SMB_3_1_1) as s, nfs_harness.client(srv) as nfs:
+        _write_fork(s, "h.bin:big", b"z" * 100_000).close()
+        assert (share / SPILL_DIR).is_dir()
+        d = s.open("", directory=True, access=A.GENERIC_READ)
+        names = [e["file_name"].get_value().decode("utf-16-le")
+                 for e in d.query_directory("*", FileInformationClass.FILE_NAMES_INFORMATION)]
+        d.close()
+        assert "h.bin" in names and SPILL_DIR not in names, names
+        for spelled in (SPILL_DIR, SPILL_DIR.upper()):
+            assert status_of(lambda: s.open(spelled, disposition=CreateDisposition.FILE_OPEN, options=0)) \
+                == OBJECT_NAME_NOT_FOUND
+        assert status_of(lambda: s.open(rf"{SPILL_DIR}\x", disposition=CreateDisposition.FILE_CREATE)) \
+            == ACCESS_DENIED
+        root = nfs.root(f"/{BOTH}")
+        assert nfs.lookup(root, SPILL_DIR).status == n.NFS3ERR_NOENT
+        assert SPILL_DIR.encode() not in [e.name for e in nfs.list_all(root)]
+        assert nfs.mkdir(root, SPILL_DIR).status == n.NFS3ERR_ACCES
+        s.open("h.bin", disposition=CreateDisposition.FILE_OPEN, options=CreateOptions.FILE_DELETE_ON_CLOSE).close()
+        assert _spilled(share) == []
