@@ -609,4 +609,3 @@ fn spilled_streams_follow_links_and_renames() {
     b.rename(&p("c"), &p("b"), true).unwrap();
     assert_eq!(fs::read_dir(s.share().join(SPILL_DIR)).unwrap().count(), 0);
 }
-
