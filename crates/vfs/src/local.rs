@@ -388,17 +388,15 @@ impl LocalBackend {
         let (parent, name) = self.parent_and_name(path)?;
         let spilled = self.spilled_key_before_remove(parent.as_fd(), name);
         // Try as a file first (the common case); Linux says EISDIR for a directory.
-        match unlinkat(&parent, name, AtFlags::empty()) {
-            Ok(()) => {
-                self.drop_spilled(spilled);
-                Ok(())
-            }
+        let r = match unlinkat(&parent, name, AtFlags::empty()) {
             Err(Errno::ISDIR) => unlinkat(&parent, name, AtFlags::REMOVEDIR).map_err(|e| match e {
                 Errno::NOTEMPTY | Errno::EXIST => VfsError::NotEmpty,
                 e => map_errno(e),
             }),
-            Err(e) => Err(map_errno(e)),
-        }
+            r => r.map_err(map_errno),
+        };
+        // The removed object's spilled streams go with it.
+        r.map(|()| self.drop_spilled(spilled))
     }
 
     pub(crate) fn handle(&self, fd: OwnedFd, is_dir: bool, access: FdAccess, path: &SharePath, opts: OpenOptions) -> LocalHandle {

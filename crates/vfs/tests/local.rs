@@ -608,4 +608,11 @@ fn spilled_streams_follow_links_and_renames() {
     fs::write(s.share().join("c"), b"c").unwrap();
     b.rename(&p("c"), &p("b"), true).unwrap();
     assert_eq!(fs::read_dir(s.share().join(SPILL_DIR)).unwrap().count(), 0);
+    // A directory's spilled streams go when it is removed.
+    let d = open(&b, "d", dir_opts(CreateMode::CreateNew)).unwrap();
+    d.write_stream("s", Some(&big)).unwrap();
+    drop(d);
+    assert_eq!(fs::read_dir(s.share().join(SPILL_DIR)).unwrap().count(), 1);
+    b.remove(&p("d")).unwrap();
+    assert_eq!(fs::read_dir(s.share().join(SPILL_DIR)).unwrap().count(), 0);
 }

@@ -214,15 +214,21 @@ pub(crate) fn remove_all(root: &Root, key: &str) -> Result<()> {
 }
 
 impl LocalBackend {
-    /// Removes the spill files of the object `name` in `dir` when the removal about to
-    /// happen drops its last link: call with the key this returns after the removal.
+    /// The spill key of the object `name` in `dir` if the removal about to happen drops its
+    /// last link and the share has spill files at all; [`Self::drop_spilled`] takes it once
+    /// the removal succeeded.
     pub(crate) fn spilled_key_before_remove(&self, dir: BorrowedFd<'_>, name: &str) -> Option<String> {
         if !self.root.spill_seen.load(Ordering::Relaxed) {
             return None;
         }
         let stx = super::meta::statx_at(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-        let regular = super::meta::file_type(&stx) == rustix::fs::FileType::RegularFile;
-        (regular && stx.stx_nlink == 1).then(|| key_of(dir, name).ok()).flatten()
+        // A directory has one name whatever its link count says.
+        let last = match super::meta::file_type(&stx) {
+            rustix::fs::FileType::RegularFile => stx.stx_nlink == 1,
+            rustix::fs::FileType::Directory => true,
+            _ => false,
+        };
+        last.then(|| key_of(dir, name).ok()).flatten()
     }
 
     /// Removes the spill directory of `key` (from [`Self::spilled_key_before_remove`]).
