@@ -167,7 +167,8 @@ def rename_to(s, f, to, replace=True):
 def test_stream_rename(braid_server, scratch):
     """FileRenameInformation with `:new` on a stream open renames the stream within its file
     (MS-FSA 2.1.5.14.11.1): the content moves, the open follows, a stream of the new name is
-    replaced only with ReplaceIfExists and only while nobody has it open."""
+    replaced only with ReplaceIfExists and only while nobody has it open; `::$DATA` makes it
+    the file's main stream."""
     if braid_server.target != "braid":
         pytest.skip("Samba refuses stream renames (SHARING_VIOLATION, a known failure)")
     name, path = scratch
@@ -191,8 +192,7 @@ def test_stream_rename(braid_server, scratch):
         other.close()
         assert rename_to(s, st, ":two") == 0
         assert streams(s, f)[1:] == [(":two:$DATA", 6, 4096)]
-        # To or from the main stream is not offered; malformed names are refused.
-        assert rename_to(s, st, "::$DATA") == NOT_SUPPORTED
+        # The main stream renamed to a named one is not offered; malformed names are refused.
         assert rename_to(s, f, ":x") == NOT_SUPPORTED
         for bad in (":", ":a:", ":a:$FOO", ":a\\b"):
             assert rename_to(s, st, bad) == INVALID_PARAMETER, bad
@@ -205,6 +205,21 @@ def test_stream_rename(braid_server, scratch):
         st.close()
         assert [n for n, _, _ in streams(s, f)] == ["::$DATA"]
         assert f.read(0, 10) == b"main"
+        f.close()
+        # A stream renamed to `::$DATA` becomes the main stream: refused over a non-empty one
+        # without ReplaceIfExists and while the file is open, then its content moves there.
+        st = s.open(rf"{name}\f.txt:fork", disposition=CreateDisposition.FILE_CREATE)
+        st.write(b"fork data", 0)
+        assert rename_to(s, st, "::$DATA", replace=False) == OBJECT_NAME_COLLISION
+        f = s.open(rf"{name}\f.txt", disposition=CreateDisposition.FILE_OPEN)
+        assert rename_to(s, st, "::$DATA") == SHARING_VIOLATION
+        f.close()
+        assert rename_to(s, st, "::$DATA") == 0
+        assert st.read(0, 100) == b"fork data"
+        st.close()
+        assert (path / "f.txt").read_bytes() == b"fork data"
+        f = s.open(rf"{name}\f.txt", disposition=CreateDisposition.FILE_OPEN)
+        assert streams(s, f) == [("::$DATA", 9, 4096)]
         f.close()
 
 

@@ -332,7 +332,9 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
         streams::whole_set_len(self, stored, len)
     }
     /// Renames the stream `from` to `to` (MS-FSA 2.1.5.14.11): `Exists` when `to` names
-    /// another stream and `replace` is false; the content moves unchanged.
+    /// another stream and `replace` is false; the content moves unchanged. On a
+    /// [`StreamHandle`] renaming its own stream, the handle follows, and an empty `to` means
+    /// the stream became the main stream (the caller copied its content there).
     fn rename_stream(&self, from: &str, to: &str, replace: bool) -> Result<()> {
         streams::whole_rename(self, from, to, replace)
     }

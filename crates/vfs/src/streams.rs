@@ -56,7 +56,7 @@ impl StreamHandle {
         StreamHandle { base, name, current }
     }
 
-    /// The stream's current name.
+    /// The stream's current name; empty once the stream became the file's main stream.
     fn cur(&self) -> String {
         self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -130,15 +130,24 @@ pub(crate) fn whole_rename<H: FileHandle + ?Sized>(h: &H, from: &str, to: &str, 
 
 impl FileHandle for StreamHandle {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.base.stream_read_at(&self.cur(), buf, offset)
+        match self.cur() {
+            main if main.is_empty() => self.base.read_at(buf, offset),
+            name => self.base.stream_read_at(&name, buf, offset),
+        }
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize> {
-        self.base.stream_write_at(&self.cur(), buf, offset)
+        match self.cur() {
+            main if main.is_empty() => self.base.write_at(buf, offset),
+            name => self.base.stream_write_at(&name, buf, offset),
+        }
     }
 
     fn size(&self) -> Result<u64> {
-        Ok(self.base.find_stream(&self.cur())?.map_or(0, |(_, n)| n))
+        match self.cur() {
+            main if main.is_empty() => self.base.size(),
+            name => Ok(self.base.find_stream(&name)?.map_or(0, |(_, n)| n)),
+        }
     }
 
     /// The file's attributes with the stream's size: times, attributes and file id are the
@@ -154,7 +163,10 @@ impl FileHandle for StreamHandle {
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
-        self.base.stream_set_len(&self.cur(), len)
+        match self.cur() {
+            main if main.is_empty() => self.base.set_len(len),
+            name => self.base.stream_set_len(&name, len),
+        }
     }
 
     fn allocate(&self, len: u64) -> Result<()> {
@@ -230,10 +242,20 @@ impl FileHandle for StreamHandle {
         self.base.stream_set_len(stored, len)
     }
 
-    /// Renaming this handle's own stream moves the handle along.
+    /// Renaming this handle's own stream moves the handle along. `to` empty: the stream
+    /// became the file's main stream (the caller moved its content there): it is removed,
+    /// and this handle goes to the file's main stream from then on (through the file's
+    /// handle, with its access).
     fn rename_stream(&self, from: &str, to: &str, replace: bool) -> Result<()> {
         let mut cur = self.current.write().unwrap_or_else(|p| p.into_inner());
-        self.base.rename_stream(from, to, replace)?;
+        if to.is_empty() {
+            if !same_name(from, &cur) {
+                return Err(VfsError::InvalidName);
+            }
+            self.base.write_stream(from, None)?;
+        } else {
+            self.base.rename_stream(from, to, replace)?;
+        }
         if same_name(from, &cur) {
             *cur = to.to_owned();
         }
@@ -241,7 +263,7 @@ impl FileHandle for StreamHandle {
     }
 
     fn stream_current_name(&self) -> Option<String> {
-        Some(self.cur())
+        Some(self.cur()).filter(|n| !n.is_empty())
     }
 
     fn file_attrs(&self) -> Result<FileAttrs> {
