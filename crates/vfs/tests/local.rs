@@ -615,4 +615,11 @@ fn spilled_streams_follow_links_and_renames() {
     assert_eq!(fs::read_dir(s.share().join(SPILL_DIR)).unwrap().count(), 1);
     b.remove(&p("d")).unwrap();
     assert_eq!(fs::read_dir(s.share().join(SPILL_DIR)).unwrap().count(), 0);
+    // A spill file with a second link is not one the server made: refused, not written.
+    let e = open(&b, "e", opts(CreateMode::OpenOrCreate)).unwrap();
+    e.write_stream("s", Some(&big)).unwrap();
+    let key = fs::read_dir(s.share().join(SPILL_DIR)).unwrap().next().unwrap().unwrap().path();
+    fs::hard_link(key.join("s"), s.share().join("planted")).unwrap();
+    assert!(matches!(e.stream_write_at("s", b"x", 0), Err(VfsError::PermissionDenied)));
+    assert_eq!(fs::read(s.share().join("planted")).unwrap(), big);
 }

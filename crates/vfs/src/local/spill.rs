@@ -142,7 +142,15 @@ pub(crate) fn open(root: &Root, key: &str, name: &str, create: bool, truncate: b
     // openat2 refuses a mode without O_CREAT.
     let mode = if create { Mode::from_raw_mode(0o600) } else { Mode::empty() };
     match openat2_retry(dir.as_fd(), &escape(name), flags, mode, STRICT) {
-        Ok(fd) => Ok(Some(fd)),
+        Ok(fd) => {
+            // The directory is writable by anyone: a spill file is a regular file with one
+            // link, never something planted there (a hard link to another file).
+            let stx = statx_fd(fd.as_fd())?;
+            if super::meta::file_type(&stx) != rustix::fs::FileType::RegularFile || stx.stx_nlink != 1 {
+                return Err(VfsError::PermissionDenied);
+            }
+            Ok(Some(fd))
+        }
         Err(Errno::NOENT) if !create => Ok(None),
         Err(Errno::NAMETOOLONG) => Err(VfsError::InvalidName),
         Err(e) => Err(map_errno(e)),
