@@ -144,6 +144,8 @@ def test_invalid_stream_names_and_directories(braid_server, scratch):
 
 def test_streams_beyond_one_xattr_value(braid_server, scratch):
     """A stream grows past 64 KiB (one xattr value) in place."""
+    if braid_server.target != "braid":
+        pytest.skip("Samba's streams_xattr holds 64 KiB")
     name, _ = scratch
     with Smb(braid_server) as s:
         st = s.open(rf"{name}\big.bin:data", disposition=CreateDisposition.FILE_CREATE)
