@@ -416,6 +416,12 @@ def test_spilled_streams_go_with_overwrite_stream_delete_and_nfs_remove(spill_sr
         assert _spilled(share) != []
         s.open("o.bin", disposition=CreateDisposition.FILE_OVERWRITE).close()
         assert _spilled(share) == []
+        # Overwriting the stream empties it: its spill file goes.
+        _write_fork(s, "o.bin:big", big).close()
+        st = s.open("o.bin:big", disposition=CreateDisposition.FILE_OVERWRITE)
+        assert _spilled(share) == []
+        assert st.end_of_file == 0
+        st.close()
         # Deleting the stream alone removes its spill file.
         _write_fork(s, "o.bin:big", big).close()
         s.open("o.bin:big", disposition=CreateDisposition.FILE_OPEN, options=CreateOptions.FILE_DELETE_ON_CLOSE).close()

@@ -553,9 +553,15 @@ fn streams_spill_from_xattrs_to_hidden_files() {
         assert_eq!(keys.len(), 1, "{keys:?}");
         assert_eq!(fs::read(keys[0].join("AFP_Resource")).unwrap(), big);
         assert!(h.streams().unwrap().contains(&("AFP_Resource".to_string(), 1 << 20)));
-        // Shrunk below the threshold it stays a file; rewritten whole and small, an xattr.
+        // Shrunk below the threshold it stays a file; emptied, or rewritten whole and
+        // small, it is an xattr again.
         rf.set_len(SPILL_AT / 2).unwrap();
         assert_eq!(rf.size().unwrap(), SPILL_AT / 2);
+        assert!(keys[0].join("AFP_Resource").exists());
+        rf.set_len(0).unwrap();
+        assert!(!keys[0].join("AFP_Resource").exists());
+        assert_eq!(h.find_stream("AFP_Resource").unwrap(), Some(("AFP_Resource".to_string(), 0)));
+        rf.write_at(&big[..SPILL_AT as usize + 1], 0).unwrap();
         h.write_stream("AFP_Resource", Some(b"tiny")).unwrap();
         assert!(!keys[0].join("AFP_Resource").exists());
         assert_eq!(h.read_stream("afp_resource").unwrap().unwrap().1, b"tiny");

@@ -270,6 +270,11 @@ pub(super) fn set_len(h: &LocalHandle, stored: &str, len: u64) -> Result<()> {
     h.with_streams(|at| {
         let found = locate(at, stored)?;
         let name = found.as_ref().map_or(stored, |(n, _)| n.as_str());
+        if len == 0 && found.as_ref().is_some_and(|f| f.1 == Place::Spill) {
+            // Emptied (an overwrite of the stream): back to an xattr, the spill file goes.
+            h.remove_stream(at, name, Place::Spill)?;
+            return h.set_value(at, name, &[]);
+        }
         if let Some(fd) = h.file_for(at, name, found.as_ref().map(|f| f.1), len)? {
             return rustix::fs::ftruncate(&fd, len).map_err(map_errno);
         }
