@@ -62,13 +62,14 @@ struct AfpInfoHandle {
 }
 
 impl AfpInfoHandle {
-    fn stored_name(&self) -> &str {
-        self.inner.stream_name().unwrap_or(NAME)
+    /// The stream's name now (a rename may have changed it).
+    fn stored_name(&self) -> String {
+        self.inner.stream_current_name().unwrap_or_else(|| NAME.to_owned())
     }
 
     /// The stored value, or the empty AfpInfo when nothing (or nothing valid) is stored.
     fn content(&self) -> Result<[u8; SIZE]> {
-        let stored = self.inner.read_stream(self.stored_name())?.map(|(_, d)| d).unwrap_or_default();
+        let stored = self.inner.read_stream(&self.stored_name())?.map(|(_, d)| d).unwrap_or_default();
         Ok(stored.get(..SIZE).and_then(|s| s.try_into().ok()).unwrap_or_else(empty))
     }
 }
@@ -94,7 +95,7 @@ impl FileHandle for AfpInfoHandle {
         let mut value = [0u8; SIZE];
         let n = data.len().min(SIZE);
         value[..n].copy_from_slice(&data[..n]);
-        let name = self.stored_name().to_owned();
+        let name = self.stored_name();
         if value[FINDER_INFO].iter().all(|&b| b == 0) {
             self.inner.write_stream(&name, None)?;
         } else {
@@ -182,6 +183,18 @@ impl FileHandle for AfpInfoHandle {
 
     fn stream_name(&self) -> Option<&str> {
         self.inner.stream_name()
+    }
+
+    fn stream_current_name(&self) -> Option<String> {
+        self.inner.stream_current_name()
+    }
+
+    fn find_stream(&self, name: &str) -> Result<Option<(String, u64)>> {
+        self.inner.find_stream(name)
+    }
+
+    fn rename_stream(&self, from: &str, to: &str, replace: bool) -> Result<()> {
+        self.inner.rename_stream(from, to, replace)
     }
 }
 

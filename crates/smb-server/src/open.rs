@@ -127,7 +127,8 @@ pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
     if let Some(name) = handle.stream_name() {
         if last && pending {
             // Deleting a stream removes the stream alone.
-            let (h, name) = (handle.clone(), name.to_owned());
+            // By its current name: it may have been renamed through this open.
+            let (h, name) = (handle.clone(), handle.stream_current_name().unwrap_or_else(|| name.to_owned()));
             match crate::storage::blocking(move || h.write_stream(&name, None)).await {
                 Ok(()) => {
                     let change = braid_vfs::Change { path: path.clone(), kind: ChangeKind::Removed, is_dir: false, what: what::STREAMS };

@@ -25,7 +25,7 @@ pub use cache::{CacheConfig, CachedBackend, CachedHandle};
 pub use copy::{clone_range, copy_range};
 pub use error::VfsError;
 pub use events::{what, CacheStats, Change, ChangeKind, ChangeSink, Delivery};
-pub use local::{LocalBackend, LocalHandle, BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR};
+pub use local::{LocalBackend, LocalHandle, BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR, SPILL_AT, SPILL_DIR, SPILL_XATTR_PREFIX};
 pub use mapped::MappedRange;
 pub use memory::{MemoryBackend, MemoryHandle};
 pub use path::{validate_component, SharePath, MAX_COMPONENT_LEN, MAX_PATH_LEN};
@@ -309,23 +309,56 @@ pub trait FileHandle: Send + Sync + std::fmt::Debug {
         let _ = name;
         Ok(None)
     }
-    /// Creates or replaces the named stream `name` with `data` (at most [`MAX_STREAM_LEN`]
-    /// bytes: `TooLarge` otherwise, or where the file system holds less), or removes it
-    /// (`data` is `None`; removing a missing stream is not an error). An existing stream
-    /// keeps its stored spelling. Backends without streams answer `Unsupported`.
+    /// Creates or replaces the named stream `name` with `data`, or removes it (`data` is
+    /// `None`; removing a missing stream is not an error). An existing stream keeps its
+    /// stored spelling. A backend that keeps whole values holds at most [`MAX_STREAM_LEN`]
+    /// bytes (`TooLarge` beyond); the local backend spills larger streams to files.
+    /// Backends without streams answer `Unsupported`.
     fn write_stream(&self, name: &str, data: Option<&[u8]>) -> Result<()> {
         let _ = (name, data);
         Err(VfsError::unsupported())
+    }
+    /// The named stream `name` (matched case-insensitively): its name as stored and its
+    /// size, without reading its content.
+    fn find_stream(&self, name: &str) -> Result<Option<(String, u64)>> {
+        Ok(self.read_stream(name)?.map(|(n, d)| (n, d.len() as u64)))
+    }
+    /// Reads the stream `stored` (its stored name) at `offset`; a missing stream reads as
+    /// empty. The default reads the whole value.
+    fn stream_read_at(&self, stored: &str, buf: &mut [u8], offset: u64) -> Result<usize> {
+        streams::whole_read_at(self, stored, buf, offset)
+    }
+    /// Writes `buf` into the stream `stored` at `offset`, growing it as needed. The default
+    /// rewrites the whole value (bounded by [`MAX_STREAM_LEN`]).
+    fn stream_write_at(&self, stored: &str, buf: &[u8], offset: u64) -> Result<usize> {
+        streams::whole_write_at(self, stored, buf, offset)
+    }
+    /// Truncates or extends the stream `stored` to `len` bytes.
+    fn stream_set_len(&self, stored: &str, len: u64) -> Result<()> {
+        streams::whole_set_len(self, stored, len)
+    }
+    /// Renames the stream `from` to `to` (MS-FSA 2.1.5.14.11): `Exists` when `to` names
+    /// another stream and `replace` is false; the content moves unchanged. On a
+    /// [`StreamHandle`] renaming its own stream, the handle follows, and an empty `to` means
+    /// the stream became the main stream (the caller copied its content there).
+    fn rename_stream(&self, from: &str, to: &str, replace: bool) -> Result<()> {
+        streams::whole_rename(self, from, to, replace)
     }
     /// The metadata of the file itself: [`FileHandle::attrs`], except that a stream's
     /// handle answers for its file (the main stream's size, a directory's kind).
     fn file_attrs(&self) -> Result<FileAttrs> {
         self.attrs()
     }
-    /// The name of the named stream this handle reads and writes, if it is one
-    /// ([`StreamHandle`]); `None` for the main stream.
+    /// The name of the named stream this handle was opened on, if it is one
+    /// ([`StreamHandle`]); `None` for the main stream. It stays the open's identity (its
+    /// file-state key) when the stream is renamed.
     fn stream_name(&self) -> Option<&str> {
         None
+    }
+    /// The name the stream of this handle has now: [`FileHandle::stream_name`] unless the
+    /// stream was renamed through this handle ([`FileHandle::rename_stream`]).
+    fn stream_current_name(&self) -> Option<String> {
+        self.stream_name().map(str::to_owned)
     }
     /// Sets the permission bits (`mode & 0o7777`), as chmod(2) does.
     fn set_mode(&self, mode: u32) -> Result<()> {

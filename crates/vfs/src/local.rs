@@ -25,12 +25,14 @@ mod meta;
 mod posix;
 pub(crate) mod reflink;
 mod sparse;
+mod spill;
 mod streams;
 mod sys;
 mod token;
 
 pub use handle::LocalHandle;
 pub use meta::{BTIME_XATTR, DOS_ATTR_XATTR, EA_XATTR_PREFIX, SECURITY_XATTR};
+pub use spill::{SPILL_AT, SPILL_DIR, SPILL_XATTR_PREFIX};
 
 use crate::{Backend, CreateMode, DirEntry, FileAttrs, FileHandle, FileKind, FsStats, OpenOptions, OpenOutcome, Result, SharePath, VfsError};
 use errno::map_errno;
@@ -76,6 +78,9 @@ pub(crate) struct Root {
     /// Whether the file system can clone blocks between files (`reflink::probe`), learnt
     /// the first time it is asked.
     pub(crate) block_cloning: std::sync::OnceLock<bool>,
+    /// Whether the share has (or had) a spill directory of large streams ([`spill`]):
+    /// until it has, removals skip looking for spilled streams.
+    pub(crate) spill_seen: std::sync::atomic::AtomicBool,
 }
 
 /// Most change-time overrides remembered per share.
@@ -243,7 +248,7 @@ impl LocalBackend {
             Some((h.mount_id, dir))
         });
         let umask = posix::process_umask();
-        Ok(LocalBackend {
+        let b = LocalBackend {
             root: Arc::new(Root {
                 fd,
                 read_only,
@@ -252,9 +257,12 @@ impl LocalBackend {
                 umask,
                 handle_mount,
                 block_cloning: std::sync::OnceLock::new(),
+                spill_seen: Default::default(),
             }),
             root_path: root.to_path_buf(),
-        })
+        };
+        b.sweep_spilled();
+        Ok(b)
     }
 
     /// The directory this share is rooted in, as given to [`LocalBackend::new`].
@@ -390,15 +398,17 @@ impl LocalBackend {
     /// Removes `path`, exact spelling only.
     fn remove_spelled(&self, path: &SharePath) -> Result<()> {
         let (parent, name) = self.parent_and_name(path)?;
+        let spilled = self.spilled_key_before_remove(parent.as_fd(), name);
         // Try as a file first (the common case); Linux says EISDIR for a directory.
-        match unlinkat(&parent, name, AtFlags::empty()) {
-            Ok(()) => Ok(()),
+        let r = match unlinkat(&parent, name, AtFlags::empty()) {
             Err(Errno::ISDIR) => unlinkat(&parent, name, AtFlags::REMOVEDIR).map_err(|e| match e {
                 Errno::NOTEMPTY | Errno::EXIST => VfsError::NotEmpty,
                 e => map_errno(e),
             }),
-            Err(e) => Err(map_errno(e)),
-        }
+            r => r.map_err(map_errno),
+        };
+        // The removed object's spilled streams go with it.
+        r.map(|()| self.drop_spilled(spilled))
     }
 
     pub(crate) fn handle(&self, fd: OwnedFd, is_dir: bool, access: FdAccess, path: &SharePath, opts: OpenOptions) -> LocalHandle {
@@ -549,25 +559,40 @@ impl LocalBackend {
 
 impl Backend for LocalBackend {
     fn open(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+        if spill::is_hidden(path) {
+            return Err(spill::hidden_err(opts.create != CreateMode::OpenExisting));
+        }
         let (h, outcome) = self.open_local(path, opts)?;
         Ok((Box::new(h), outcome))
     }
 
     fn open_spelled(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+        if spill::is_hidden(path) {
+            return Err(spill::hidden_err(opts.create != CreateMode::OpenExisting));
+        }
         let (h, outcome) = self.open_local_exact(path, opts)?;
         Ok((Box::new(h), outcome))
     }
 
     fn open_exact(&self, path: &SharePath, opts: OpenOptions) -> Result<(Box<dyn FileHandle>, OpenOutcome)> {
+        if spill::is_hidden(path) {
+            return Err(spill::hidden_err(opts.create != CreateMode::OpenExisting));
+        }
         let (h, outcome) = self.open_local_posix(path, opts)?;
         Ok((Box::new(h), outcome))
     }
 
     fn stat(&self, path: &SharePath) -> Result<FileAttrs> {
+        if spill::is_hidden(path) {
+            return Err(spill::hidden_err(false));
+        }
         self.with_case_fallback(path, |p| self.stat_spelled(p))
     }
 
     fn remove(&self, path: &SharePath) -> Result<()> {
+        if spill::is_hidden(path) {
+            return Err(spill::hidden_err(false));
+        }
         if path.is_root() {
             return Err(VfsError::PermissionDenied);
         }
@@ -582,6 +607,9 @@ impl Backend for LocalBackend {
     /// `PermissionDenied` (as on Windows). A cross-filesystem move inside the share is
     /// `Io(EXDEV)`.
     fn rename(&self, from: &SharePath, to: &SharePath, replace: bool) -> Result<()> {
+        if spill::is_hidden(from) || spill::is_hidden(to) {
+            return Err(spill::hidden_err(spill::is_hidden(to) && !spill::is_hidden(from)));
+        }
         if from.is_root() || to.is_root() {
             return Err(VfsError::PermissionDenied);
         }
@@ -614,6 +642,11 @@ impl Backend for LocalBackend {
         };
         let tname = to.file_name().ok_or(VfsError::PermissionDenied)?;
         let existing = colliding_entry(tp.as_fd(), tname)?;
+        // The spill files of a file this rename replaces go with it.
+        let spilled = match &existing {
+            Some((name, dst)) if replace && !same_object(&src, dst) => self.spilled_key_before_remove(tp.as_fd(), name),
+            _ => None,
+        };
         let src_dir = file_type(&src) == FileType::Directory;
         // A differently cased entry to replace (renamed to the new spelling afterwards).
         let mut replaced_spelling = None;
@@ -637,6 +670,7 @@ impl Backend for LocalBackend {
             if let Err(e) = renameat_with(&tp, old.as_str(), &tp, tname, RenameFlags::NOREPLACE) {
                 tracing::debug!(error = %e, "keeping the replaced entry's spelling");
             }
+            self.drop_spilled(spilled);
             return Ok(());
         }
         let flags = if replace {
@@ -650,51 +684,87 @@ impl Backend for LocalBackend {
             Err(Errno::INVAL) if !replace => renameat_with(&fp, fname, &tp, tname, RenameFlags::empty()),
             r => r,
         };
-        r.map_err(rename_err)
+        r.map_err(rename_err)?;
+        self.drop_spilled(spilled);
+        Ok(())
     }
 
     fn stat_exact(&self, path: &SharePath) -> Result<FileAttrs> {
+        if spill::is_hidden(path) {
+            return Err(spill::hidden_err(false));
+        }
         self.posix_stat(path)
     }
 
     fn read_dir_exact(&self, dir: &SharePath) -> Result<Vec<DirEntry>> {
+        if spill::is_hidden(dir) {
+            return Err(spill::hidden_err(false));
+        }
         self.posix_read_dir(dir)
     }
 
     fn remove_exact(&self, path: &SharePath) -> Result<()> {
+        if spill::is_hidden(path) {
+            return Err(spill::hidden_err(false));
+        }
         self.posix_remove(path)
     }
 
     fn rename_exact(&self, from: &SharePath, to: &SharePath) -> Result<()> {
+        if spill::is_hidden(from) || spill::is_hidden(to) {
+            return Err(spill::hidden_err(spill::is_hidden(to) && !spill::is_hidden(from)));
+        }
         self.posix_rename(from, to)
     }
 
     fn readlink(&self, path: &SharePath) -> Result<String> {
+        if spill::is_hidden(path) {
+            return Err(spill::hidden_err(false));
+        }
         self.posix_readlink(path)
     }
 
     fn symlink(&self, target: &str, at: &SharePath) -> Result<()> {
+        if spill::is_hidden(at) || spill::is_hidden_target(target) {
+            return Err(spill::hidden_err(true));
+        }
         self.posix_symlink(target, at)
     }
 
     fn link(&self, existing: &SharePath, new: &SharePath) -> Result<()> {
+        if spill::is_hidden(existing) || spill::is_hidden(new) {
+            return Err(spill::hidden_err(spill::is_hidden(new)));
+        }
         self.posix_link(existing, new)
     }
 
     fn mknod(&self, at: &SharePath, kind: FileKind, mode: u32, rdev: (u32, u32)) -> Result<()> {
+        if spill::is_hidden(at) {
+            return Err(spill::hidden_err(true));
+        }
         self.posix_mknod(at, kind, mode, rdev)
     }
 
     fn mkdir(&self, at: &SharePath, mode: u32) -> Result<()> {
+        if spill::is_hidden(at) {
+            return Err(spill::hidden_err(true));
+        }
         self.posix_mkdir(at, mode)
     }
 
     fn file_token(&self, path: &SharePath) -> Result<Vec<u8>> {
+        if spill::is_hidden(path) {
+            return Err(spill::hidden_err(false));
+        }
         self.token(path)
     }
 
     fn resolve_token(&self, token: &[u8]) -> Result<SharePath> {
-        self.resolve(token)
+        let path = self.resolve(token)?;
+        if spill::is_hidden(&path) {
+            return Err(VfsError::NotFound);
+        }
+        Ok(path)
     }
 
     fn statfs(&self) -> Result<FsStats> {

@@ -6,7 +6,7 @@
 
 use braid_vfs::{
     creds, dos, Backend, CacheConfig, CachedBackend, CreateMode, FileHandle, FileKind, LocalBackend, MemoryBackend, OpenOptions, OpenOutcome,
-    SetTimes, StreamHandle, VfsError, MAX_STREAM_LEN, MAX_TOKEN_LEN,
+    SetTimes, StreamHandle, VfsError, MAX_TOKEN_LEN,
 };
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -887,10 +887,28 @@ fn named_streams(f: &dyn Fixture) {
     assert_eq!(h.streams().unwrap(), vec![("Zone.Identifier".to_string(), 1), ("second".to_string(), 2)]);
     s.set_len(0).unwrap();
     assert_eq!(s.size().unwrap(), 0);
-    // Bounded: a write past the limit is refused and changes nothing.
-    assert!(matches!(s.write_at(b"x", MAX_STREAM_LEN as u64), Err(VfsError::TooLarge)));
-    assert!(matches!(h.write_stream("big", Some(&vec![0u8; MAX_STREAM_LEN + 1])), Err(VfsError::TooLarge)));
     assert!(matches!(h.write_stream("", Some(b"x")), Err(VfsError::InvalidName)));
+    // A large stream (a 1 MiB resource fork) written in 64 KiB pieces reads back whole.
+    let big: Vec<u8> = (0..1u32 << 20).map(|i| (i * 7 + i / 4096) as u8).collect();
+    h.write_stream("AFP_Resource", Some(b"")).unwrap();
+    let r = StreamHandle::new(h.clone(), "AFP_Resource".into());
+    for (i, piece) in big.chunks(64 << 10).enumerate() {
+        assert_eq!(r.write_at(piece, (i * (64 << 10)) as u64).unwrap(), piece.len());
+    }
+    assert_eq!(r.size().unwrap(), 1 << 20);
+    assert_eq!(read_whole(&r), big);
+    assert_eq!(h.find_stream("afp_resource").unwrap(), Some(("AFP_Resource".to_string(), 1 << 20)));
+    r.set_len(100_000).unwrap();
+    assert_eq!(read_whole(&r), big[..100_000].to_vec());
+    assert_eq!(h.streams().unwrap().iter().find(|(n, _)| n == "AFP_Resource").unwrap().1, 100_000);
+    // Renamed within the file: the content moves, another name is kept unless replaced.
+    h.rename_stream("afp_resource", "Moved", false).unwrap();
+    assert!(matches!(h.rename_stream("Moved", "second", false), Err(VfsError::Exists)));
+    assert!(matches!(h.rename_stream("gone", "x", false), Err(VfsError::NotFound)));
+    assert_eq!(h.read_stream("moved").unwrap().unwrap(), ("Moved".to_string(), big[..100_000].to_vec()));
+    h.rename_stream("Moved", "second", true).unwrap();
+    assert_eq!(h.find_stream("second").unwrap(), Some(("second".to_string(), 100_000)));
+    h.write_stream("second", Some(b"22")).unwrap();
     assert_eq!(s.size().unwrap(), 0);
     h.write_stream("Second", None).unwrap();
     h.write_stream("never", None).unwrap();
@@ -901,6 +919,18 @@ fn named_streams(f: &dyn Fixture) {
     put(b, "f.txt", b"new");
     let h = open(b, "f.txt", opts(CreateMode::OpenExisting)).unwrap();
     assert_eq!(h.streams().unwrap(), vec![]);
+}
+
+/// All of `h`, read in 64 KiB pieces.
+fn read_whole(h: &dyn FileHandle) -> Vec<u8> {
+    let (mut out, mut buf) = (Vec::new(), vec![0u8; 64 << 10]);
+    loop {
+        let n = h.read_at(&mut buf, out.len() as u64).unwrap();
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
 }
 
 /// Instantiates every conformance test for one fixture type.

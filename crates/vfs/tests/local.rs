@@ -118,7 +118,7 @@ fn escapes_are_refused_and_inside_links_work() {
     assert!(b.stat(&p("sub\\up")).unwrap().is_dir);
 
     // Listings leave out links that escape, dangle or loop.
-    let root = open(&b, "", dir_opts(CreateMode::OpenExisting)).unwrap();
+    let root = b.open(&SharePath::root(), dir_opts(CreateMode::OpenExisting)).unwrap().0;
     let names: Vec<_> = root.read_dir().unwrap().into_iter().map(|e| e.name).collect();
     assert_eq!(names, ["data", "inlink", "sub"]);
     let sub = open(&b, "sub", dir_opts(CreateMode::OpenExisting)).unwrap();
@@ -177,7 +177,7 @@ fn dos_attributes_live_in_xattrs_and_the_mode() {
     // Listings see the same attributes, also through an in-share symlink.
     symlink("f", s.share().join("lf")).unwrap();
     h.set_dos_attributes(dos::HIDDEN).unwrap();
-    let root = open(&b, "", dir_opts(CreateMode::OpenExisting)).unwrap();
+    let root = b.open(&SharePath::root(), dir_opts(CreateMode::OpenExisting)).unwrap().0;
     let list = root.read_dir().unwrap();
     let get = |n: &str| list.iter().find(|e| e.name == n).unwrap().attrs.clone();
     assert_eq!(get("lf").dos_attributes, dos::HIDDEN);
@@ -506,14 +506,15 @@ fn xattr_names(path: &Path) -> Vec<String> {
     buf.split(|&b| b == 0).filter(|n| !n.is_empty()).map(|n| String::from_utf8_lossy(n).into_owned()).collect()
 }
 
-/// Streams live in `user.braid.stream.<name>` xattrs on disk. A value the file system
-/// cannot hold (ext4 keeps all of an inode's xattrs in one block) is `TooLarge` and leaves
-/// the stream as it was; tmpfs holds the full 64 KiB.
+/// Small streams live in `user.braid.stream.<name>` xattrs on disk; a stream beyond
+/// `SPILL_AT`, or one the file system will not hold in an xattr (ext4 keeps all of an
+/// inode's xattrs in one block), moves to a spill file under `.braid-streams`, marked by a
+/// `user.braid.spill.<name>` xattr. Checked on the share's tmpfs and on the temporary
+/// directory's file system (ext4 here).
 #[test]
-fn streams_are_xattrs_and_oversize_is_refused_cleanly() {
-    use braid_vfs::{FileHandle, StreamHandle, MAX_STREAM_LEN};
+fn streams_spill_from_xattrs_to_hidden_files() {
+    use braid_vfs::{FileHandle, StreamHandle, SPILL_AT, SPILL_DIR};
     use std::sync::Arc;
-    // The share's own (tmpfs) directory, and one on the temporary directory's file system.
     let tmp = std::env::temp_dir().join(format!("braid-vfs-streams-{}", std::process::id()));
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir_all(&tmp).unwrap();
@@ -525,20 +526,106 @@ fn streams_are_xattrs_and_oversize_is_refused_cleanly() {
         let mut buf = [0u8; 64];
         let n = rustix::fs::getxattr(dir.join("f"), "user.braid.stream.Zone.Identifier", &mut buf).unwrap();
         assert_eq!(&buf[..n], b"[ZoneTransfer]");
+        assert!(!dir.join(SPILL_DIR).exists(), "{dir:?}: small streams stay in xattrs");
+        // 6000 bytes: an xattr on tmpfs, past ext4's one block (ENOSPC) a spill file.
         let st = StreamHandle::new(h.clone(), "Zone.Identifier".into());
-        match st.write_at(&vec![7u8; MAX_STREAM_LEN - 14], 14) {
-            Ok(n) => assert_eq!((n, st.size().unwrap()), (MAX_STREAM_LEN - 14, MAX_STREAM_LEN as u64)),
-            Err(VfsError::TooLarge) => assert_eq!(read_all(&st), b"[ZoneTransfer]"),
-            Err(e) => panic!("{dir:?}: {e:?}"),
+        st.write_at(&[7u8; 6000], 14).unwrap();
+        assert_eq!(st.size().unwrap(), 6014);
+        assert_eq!(&read_all(&st)[..16], b"[ZoneTransfer]\x07\x07");
+        // ext4 (without ea_inode) refused the value (ENOSPC): the stream spilled below SPILL_AT.
+        let ext4 = rustix::fs::statfs(&dir).is_ok_and(|f| f.f_type == 0xEF53);
+        if ext4 {
+            assert!(dir.join(SPILL_DIR).exists(), "{dir:?}");
+        } else if dir == s.share() {
+            assert!(!dir.join(SPILL_DIR).exists(), "tmpfs holds 6000 bytes in an xattr");
         }
-        if dir == s.share() && fs_is_tmpfs(&dir) {
-            assert_eq!(st.size().unwrap(), MAX_STREAM_LEN as u64, "tmpfs holds a full stream");
+        // A 1 MiB resource fork in 64 KiB writes: a spill file, read back whole.
+        h.write_stream("AFP_Resource", Some(b"")).unwrap();
+        let rf = StreamHandle::new(h.clone(), "AFP_Resource".into());
+        let big: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+        for (i, piece) in big.chunks(64 << 10).enumerate() {
+            rf.write_at(piece, (i * (64 << 10)) as u64).unwrap();
         }
-        assert!(matches!(st.write_at(b"x", MAX_STREAM_LEN as u64), Err(VfsError::TooLarge)));
+        let names = xattr_names(&dir.join("f"));
+        assert!(names.contains(&"user.braid.spill.AFP_Resource".to_string()), "{names:?}");
+        assert!(!names.contains(&"user.braid.stream.AFP_Resource".to_string()), "{names:?}");
+        let keys: Vec<_> = fs::read_dir(dir.join(SPILL_DIR)).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        assert_eq!(fs::read(keys[0].join("AFP_Resource")).unwrap(), big);
+        assert!(h.streams().unwrap().contains(&("AFP_Resource".to_string(), 1 << 20)));
+        // Shrunk below the threshold it stays a file; emptied, or rewritten whole and
+        // small, it is an xattr again.
+        rf.set_len(SPILL_AT / 2).unwrap();
+        assert_eq!(rf.size().unwrap(), SPILL_AT / 2);
+        assert!(keys[0].join("AFP_Resource").exists());
+        rf.set_len(0).unwrap();
+        assert!(!keys[0].join("AFP_Resource").exists());
+        assert_eq!(h.find_stream("AFP_Resource").unwrap(), Some(("AFP_Resource".to_string(), 0)));
+        rf.write_at(&big[..SPILL_AT as usize + 1], 0).unwrap();
+        h.write_stream("AFP_Resource", Some(b"tiny")).unwrap();
+        assert!(!keys[0].join("AFP_Resource").exists());
+        assert_eq!(h.read_stream("afp_resource").unwrap().unwrap().1, b"tiny");
+        // Hidden: not listed, not found, not creatable, by any spelling.
+        let root = b.open(&SharePath::root(), dir_opts(CreateMode::OpenExisting)).unwrap().0;
+        assert!(root.read_dir().unwrap().iter().all(|e| e.name != SPILL_DIR));
+        assert!(!root.has_child(SPILL_DIR).unwrap());
+        assert!(b.read_dir_exact(&SharePath::root()).unwrap().iter().all(|e| e.name != SPILL_DIR));
+        assert!(matches!(b.stat(&p(".BRAID-STREAMS")), Err(VfsError::NotFound)));
+        assert!(matches!(open(&b, ".braid-streams", opts(CreateMode::OpenExisting)), Err(VfsError::NotFound)));
+        assert!(matches!(open(&b, ".braid-streams\\x", opts(CreateMode::OpenOrCreate)), Err(VfsError::PermissionDenied)));
+        assert!(matches!(b.rename(&p("f"), &p(".braid-streams"), true), Err(VfsError::PermissionDenied)));
+        // Removing the file removes its spill directory.
+        rf.write_at(&big, 0).unwrap();
+        drop((st, rf, h));
+        b.remove(&p("f")).unwrap();
+        assert_eq!(fs::read_dir(dir.join(SPILL_DIR)).unwrap().count(), 0, "{dir:?}");
+        // A file removed behind the server's back leaves an orphan, swept at the next start.
+        let h: Arc<dyn FileHandle> = Arc::from(open(&b, "g", opts(CreateMode::OpenOrCreate)).unwrap());
+        h.write_stream("big", Some(&big)).unwrap();
+        drop(h);
+        fs::remove_file(dir.join("g")).unwrap();
+        assert_eq!(fs::read_dir(dir.join(SPILL_DIR)).unwrap().count(), 1);
+        drop(LocalBackend::new(&dir, false).unwrap());
+        assert_eq!(fs::read_dir(dir.join(SPILL_DIR)).unwrap().count(), 0, "{dir:?}: orphan swept");
     }
     let _ = fs::remove_dir_all(&tmp);
 }
 
-fn fs_is_tmpfs(dir: &Path) -> bool {
-    fs::read_to_string("/proc/mounts").is_ok_and(|m| m.lines().any(|l| l.starts_with("tmpfs /dev/shm ")) && dir.starts_with("/dev/shm"))
+/// Renaming over a file and removing one of two hard links: the spill files go with the
+/// last link only.
+#[test]
+fn spilled_streams_follow_links_and_renames() {
+    use braid_vfs::SPILL_DIR;
+    let s = Scratch::new();
+    let b = LocalBackend::new(&s.share(), false).unwrap();
+    let big = vec![3u8; 100_000];
+    let h = open(&b, "a", opts(CreateMode::OpenOrCreate)).unwrap();
+    h.write_stream("s", Some(&big)).unwrap();
+    drop(h);
+    fs::hard_link(s.share().join("a"), s.share().join("a2")).unwrap();
+    b.remove(&p("a")).unwrap();
+    let h = open(&b, "A2", opts(CreateMode::OpenExisting)).unwrap();
+    assert_eq!(h.find_stream("S").unwrap(), Some(("s".to_string(), 100_000)));
+    drop(h);
+    // Renamed: the token is the same, so are the streams.
+    b.rename(&p("a2"), &p("b"), false).unwrap();
+    assert_eq!(open(&b, "b", opts(CreateMode::OpenExisting)).unwrap().streams().unwrap(), vec![("s".to_string(), 100_000)]);
+    // Replaced by a rename: its spill directory goes.
+    fs::write(s.share().join("c"), b"c").unwrap();
+    b.rename(&p("c"), &p("b"), true).unwrap();
+    assert_eq!(fs::read_dir(s.share().join(SPILL_DIR)).unwrap().count(), 0);
+    // A directory's spilled streams go when it is removed.
+    let d = open(&b, "d", dir_opts(CreateMode::CreateNew)).unwrap();
+    d.write_stream("s", Some(&big)).unwrap();
+    drop(d);
+    assert_eq!(fs::read_dir(s.share().join(SPILL_DIR)).unwrap().count(), 1);
+    b.remove(&p("d")).unwrap();
+    assert_eq!(fs::read_dir(s.share().join(SPILL_DIR)).unwrap().count(), 0);
+    // A spill file with a second link is not one the server made: refused, not written.
+    let e = open(&b, "e", opts(CreateMode::OpenOrCreate)).unwrap();
+    e.write_stream("s", Some(&big)).unwrap();
+    let key = fs::read_dir(s.share().join(SPILL_DIR)).unwrap().next().unwrap().unwrap().path();
+    fs::hard_link(key.join("s"), s.share().join("planted")).unwrap();
+    assert!(matches!(e.stream_write_at("s", b"x", 0), Err(VfsError::PermissionDenied)));
+    assert_eq!(fs::read(s.share().join("planted")).unwrap(), big);
 }

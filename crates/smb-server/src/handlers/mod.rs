@@ -59,7 +59,7 @@ pub fn file_info(a: &braid_vfs::FileAttrs, open: &crate::open::Open) -> smb_fscc
     let mut path = crate::sync::lock(&open.path).to_smb_string();
     // A stream's name is its file's with `:stream` (FileNameInformation and the normalized
     // name, as Windows answers).
-    if let Some(stream) = open.handle().and_then(|h| h.stream_name()) {
+    if let Some(stream) = open.handle().and_then(|h| h.stream_current_name()) {
         path = format!("{path}:{stream}");
     }
     let delete_pending = open.node().is_some_and(|n| n.delete_pending.load(Ordering::Acquire)) || open.delete_on_close.load(Ordering::Acquire);

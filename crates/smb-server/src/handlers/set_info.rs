@@ -14,6 +14,8 @@ use smb_wire::msg::simple::encode_set_info_response;
 use smb_wire::NtStatus;
 
 use super::{blocking, find_open};
+
+mod stream_rename;
 use crate::open::{Open, OpenKind};
 use crate::request::{Ctx, HResult, Reply};
 use crate::status_map::state_status;
@@ -314,10 +316,18 @@ async fn rename(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, replace: bool,
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let Some(share) = open.tree.share().cloned() else { return Err(NtStatus::INVALID_PARAMETER) };
+    if name.starts_with(':') {
+        return stream_rename::rename(cx, open, replace, name).await;
+    }
     let name = name.strip_prefix('\\').unwrap_or(name);
-    // Renaming a stream (or a file to a stream name) is not offered; a stream's open must
-    // not rename its file either.
-    if name.contains(':') || open.handle().is_some_and(|h| h.stream_name().is_some()) {
+    if open.handle().is_some_and(|h| h.stream_name().is_some()) {
+        // A stream's open never renames its file. Naming a stream of the file with its
+        // path is what Windows refuses with SHARING_VIOLATION (smbtorture's
+        // smb2.streams.rename2).
+        return Err(if name.contains(':') { NtStatus::SHARING_VIOLATION } else { NtStatus::NOT_SUPPORTED });
+    }
+    if name.contains(':') {
+        // A file renamed to a stream name is not offered.
         return Err(NtStatus::NOT_SUPPORTED);
     }
     let to = SharePath::from_smb(name).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;

@@ -245,6 +245,26 @@ impl FileHandle for CachedHandle {
         self.change(|h| h.write_stream(name, data))
     }
 
+    fn find_stream(&self, name: &str) -> Result<Option<(String, u64)>> {
+        self.inner()?.find_stream(name)
+    }
+
+    fn stream_read_at(&self, stored: &str, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.inner()?.stream_read_at(stored, buf, offset)
+    }
+
+    fn stream_write_at(&self, stored: &str, buf: &[u8], offset: u64) -> Result<usize> {
+        self.change(|h| h.stream_write_at(stored, buf, offset))
+    }
+
+    fn stream_set_len(&self, stored: &str, len: u64) -> Result<()> {
+        self.change(|h| h.stream_set_len(stored, len))
+    }
+
+    fn rename_stream(&self, from: &str, to: &str, replace: bool) -> Result<()> {
+        self.change(|h| h.rename_stream(from, to, replace))
+    }
+
     fn security_descriptor(&self) -> Result<Option<Vec<u8>>> {
         if let Some(sd) = self.found().and_then(|f| f.sd.clone()) {
             return Ok(sd.map(|s| s.to_vec()));

@@ -676,6 +676,26 @@ impl FileHandle for LocalHandle {
         super::streams::write(self, name, data)
     }
 
+    fn find_stream(&self, name: &str) -> Result<Option<(String, u64)>> {
+        super::streams::find(self, name)
+    }
+
+    fn stream_read_at(&self, stored: &str, buf: &mut [u8], offset: u64) -> Result<usize> {
+        super::streams::read_at(self, stored, buf, offset)
+    }
+
+    fn stream_write_at(&self, stored: &str, buf: &[u8], offset: u64) -> Result<usize> {
+        super::streams::write_at(self, stored, buf, offset)
+    }
+
+    fn stream_set_len(&self, stored: &str, len: u64) -> Result<()> {
+        super::streams::set_len(self, stored, len)
+    }
+
+    fn rename_stream(&self, from: &str, to: &str, replace: bool) -> Result<()> {
+        super::streams::rename(self, from, to, replace)
+    }
+
     fn set_security_descriptor(&self, sd: &[u8]) -> Result<()> {
         if self.root.read_only {
             return Err(VfsError::ReadOnly);

@@ -31,7 +31,7 @@ pub(crate) fn list(h: &LocalHandle) -> Result<Vec<DirEntry>> {
         let Ok(name) = std::str::from_utf8(bytes) else {
             continue;
         };
-        if validate_component(name).is_err() {
+        if validate_component(name).is_err() || super::spill::is_hidden_name(name) {
             continue;
         }
         match entry_attrs(h, dir_proc.as_deref(), name) {
@@ -51,7 +51,7 @@ pub(crate) fn list(h: &LocalHandle) -> Result<Vec<DirEntry>> {
 /// Whether `name` still exists in the directory `h` (a cheap check for enumerations that
 /// continue from an older snapshot).
 pub(crate) fn has_child(h: &LocalHandle, name: &str) -> Result<bool> {
-    if validate_component(name).is_err() {
+    if validate_component(name).is_err() || super::spill::is_hidden_name(name) {
         return Ok(false);
     }
     match statx_at(h.fd.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW) {

@@ -143,7 +143,7 @@ impl LocalBackend {
         while let Some(ent) = entries.read() {
             let ent = ent.map_err(map_errno)?;
             let Ok(name) = std::str::from_utf8(ent.file_name().to_bytes()) else { continue };
-            if validate_component(name).is_err() {
+            if validate_component(name).is_err() || super::spill::is_hidden_name(name) {
                 continue;
             }
             match self.entry_attrs(fd.as_fd(), name) {
@@ -174,7 +174,13 @@ impl LocalBackend {
         self.check_writable()?;
         let (fp, fname) = self.parent_and_name(from)?;
         let (tp, tname) = self.parent_and_name(to)?;
-        renameat_with(&fp, fname, &tp, tname, RenameFlags::empty()).map_err(rename_err)
+        let replaced = self.root.spill_seen.load(std::sync::atomic::Ordering::Relaxed)
+            && matches!((statx_at(fp.as_fd(), fname, AtFlags::SYMLINK_NOFOLLOW), statx_at(tp.as_fd(), tname, AtFlags::SYMLINK_NOFOLLOW)),
+                (Ok(s), Ok(d)) if !super::same_object(&s, &d));
+        let spilled = if replaced { self.spilled_key_before_remove(tp.as_fd(), tname) } else { None };
+        renameat_with(&fp, fname, &tp, tname, RenameFlags::empty()).map_err(rename_err)?;
+        self.drop_spilled(spilled);
+        Ok(())
     }
 
     /// See [`crate::Backend::readlink`].

@@ -84,7 +84,7 @@ impl LocalBackend {
     }
 
     /// `open_by_handle_at` of one handle on the share's mount.
-    fn open_handle(&self, (ty, bytes): (i32, &[u8])) -> Result<OwnedFd> {
+    pub(super) fn open_handle(&self, (ty, bytes): (i32, &[u8])) -> Result<OwnedFd> {
         let (_, mount_fd) = self.root.handle_mount.as_ref().ok_or_else(VfsError::unsupported)?;
         open_by_handle(mount_fd.as_fd(), ty, bytes).map_err(|e| match e {
             Errno::STALE | Errno::NOENT => VfsError::NotFound,

@@ -55,6 +55,19 @@ impl MemoryHandle {
     }
 }
 
+impl MemoryHandle {
+    /// Resizes the stream `stored` (created if missing) to `len`, charging the change.
+    fn resize_stream(&self, st: &mut super::node::NodeState, stored: &str, len: u64) -> Result<()> {
+        crate::streams::check_name(stored)?;
+        let len_us = usize::try_from(len).map_err(|_| VfsError::TooLarge)?;
+        let old = st.streams.get(stored).map_or(0, |v| (stored.len() + v.len()) as u64);
+        let want = (st.charged - old).saturating_add(stored.len() as u64).saturating_add(len);
+        self.node.recharge(st, want)?;
+        st.streams.entry(stored.to_owned()).or_default().resize(len_us, 0);
+        Ok(())
+    }
+}
+
 impl FileHandle for MemoryHandle {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         if self.node.is_dir {
@@ -231,9 +244,6 @@ impl FileHandle for MemoryHandle {
     fn write_stream(&self, name: &str, data: Option<&[u8]>) -> Result<()> {
         self.check_meta_change()?;
         crate::streams::check_name(name)?;
-        if data.is_some_and(|d| d.len() > crate::MAX_STREAM_LEN) {
-            return Err(VfsError::TooLarge);
-        }
         let mut st = self.node.write();
         let stored = st.streams.keys().find(|k| crate::streams::same_name(k, name)).cloned();
         let key = stored.unwrap_or_else(|| name.to_owned());
@@ -245,6 +255,43 @@ impl FileHandle for MemoryHandle {
             Some(d) => st.streams.insert(key, d.to_vec()),
             None => st.streams.remove(&key),
         };
+        st.touch_modified(SystemTime::now());
+        Ok(())
+    }
+
+    fn find_stream(&self, name: &str) -> Result<Option<(String, u64)>> {
+        let st = self.node.read();
+        Ok(st.streams.iter().find(|(k, _)| crate::streams::same_name(k, name)).map(|(k, v)| (k.clone(), v.len() as u64)))
+    }
+
+    fn stream_read_at(&self, stored: &str, buf: &mut [u8], offset: u64) -> Result<usize> {
+        let st = self.node.read();
+        let data = st.streams.get(stored).map_or(&[][..], |v| v.as_slice());
+        let Some(rest) = usize::try_from(offset).ok().and_then(|o| data.get(o..)) else { return Ok(0) };
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        Ok(n)
+    }
+
+    /// In place, charged to the capacity before the value grows.
+    fn stream_write_at(&self, stored: &str, buf: &[u8], offset: u64) -> Result<usize> {
+        self.check_meta_change()?;
+        let end = offset.checked_add(buf.len() as u64).filter(|&e| e <= MAX_OFFSET).ok_or(VfsError::TooLarge)?;
+        let mut st = self.node.write();
+        let len = st.streams.get(stored).map_or(0, |v| v.len() as u64);
+        self.resize_stream(&mut st, stored, len.max(end))?;
+        let start = usize::try_from(offset).map_err(|_| VfsError::TooLarge)?;
+        if let Some(v) = st.streams.get_mut(stored) {
+            v[start..start + buf.len()].copy_from_slice(buf);
+        }
+        st.touch_modified(SystemTime::now());
+        Ok(buf.len())
+    }
+
+    fn stream_set_len(&self, stored: &str, len: u64) -> Result<()> {
+        self.check_meta_change()?;
+        let mut st = self.node.write();
+        self.resize_stream(&mut st, stored, len)?;
         st.touch_modified(SystemTime::now());
         Ok(())
     }

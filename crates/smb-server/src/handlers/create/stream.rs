@@ -90,7 +90,7 @@ pub(super) async fn open(share: &Share, plan: &DiskPlan, granted: u32, name: &st
 /// whether it was created.
 fn find_or_create(base: &Arc<dyn FileHandle>, name: &str, mode: CreateMode) -> Result<(String, bool), NtStatus> {
     let status = crate::storage::storage_status;
-    match (base.read_stream(name).map_err(status)?, mode) {
+    match (base.find_stream(name).map_err(status)?, mode) {
         (Some(_), CreateMode::CreateNew) => Err(NtStatus::OBJECT_NAME_COLLISION),
         (Some((stored, _)), _) => Ok((stored, false)),
         (None, CreateMode::OpenExisting) => Err(NtStatus::OBJECT_NAME_NOT_FOUND),
