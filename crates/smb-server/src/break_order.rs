@@ -6,10 +6,14 @@
 //! client that sends the rename and then the CREATE expects the rename's lease break to
 //! arrive first (smbtorture `smb2.lease.rename_wait` copies the lease key out of the break
 //! it must have seen by the time the CREATE is answered), as it does from a server that
-//! works through a connection's requests in order. So each frame that may send breaks
-//! (one holding a CREATE or SET_INFO, or an encrypted one, which cannot be looked into
-//! before its task decrypts it) holds its place from arrival until it has sent them: it
-//! goes async (breaks are sent before the wait that makes a request async) or finishes.
+//! works through a connection's requests in order. So each frame holding a SET_INFO
+//! (rename, delete disposition: the requests that break handle caching and wait), or an
+//! encrypted one, which cannot be looked into before its task decrypts it, holds its place
+//! from arrival until it has sent its breaks: it goes async (breaks are sent before the wait
+//! that makes a request async) or finishes. CREATEs do not hold their place: a client's
+//! threads share one connection, and holding every answer behind the slowest earlier open
+//! cost the open/close mix 10% (BENCHMARKS.md has no such loss now); a CREATE that breaks
+//! sends its break before its own interim answer, which is what clients wait on.
 //! An answer waits only while a frame that arrived before it still holds its place; a
 //! connection of READs and WRITEs never waits (one atomic load per frame).
 
@@ -95,7 +99,7 @@ impl Drop for Place<'_> {
 }
 
 /// Whether a received frame (SMB2 header first, transport header stripped) may send break
-/// notifications before it answers: it holds a CREATE or SET_INFO, or is encrypted.
+/// notifications before it answers: it holds a SET_INFO, or is encrypted.
 pub(crate) fn may_break(frame: &[u8]) -> bool {
     if crate::transform::is_encrypted(frame) {
         return true;
@@ -103,7 +107,7 @@ pub(crate) fn may_break(frame: &[u8]) -> bool {
     holds_breaking_command(frame)
 }
 
-/// Whether a plain (decrypted) compound holds a CREATE or SET_INFO.
+/// Whether a plain (decrypted) compound holds a SET_INFO.
 pub(crate) fn holds_breaking_command(frame: &[u8]) -> bool {
     let mut pos = 0usize;
     // A compound of N messages takes N steps; a malformed chain stops the walk.
@@ -112,7 +116,7 @@ pub(crate) fn holds_breaking_command(frame: &[u8]) -> bool {
             return false;
         }
         let cmd = u16::from_le_bytes([h[offset::COMMAND], h[offset::COMMAND + 1]]);
-        if cmd == Command::Create as u16 || cmd == Command::SetInfo as u16 {
+        if cmd == Command::SetInfo as u16 {
             return true;
         }
         let next = u32::from_le_bytes(h[offset::NEXT_COMMAND..offset::NEXT_COMMAND + 4].try_into().unwrap_or_default());
@@ -137,9 +141,10 @@ mod tests {
     }
 
     #[test]
-    fn finds_create_and_set_info_anywhere_in_a_compound() {
+    fn finds_set_info_anywhere_in_a_compound() {
         assert!(!holds_breaking_command(&msg(Command::Read, 0)));
-        assert!(holds_breaking_command(&msg(Command::Create, 0)));
+        assert!(!holds_breaking_command(&msg(Command::Create, 0)));
+        assert!(holds_breaking_command(&msg(Command::SetInfo, 0)));
         let mut c = msg(Command::Read, 64);
         c.extend(msg(Command::SetInfo, 0));
         assert!(holds_breaking_command(&c));

@@ -489,6 +489,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn block_cloning(&self) -> bool {
         false
     }
+    /// Whether any file of this share may have a stored security descriptor
+    /// ([`FileHandle::set_security_descriptor`]): when not, a server may skip reading
+    /// descriptors to check access. The default cannot tell, so says yes.
+    fn may_have_security_descriptors(&self) -> bool {
+        true
+    }
     /// Like [`Backend::open`] for a `path` already spelled as on disk, whose missing final
     /// name has no other spelling either: backends with case-insensitive lookups skip the
     /// directory scan. Symlinks are followed as by `open`. A cache that knows both calls

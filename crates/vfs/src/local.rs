@@ -81,12 +81,36 @@ pub(crate) struct Root {
     /// Whether the share has (or had) a spill directory of large streams ([`spill`]):
     /// until it has, removals skip looking for spilled streams.
     pub(crate) spill_seen: std::sync::atomic::AtomicBool,
+    /// Some file of the share has (or had) a stored security descriptor: the root carries
+    /// [`meta::ACL_MARKER_XATTR`]. Read at start, set with the first descriptor stored.
+    pub(crate) acls_seen: std::sync::atomic::AtomicBool,
 }
 
 /// Most change-time overrides remembered per share.
 const MAX_CTIME_OVERRIDES: usize = 4096;
 
 impl Root {
+    /// Reads the root's [`meta::ACL_MARKER_XATTR`] into `acls_seen`.
+    fn load_acl_marker(&self) {
+        let seen = self.proc_ok && {
+            let p = meta::proc_fd_path(self.fd.as_fd());
+            matches!(meta::get_xattr_vec(&meta::XattrAt::Follow(&p), meta::ACL_MARKER_XATTR, 16), Ok(Some(_)))
+        };
+        self.acls_seen.store(seen, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Records that a descriptor is being stored on this share: marks the root once (on
+    /// disk first, so a crash between the two cannot leave a descriptor unmarked).
+    pub(crate) fn mark_acls(&self) -> Result<()> {
+        if self.acls_seen.load(std::sync::atomic::Ordering::Acquire) || !self.proc_ok {
+            return Ok(());
+        }
+        let p = meta::proc_fd_path(self.fd.as_fd());
+        meta::set_xattr(&meta::XattrAt::Follow(&p), meta::ACL_MARKER_XATTR, b"1")?;
+        self.acls_seen.store(true, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
     /// The current override of `file_id` if it still matches kernel ctime `kernel`.
     pub(crate) fn ctime_override_current(&self, file_id: u64, kernel: SystemTime) -> bool {
         let m = self.ctime_overrides.lock().unwrap_or_else(|e| e.into_inner());
@@ -258,10 +282,12 @@ impl LocalBackend {
                 handle_mount,
                 block_cloning: std::sync::OnceLock::new(),
                 spill_seen: Default::default(),
+                acls_seen: Default::default(),
             }),
             root_path: root.to_path_buf(),
         };
         b.sweep_spilled();
+        b.root.load_acl_marker();
         Ok(b)
     }
 
@@ -781,6 +807,10 @@ impl Backend for LocalBackend {
             free_files: v.f_ffree,
             avail_files: v.f_favail,
         })
+    }
+
+    fn may_have_security_descriptors(&self) -> bool {
+        self.root.acls_seen.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn block_cloning(&self) -> bool {

@@ -629,3 +629,16 @@ fn spilled_streams_follow_links_and_renames() {
     assert!(matches!(e.stream_write_at("s", b"x", 0), Err(VfsError::PermissionDenied)));
     assert_eq!(fs::read(s.share().join("planted")).unwrap(), big);
 }
+
+#[test]
+fn the_share_remembers_that_it_holds_security_descriptors() {
+    let s = Scratch::new();
+    let b = s.backend();
+    assert!(!b.may_have_security_descriptors(), "a fresh share has none");
+    let h = open(&b, "f", opts(CreateMode::CreateNew)).unwrap();
+    h.set_security_descriptor(&[1, 0, 4, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap();
+    assert!(b.may_have_security_descriptors());
+    // A restart reads the mark back from the share root.
+    drop(h);
+    assert!(s.backend().may_have_security_descriptors());
+}

@@ -101,10 +101,7 @@ async fn open_new(
     let plan = plan_disk_open(req, granted)?;
     let aapl_ctx = aapl::answer(cx, req, &share).await?;
     let (opened, key, file_key) = open_disk(cx, &share, &plan, granted).await?;
-    let granted = acl::check_existing(cx, &share, &opened, req.desired_access, granted).await?;
-    if plan.stream.is_none() {
-        acl::inherit_new(cx, &share, &opened).await;
-    }
+    let granted = acl::check(&opened, req.desired_access, granted)?;
     let server = cx.conn.server.clone();
     let files = &server.files;
     let volatile = cx.conn.server.new_file_id();
@@ -174,7 +171,7 @@ async fn open_new(
 /// DELETE access is refused while a stream of it does not share DELETE.
 async fn open_disk(cx: &Ctx<'_>, share: &Share, plan: &DiskPlan, granted: u32) -> Result<(Opened, FileKey, Option<FileKey>), NtStatus> {
     let opened = match &plan.stream {
-        Some(name) => stream::open(share, plan, granted, name).await?,
+        Some(name) => stream::open(share, plan, granted, name, acl::token(cx)).await?,
         None => open_in_backend(cx, share, plan, granted).await?,
     };
     if plan.stream.is_none() && granted & access::DELETE != 0 {
@@ -402,6 +399,9 @@ struct Opened {
     attrs: braid_vfs::FileAttrs,
     /// The on-disk spelling of the name.
     path: SharePath,
+    /// What the object's stored DACL grants the session (`acl.rs`), looked up in the same
+    /// trip to the blocking pool as the open; None: nothing stored, or not looked up.
+    acl_allowed: Option<u32>,
 }
 
 impl Opened {
@@ -415,10 +415,21 @@ impl Opened {
 async fn open_in_backend(cx: &Ctx<'_>, share: &Share, plan: &DiskPlan, granted: u32) -> Result<Opened, NtStatus> {
     let backend = share.backend.clone();
     let (p2, opts) = (plan.path.clone(), plan.opts);
-    let (handle, outcome, attrs) = blocking(move || {
+    let token = acl::token(cx);
+    let (handle, outcome, attrs, acl_allowed) = blocking(move || {
         let (h, outcome) = backend.open(&p2, opts)?;
         let attrs = h.attrs()?;
-        Ok((Arc::<dyn braid_vfs::FileHandle>::from(h), outcome, attrs))
+        let h = Arc::<dyn braid_vfs::FileHandle>::from(h);
+        // Stored ACLs: checked for an existing object, inherited by a new one.
+        let path = h.opened_path().unwrap_or(p2);
+        let acl_allowed = match outcome {
+            OpenOutcome::Opened => acl::allowed(h.as_ref(), backend.as_ref(), &path, &token),
+            OpenOutcome::Created => {
+                acl::inherit(h.as_ref(), backend.as_ref(), &path, attrs.is_dir, &token);
+                None
+            }
+        };
+        Ok((h, outcome, attrs, acl_allowed))
     })
     .await
     .map_err(|s| if s == NtStatus::ACCESS_DENIED && cx.tree.as_ref().is_some_and(|t| t.read_only) { NtStatus::ACCESS_DENIED } else { s })?;
@@ -444,7 +455,7 @@ async fn open_in_backend(cx: &Ctx<'_>, share: &Share, plan: &DiskPlan, granted: 
         blocking(move || backend.remove(&p)).await?;
         return Err(NtStatus::CANNOT_DELETE);
     }
-    Ok(Opened { handle, created, named: created, attrs, path })
+    Ok(Opened { handle, created, named: created, attrs, path, acl_allowed })
 }
 
 /// What a CREATE sets on the file it opened, now that its share modes passed: truncation

@@ -434,6 +434,10 @@ impl Backend for CachedBackend {
         self.core.inner.block_cloning()
     }
 
+    fn may_have_security_descriptors(&self) -> bool {
+        self.core.inner.may_have_security_descriptors()
+    }
+
     fn watch_dir(&self, path: &SharePath) {
         let Some(w) = &self.core.watcher else { return };
         // The on-disk spelling, through the cache.

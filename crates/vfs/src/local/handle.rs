@@ -703,6 +703,7 @@ impl FileHandle for LocalHandle {
         if sd.len() > crate::MAX_SECURITY_DESCRIPTOR_LEN {
             return Err(VfsError::TooLarge);
         }
+        self.root.mark_acls()?;
         self.keeping_ctime(|| {
             self.with_xattr_at(|at| match at {
                 Some(at) => set_xattr(at, SECURITY_XATTR, sd),

@@ -18,6 +18,9 @@ pub const BTIME_XATTR: &str = "user.braid.btime";
 
 /// Xattr holding a stored security descriptor (self-relative, opaque to the VFS).
 pub const SECURITY_XATTR: &str = "user.braid.ntacl";
+/// On the share root: some file of the share has a stored security descriptor (set with
+/// the first one, never removed), so servers check access against descriptors.
+pub const ACL_MARKER_XATTR: &str = "user.braid.acls";
 
 /// Prefix of the xattrs holding extended attributes (EAs) set by clients: the EA name
 /// follows it.

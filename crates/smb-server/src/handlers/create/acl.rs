@@ -10,12 +10,11 @@ use smb_fscc::{acl, SecurityDescriptor, Sid};
 use smb_wire::msg::create::access;
 use smb_wire::NtStatus;
 
-use super::{blocking, Opened};
+use super::Opened;
 use crate::request::Ctx;
-use crate::server::Share;
 
 /// The session's token (its user's SID first).
-fn token(cx: &Ctx<'_>) -> Vec<Sid> {
+pub(super) fn token(cx: &Ctx<'_>) -> Vec<Sid> {
     let user = cx.session.as_ref().and_then(|s| s.user().cloned()).unwrap_or(crate::session::User::Anonymous);
     crate::identity::token(&user)
 }
@@ -39,17 +38,12 @@ fn stored_at(backend: &dyn Backend, dir: &SharePath) -> Option<SecurityDescripto
     stored(h.as_ref())
 }
 
-/// Checks an open of an existing object against its stored DACL. `desired` is the request's
+/// Checks an open of an existing object against what its stored DACL grants
+/// (`opened.acl_allowed`, looked up with the open). `desired` is the request's
 /// DesiredAccess, `granted` what the share allows of it; returns the access to grant
 /// (MAXIMUM_ALLOWED narrowed to what the DACL gives) or ACCESS_DENIED.
-pub(super) async fn check_existing(cx: &Ctx<'_>, share: &Share, opened: &Opened, desired: u32, granted: u32) -> Result<u32, NtStatus> {
-    if opened.created {
-        return Ok(granted);
-    }
-    let token = token(cx);
-    let (h, backend, path) = (opened.handle.clone(), share.backend.clone(), opened.path.clone());
-    let allowed = blocking(move || Ok(allowed(h.as_ref(), backend.as_ref(), &path, &token))).await?;
-    let Some(allowed) = allowed else { return Ok(granted) };
+pub(super) fn check(opened: &Opened, desired: u32, granted: u32) -> Result<u32, NtStatus> {
+    let Some(allowed) = opened.acl_allowed.filter(|_| !opened.created) else { return Ok(granted) };
     let explicit = acl::map_generic(desired & !access::MAXIMUM_ALLOWED);
     if explicit & !allowed != 0 {
         tracing::debug!(desired = format_args!("{desired:#x}"), allowed = format_args!("{allowed:#x}"), "denied by the stored DACL");
@@ -58,10 +52,13 @@ pub(super) async fn check_existing(cx: &Ctx<'_>, share: &Share, opened: &Opened,
     Ok(if desired & access::MAXIMUM_ALLOWED != 0 { explicit | (granted & allowed) } else { granted })
 }
 
-/// What the stored DACL of `h` grants `token`, with the parent's share of DELETE and
-/// FILE_READ_ATTRIBUTES (FILE_LIST_DIRECTORY is FILE_READ_DATA on a directory); None when
-/// nothing is stored.
-fn allowed(h: &dyn FileHandle, backend: &dyn Backend, path: &SharePath, token: &[Sid]) -> Option<u32> {
+/// What the stored DACL of `h` (at `path`) grants `token`, with the parent's share of
+/// DELETE and FILE_READ_ATTRIBUTES (FILE_LIST_DIRECTORY is FILE_READ_DATA on a directory);
+/// None when nothing is stored. Runs on the blocking pool, with the open.
+pub(super) fn allowed(h: &dyn FileHandle, backend: &dyn Backend, path: &SharePath, token: &[Sid]) -> Option<u32> {
+    if !backend.may_have_security_descriptors() {
+        return None;
+    }
     let sd = stored(h)?;
     let mut allowed = acl::granted(&sd, token);
     let from_parent = access::DELETE | access::FILE_READ_ATTRIBUTES;
@@ -79,21 +76,19 @@ fn allowed(h: &dyn FileHandle, backend: &dyn Backend, path: &SharePath, token: &
     Some(allowed)
 }
 
-/// Gives a new object the ACEs its parent passes on, owned by the session's user; nothing
-/// when the parent has no stored descriptor or nothing inheritable.
-pub(super) async fn inherit_new(cx: &Ctx<'_>, share: &Share, opened: &Opened) {
-    let Some(parent) = opened.path.parent().filter(|_| opened.created) else { return };
-    let owner = token(cx).swap_remove(0);
-    let (h, backend, is_dir) = (opened.handle.clone(), share.backend.clone(), opened.is_dir());
-    let stored = blocking(move || {
-        let Some(psd) = stored_at(backend.as_ref(), &parent) else { return Ok(false) };
-        let group = psd.group.clone().unwrap_or_else(|| "S-1-5-32-545".parse().unwrap_or_else(|_| Sid::everyone()));
-        let Some(sd) = acl::inherit(&psd, is_dir, &owner, &group) else { return Ok(false) };
-        super::super::query_info::store_sd(h.as_ref(), &sd, super::super::query_info::ALL_SECTIONS & !smb_fscc::SACL_SECURITY_INFORMATION)?;
-        Ok(true)
-    })
-    .await;
-    if let Err(st) = stored {
-        tracing::debug!(status = ?st, "storing an inherited security descriptor failed");
+/// Gives the new object `h` (at `path`) the ACEs its parent passes on, owned by the
+/// session's user (`token[0]`); nothing when the parent has no stored descriptor or nothing
+/// inheritable. Runs on the blocking pool, with the open; a failure to store is logged.
+pub(super) fn inherit(h: &dyn FileHandle, backend: &dyn Backend, path: &SharePath, is_dir: bool, token: &[Sid]) {
+    let (Some(parent), Some(owner)) = (path.parent(), token.first()) else { return };
+    if !backend.may_have_security_descriptors() {
+        return;
+    }
+    let Some(psd) = stored_at(backend, &parent) else { return };
+    let group = psd.group.clone().unwrap_or_else(|| "S-1-5-32-545".parse().unwrap_or_else(|_| Sid::everyone()));
+    let Some(sd) = acl::inherit(&psd, is_dir, owner, &group) else { return };
+    let sections = super::super::query_info::ALL_SECTIONS & !smb_fscc::SACL_SECURITY_INFORMATION;
+    if let Err(e) = super::super::query_info::store_sd(h, &sd, sections) {
+        tracing::debug!(error = %e, "storing an inherited security descriptor failed");
     }
 }

@@ -44,10 +44,12 @@ struct StreamOpen {
     attrs: braid_vfs::FileAttrs,
     created: bool,
     base_created: bool,
+    /// What the file's stored DACL grants (streams have the file's descriptor).
+    acl_allowed: Option<u32>,
 }
 
 /// Opens stream `name` of the plan's file for a CREATE.
-pub(super) async fn open(share: &Share, plan: &DiskPlan, granted: u32, name: &str) -> Result<Opened, NtStatus> {
+pub(super) async fn open(share: &Share, plan: &DiskPlan, granted: u32, name: &str, token: Vec<smb_fscc::Sid>) -> Result<Opened, NtStatus> {
     let (backend, path, mode, name_owned) = (share.backend.clone(), plan.path.clone(), plan.opts.create, name.to_owned());
     let opened = blocking(move || {
         let base_opts = OpenOptions {
@@ -61,11 +63,17 @@ pub(super) async fn open(share: &Share, plan: &DiskPlan, granted: u32, name: &st
         let (base, outcome) = backend.open(&path, base_opts)?;
         let base: Arc<dyn FileHandle> = Arc::from(base);
         let base_created = outcome == OpenOutcome::Created;
+        let acl_allowed = if base_created {
+            super::acl::inherit(base.as_ref(), backend.as_ref(), &path, false, &token);
+            None
+        } else {
+            super::acl::allowed(base.as_ref(), backend.as_ref(), &path, &token)
+        };
         match find_or_create(&base, &name_owned, mode) {
             Ok((stored, created)) => {
                 let handle = crate::afp_info::wrap(Arc::new(StreamHandle::new(base, stored)));
                 let attrs = handle.attrs()?;
-                Ok(Ok(StreamOpen { handle, attrs, created, base_created }))
+                Ok(Ok(StreamOpen { handle, attrs, created, base_created, acl_allowed }))
             }
             Err(e) => {
                 if base_created {
@@ -83,7 +91,14 @@ pub(super) async fn open(share: &Share, plan: &DiskPlan, granted: u32, name: &st
         return Err(NtStatus::ACCESS_DENIED);
     }
     let path = opened.handle.opened_path().unwrap_or_else(|| plan.path.clone());
-    Ok(Opened { handle: opened.handle, created: opened.created, named: opened.base_created, attrs: opened.attrs, path })
+    Ok(Opened {
+        handle: opened.handle,
+        created: opened.created,
+        named: opened.base_created,
+        attrs: opened.attrs,
+        path,
+        acl_allowed: opened.acl_allowed,
+    })
 }
 
 /// Finds stream `name` of `base` or creates it (empty) as `mode` allows: its stored name and
