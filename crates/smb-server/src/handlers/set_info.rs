@@ -45,7 +45,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     match req.info_type {
         info_type::FILE => {}
         info_type::SECURITY => {
-            if set_security(&open, req.additional_information, req.buffer).await? {
+            let nfs_aces = super::query_info::nfs_aces(cx);
+            if set_security(&open, req.additional_information, req.buffer, nfs_aces).await? {
                 announce(cx, &open, what::SECURITY);
             }
             encode_set_info_response(out);
@@ -222,9 +223,12 @@ pub(crate) fn ea_status(s: NtStatus) -> NtStatus {
 }
 
 /// SET_INFO SECURITY (MS-SMB2 3.3.5.21.3, MS-FSA 2.1.5.16): each section needs its own
-/// right, and only the selected sections of the stored descriptor change. Returns whether
-/// anything was stored.
-async fn set_security(open: &Open, sections: u32, buffer: &[u8]) -> Result<bool, NtStatus> {
+/// right, and only the selected sections of the stored descriptor change. With `nfs_aces`
+/// (Apple's NFS ACEs negotiated) the DACL's S-1-5-88 ACEs are taken out, never stored, and
+/// a mode ACE among them changes the file's mode after the rest is stored (Samba's
+/// vfs_fruit `fruit_fset_nt_acl`); a DACL of nothing else leaves the stored DACL alone.
+/// Returns whether anything changed.
+async fn set_security(open: &Open, sections: u32, buffer: &[u8], nfs_aces: bool) -> Result<bool, NtStatus> {
     use smb_fscc::{
         DACL_SECURITY_INFORMATION as DACL, GROUP_SECURITY_INFORMATION as GROUP, OWNER_SECURITY_INFORMATION as OWNER,
         SACL_SECURITY_INFORMATION as SACL,
@@ -247,6 +251,14 @@ async fn set_security(open: &Open, sections: u32, buffer: &[u8]) -> Result<bool,
         return Err(NtStatus::MEDIA_WRITE_PROTECTED);
     }
     let mut new = smb_fscc::SecurityDescriptor::parse(buffer).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?;
+    let mut sections = sections & (OWNER | GROUP | DACL);
+    let mut chmod = None;
+    if nfs_aces && sections & DACL != 0 && new.dacl.is_some() {
+        chmod = smb_fscc::acl::take_nfs_aces(&mut new);
+        if new.control & smb_fscc::SE_DACL_PRESENT == 0 {
+            sections &= !DACL;
+        }
+    }
     // Setting the DACL from a descriptor without SE_DACL_PRESENT gives the file a NULL DACL
     // (everyone everything), as Windows does (smbtorture create.nulldacl).
     if sections & DACL != 0 && new.control & smb_fscc::SE_DACL_PRESENT == 0 {
@@ -255,18 +267,23 @@ async fn set_security(open: &Open, sections: u32, buffer: &[u8]) -> Result<bool,
     }
     // A selected owner or group the descriptor does not carry leaves the stored one alone
     // rather than erasing it. Other bits (label, attribute, scope) are not stored.
-    let mut sections = sections & (OWNER | GROUP | DACL);
     if new.owner.is_none() {
         sections &= !OWNER;
     }
     if new.group.is_none() {
         sections &= !GROUP;
     }
-    if sections == 0 {
+    if sections == 0 && chmod.is_none() {
         return Ok(false);
     }
     let h = handle.clone();
-    blocking(move || super::query_info::store_sd(h.as_ref(), &new, sections)).await?;
+    blocking(move || {
+        if sections != 0 {
+            super::query_info::store_sd(h.as_ref(), &new, sections)?;
+        }
+        chmod.map_or(Ok(()), |mode| h.set_mode(mode))
+    })
+    .await?;
     Ok(true)
 }
 
