@@ -35,7 +35,12 @@ const INHERITED: u8 = 0x10;
 /// Maps the generic rights in an ACE's or a request's mask to file rights.
 pub fn map_generic(mask: u32) -> u32 {
     let mut m = mask & !(GENERIC_READ | GENERIC_WRITE | GENERIC_EXECUTE | GENERIC_ALL);
-    for (g, f) in [(GENERIC_READ, FILE_GENERIC_READ), (GENERIC_WRITE, FILE_GENERIC_WRITE), (GENERIC_EXECUTE, FILE_GENERIC_EXECUTE), (GENERIC_ALL, FILE_ALL_ACCESS)] {
+    for (g, f) in [
+        (GENERIC_READ, FILE_GENERIC_READ),
+        (GENERIC_WRITE, FILE_GENERIC_WRITE),
+        (GENERIC_EXECUTE, FILE_GENERIC_EXECUTE),
+        (GENERIC_ALL, FILE_ALL_ACCESS),
+    ] {
         if mask & g != 0 {
             m |= f;
         }
@@ -118,7 +123,13 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, owner: &Sid, group: &S
     for ace in aces(dacl).into_iter().filter(|a| a.kind <= ACCESS_DENIED) {
         let (oi, ci, np) = (ace.flags & OBJECT_INHERIT != 0, ace.flags & CONTAINER_INHERIT != 0, ace.flags & NO_PROPAGATE_INHERIT != 0);
         let creator = ace.sid == co || ace.sid == cg;
-        let effective = if ace.sid == co { owner.clone() } else if ace.sid == cg { group.clone() } else { ace.sid.clone() };
+        let effective = if ace.sid == co {
+            owner.clone()
+        } else if ace.sid == cg {
+            group.clone()
+        } else {
+            ace.sid.clone()
+        };
         if !is_dir && oi {
             out.push((ace.kind, INHERITED, ace.mask, effective));
         } else if is_dir && ci {
@@ -153,7 +164,13 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, owner: &Sid, group: &S
     }
     let size = u16::try_from(acl.len()).ok()?;
     acl[2..4].copy_from_slice(&size.to_le_bytes());
-    Some(SecurityDescriptor { control: SE_DACL_PRESENT | 0x0400, owner: Some(owner.clone()), group: Some(group.clone()), sacl: None, dacl: Some(acl) })
+    Some(SecurityDescriptor {
+        control: SE_DACL_PRESENT | 0x0400,
+        owner: Some(owner.clone()),
+        group: Some(group.clone()),
+        sacl: None,
+        dacl: Some(acl),
+    })
 }
 
 /// The MS-NFS SID domain (S-1-5-88) and its kinds: users, groups, modes.
@@ -236,7 +253,8 @@ pub fn take_nfs_aces(sd: &mut SecurityDescriptor) -> Option<u32> {
 /// everything) is left alone, as is one that would outgrow the ACL size limit.
 pub fn add_nfs_aces(sd: &mut SecurityDescriptor, st_mode: u32, uid: u32, gid: u32) {
     let Some(dacl) = sd.dacl.as_deref() else { return };
-    let mut aces: Vec<Vec<u8>> = raw_aces(dacl).into_iter().filter(|(_, sid)| sid.as_ref().and_then(nfs_parts).is_none()).map(|(a, _)| a.to_vec()).collect();
+    let mut aces: Vec<Vec<u8>> =
+        raw_aces(dacl).into_iter().filter(|(_, sid)| sid.as_ref().and_then(nfs_parts).is_none()).map(|(a, _)| a.to_vec()).collect();
     for sid in [nfs_sid(NFS_MODE, st_mode), nfs_sid(NFS_USER, uid), nfs_sid(NFS_GROUP, gid)] {
         let mut ace = Vec::with_capacity(8 + sid.encoded_len());
         put_u8(&mut ace, ACCESS_DENIED);
@@ -299,7 +317,14 @@ mod tests {
     #[test]
     fn files_and_directories_inherit_what_is_marked_for_them() {
         let (owner, group) = (sid(ALICE), sid("S-1-5-32-545"));
-        let parent = sd(ADMINS, &[(ACCESS_ALLOWED, OBJECT_INHERIT, 0x12_019F, ALICE), (ACCESS_ALLOWED, CONTAINER_INHERIT, FILE_ALL_ACCESS, "S-1-3-0"), (ACCESS_ALLOWED, 0, FILE_ALL_ACCESS, ADMINS)]);
+        let parent = sd(
+            ADMINS,
+            &[
+                (ACCESS_ALLOWED, OBJECT_INHERIT, 0x12_019F, ALICE),
+                (ACCESS_ALLOWED, CONTAINER_INHERIT, FILE_ALL_ACCESS, "S-1-3-0"),
+                (ACCESS_ALLOWED, 0, FILE_ALL_ACCESS, ADMINS),
+            ],
+        );
         let file = inherit(&parent, false, &owner, &group).unwrap();
         assert_eq!(granted(&file, &[sid(ALICE)]), 0x12_019F | READ_CONTROL | WRITE_DAC);
         assert_eq!(granted(&file, &[sid(ADMINS)]), 0, "the parent's own ACE is not inherited");
@@ -325,7 +350,8 @@ mod tests {
         d.encode(0x7, &mut bytes);
         assert_eq!(SecurityDescriptor::parse(&bytes).unwrap(), d);
         // Extra uid ACEs go too; the mode is the first mode ACE's permission bits.
-        let mut sent = sd(ADMINS, &[(ACCESS_DENIED, 0, 0, "S-1-5-88-1-27"), (ACCESS_ALLOWED, 0, 1, ALICE), (ACCESS_DENIED, 0, 0, "S-1-5-88-3-33261")]);
+        let mut sent =
+            sd(ADMINS, &[(ACCESS_DENIED, 0, 0, "S-1-5-88-1-27"), (ACCESS_ALLOWED, 0, 1, ALICE), (ACCESS_DENIED, 0, 0, "S-1-5-88-3-33261")]);
         assert_eq!(take_nfs_aces(&mut sent), Some(0o755));
         assert_eq!(aces(sent.dacl.as_deref().unwrap()).len(), 1);
         assert_eq!(take_nfs_aces(&mut sent), None, "nothing left to take");

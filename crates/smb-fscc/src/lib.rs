@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+pub mod acl;
 mod attrs;
 pub mod class;
 mod client;
@@ -15,7 +16,6 @@ mod ea;
 mod error;
 mod file_info;
 mod fs_info;
-pub mod acl;
 mod security;
 mod set_info;
 mod shortname;
