@@ -6,7 +6,8 @@ then carries (resource fork size, compressed Finder info, access, mode), a file 
 to its path, and a client without the context seeing ordinary listings. Then what the
 context turns on for the connection: a copy-chunk request without chunks copies a whole file
 with its named streams (copyfile), and security descriptors carry the file's POSIX mode, owner
-and group as S-1-5-88 ACEs, a mode ACE sent back changing the mode (NFS ACEs)."""
+and group as S-1-5-88 ACEs, a mode ACE sent back changing the mode (NFS ACEs), and a directory
+with an open file beneath it may be renamed."""
 
 import os
 import struct
@@ -318,3 +319,37 @@ def test_nfs_aces_report_and_change_the_posix_mode(braid_server, scratch):
         assert os.stat(path / "mode.txt").st_mode & 0o7777 == 0o600
         assert dacl_aces(query_sd(s, f))[0] == everyone
         f.close()
+
+
+def test_a_macos_client_renames_a_directory_with_an_open_file_beneath(braid_server, scratch):
+    from smbprotocol.file_info import FileRenameInformation
+
+    name, path = scratch
+    with Smb(braid_server) as s:
+        s.open(rf"{name}\folder", disposition=CreateDisposition.FILE_CREATE, directory=True).close()
+        f = s.open(rf"{name}\folder\doc.txt", disposition=CreateDisposition.FILE_CREATE,
+                   options=CreateOptions.FILE_DELETE_ON_CLOSE)
+
+        def rename_folder(to):
+            d = s.open(rf"{name}\folder", access=A.DELETE | A.FILE_READ_ATTRIBUTES, disposition=CreateDisposition.FILE_OPEN,
+                       directory=True)
+            info = FileRenameInformation()
+            info["file_name"] = to
+            try:
+                s.set_info(d, info)
+            finally:
+                d.close()
+
+        try:
+            rename_folder(rf"{name}\moved")
+            raise AssertionError("a Windows client may not move a directory with an open file")
+        except SMBResponseException as e:
+            assert e.status == 0xC0000022
+        root, _ = open_root(s, [server_query()])
+        root.close()
+        rename_folder(rf"{name}\moved")
+        # The open file moved with it and is still usable; its delete on close finds it.
+        assert f.write(b"after the move", 0) == 14
+        assert (path / "moved" / "doc.txt").read_bytes() == b"after the move"
+        f.close()
+        assert not (path / "moved" / "doc.txt").exists()

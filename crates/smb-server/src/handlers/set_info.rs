@@ -355,8 +355,10 @@ async fn rename(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, replace: bool,
     }
     let backend = share.backend.clone();
     let server = &cx.conn.server;
-    // A directory with open files beneath it cannot move (MS-FSA 2.1.5.14.11).
-    if open.is_dir() {
+    // A directory with open files beneath it cannot move (MS-FSA 2.1.5.14.11), except for a
+    // macOS client (one that sent the AAPL context): its Finder renames such directories,
+    // as POSIX allows, and Samba's vfs_fruit lets it (`fruit:posix_rename`).
+    if open.is_dir() && cx.conn.apple.get().is_none() {
         let busy = server.sessions.values().iter().flat_map(|s| s.opens()).any(|o| {
             o.id != open.id && o.tree.share().is_some_and(|s| s.index == share.index) && {
                 let p = lock(&o.path);
@@ -393,20 +395,31 @@ async fn rename(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, replace: bool,
     blocking(move || backend.rename(&f, &t, replace)).await?;
     crate::changes::renamed(server, share.index, &from, &to, open.is_dir(), crate::open::open_origin(open));
     if open.is_dir() {
-        follow_rename(server, open, &to);
+        follow_rename(server, open, share.index, &from, &to);
     }
     *lock(&open.path) = to;
     Ok(())
 }
 
 /// The other opens of a renamed directory follow it to its new name: a directory's lease
-/// is found through its opens' paths when an entry changes (`dir_leases.rs`). Directory
-/// renames already look at every open (nothing may be open beneath them).
-fn follow_rename(server: &crate::server::ServerState, open: &Open, to: &SharePath) {
+/// is found through its opens' paths when an entry changes (`dir_leases.rs`). So do the
+/// opens beneath it, which only a macOS client's rename leaves (see `rename`). Directory
+/// renames already look at every open.
+fn follow_rename(server: &crate::server::ServerState, open: &Open, share: usize, from: &SharePath, to: &SharePath) {
     let Some(node) = open.node() else { return };
+    let depth = from.components().len();
     for o in server.sessions.values().iter().flat_map(|s| s.opens()) {
-        if o.id != open.id && o.node().is_some_and(|n| std::sync::Arc::ptr_eq(n, node)) {
-            *lock(&o.path) = to.clone();
+        if o.id == open.id || !o.tree.share().is_some_and(|s| s.index == share) {
+            continue;
+        }
+        let mut path = lock(&o.path);
+        if o.node().is_some_and(|n| std::sync::Arc::ptr_eq(n, node)) {
+            *path = to.clone();
+        } else if path.components().len() > depth && path.components().starts_with(from.components()) {
+            let moved = path.components()[depth..].iter().try_fold(to.clone(), |p, c| p.join(c));
+            if let Ok(moved) = moved {
+                *path = moved;
+            }
         }
     }
 }
