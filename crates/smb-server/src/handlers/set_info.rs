@@ -409,7 +409,7 @@ fn follow_rename(server: &crate::server::ServerState, open: &Open, share: usize,
     let Some(node) = open.node() else { return };
     let depth = from.components().len();
     for o in server.sessions.values().iter().flat_map(|s| s.opens()) {
-        if o.id == open.id || !o.tree.share().is_some_and(|s| s.index == share) {
+        if o.id == open.id || o.tree.share().is_none_or(|s| s.index != share) {
             continue;
         }
         let mut path = lock(&o.path);
