@@ -3,7 +3,11 @@ context negotiated on the share root (server, volume and model answers; a malfor
 refused), Finder info written to and read back from `AFP_AfpInfo`, a resource fork of 1 MiB
 written in 64 KiB pieces to `AFP_Resource` and read back, the readdir attributes a listing
 then carries (resource fork size, compressed Finder info, access, mode), a file id resolved
-to its path, and a client without the context seeing ordinary listings."""
+to its path, and a client without the context seeing ordinary listings. Then what the
+context turns on for the connection: a copy-chunk request without chunks copies a whole file
+with its named streams (copyfile), and security descriptors carry the file's POSIX mode, owner
+and group as S-1-5-88 ACEs, a mode ACE sent back changing the mode (NFS ACEs), and a directory
+with an open file beneath it may be renamed."""
 
 import os
 import struct
@@ -11,15 +15,16 @@ import struct
 from smbprotocol.create_contexts import SMB2CreateContextRequest
 from smbprotocol.exceptions import SMBResponseException
 from smbprotocol.open import CreateDisposition, CreateOptions, FileAttributes, ImpersonationLevel, Open, ShareAccess
-from smbprotocol.open import FilePipePrinterAccessMask as A
+from smbprotocol.open import FilePipePrinterAccessMask as A, SMB2QueryInfoRequest, SMB2QueryInfoResponse, SMB2SetInfoRequest
 
 from harness import Smb
-from test_streams import query
+from test_copychunk import ioctl
+from test_streams import query, streams
 
 INVALID_PARAMETER, OBJECT_NAME_NOT_FOUND = 0xC000000D, 0xC0000034
 SERVER_QUERY, RESOLVE_ID = 1, 2
 SERVER_CAPS, VOLUME_CAPS, MODEL_INFO = 1, 2, 4
-READ_DIR_ATTR, OSX_COPYFILE, UNIX_BASED = 1, 2, 4
+READ_DIR_ATTR, OSX_COPYFILE, UNIX_BASED, NFS_ACE = 1, 2, 4, 8
 SUPPORT_RESOLVE_ID, CASE_SENSITIVE, FULL_SYNC = 1, 2, 4
 FILE_INTERNAL_INFORMATION, FILE_ID_BOTH_DIRECTORY_INFORMATION = 6, 37
 SHARE_ALL = ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE | ShareAccess.FILE_SHARE_DELETE
@@ -79,7 +84,7 @@ def test_aapl_server_query(braid_server):
         cmd, _, bitmap, server_caps, volume_caps, _, model_len = struct.unpack_from("<IIQQQII", reply)
         assert cmd == SERVER_QUERY
         assert bitmap == SERVER_CAPS | VOLUME_CAPS | MODEL_INFO
-        assert server_caps & UNIX_BASED and server_caps & READ_DIR_ATTR
+        assert server_caps == UNIX_BASED | READ_DIR_ATTR | OSX_COPYFILE | NFS_ACE
         assert volume_caps & SUPPORT_RESOLVE_ID and volume_caps & FULL_SYNC
         assert not volume_caps & CASE_SENSITIVE, "names are case-insensitive"
         assert reply[40:40 + model_len].decode("utf-16-le") == "Braid"
@@ -201,3 +206,179 @@ def test_afp_afpinfo_behaves_as_on_a_mac(braid_server, scratch):
         meta.close()
         assert [n for n, _, _ in streams(s, f)] == ["::$DATA"]
         f.close()
+
+
+RESUME_KEY, COPYCHUNK_WRITE = 0x00140078, 0x001480F2
+OBJECT_NAME_COLLISION = 0xC0000035
+PRIVATE_COLON = "\uf022"   # how macOS spells ':' inside a stream name
+
+
+def copy_whole_file(s, src, dst):
+    """A copy-chunk request without chunks from `src` to `dst`: (ChunksWritten,
+    ChunkBytesWritten, TotalBytesWritten), status."""
+    key = ioctl(s, src, RESUME_KEY, b"", 32)[0][:24]
+    out, status = ioctl(s, dst, COPYCHUNK_WRITE, key + struct.pack("<II", 0, 0), 12)
+    return (struct.unpack("<III", out) if len(out) == 12 else None), status
+
+
+def test_copyfile_copies_a_whole_file_with_its_streams(braid_server, scratch):
+    name, path = scratch
+    data, old = os.urandom(100_000), b"x" * 150_000
+    (path / "src.bin").write_bytes(data)
+    (path / "dst.bin").write_bytes(old)
+    forks = {"AFP_Resource": os.urandom(3000), f"foo{PRIVATE_COLON}bar": b"abcdefghij"}
+    with Smb(braid_server) as s:
+        for sname, content in [*forks.items(), ("only-on-target", b"kept")]:
+            at = "dst.bin" if sname == "only-on-target" else "src.bin"
+            st = s.open(rf"{name}\{at}:{sname}", disposition=CreateDisposition.FILE_OPEN_IF)
+            st.write(content, 0)
+            st.close()
+        src = s.open(rf"{name}\src.bin", access=A.GENERIC_READ, disposition=CreateDisposition.FILE_OPEN)
+        dst = s.open(rf"{name}\dst.bin", access=A.GENERIC_READ | A.GENERIC_WRITE, disposition=CreateDisposition.FILE_OPEN)
+        # Before the AAPL context, no chunks copy nothing (as Windows answers).
+        assert copy_whole_file(s, src, dst) == ((0, 0, 0), 0)
+        assert (path / "dst.bin").read_bytes() == old
+        root, _ = open_root(s, [server_query(caps=OSX_COPYFILE)])
+        root.close()
+        assert copy_whole_file(s, src, dst) == ((0, 0, len(data)), 0)
+        # The source's bytes at the start; the target is not truncated (as Samba copies).
+        assert (path / "dst.bin").read_bytes() == data + old[len(data):]
+        for sname, content in [*forks.items(), ("only-on-target", b"kept")]:
+            st = s.open(rf"{name}\dst.bin:{sname}", disposition=CreateDisposition.FILE_OPEN)
+            assert st.read(0, 65536) == content, sname
+            st.close()
+        listed = {n for n, _, _ in streams(s, dst)}
+        assert {f":{n}:$DATA" for n in forks} <= listed, listed
+        # The target now has the source's streams: a second copy collides before moving anything.
+        (path / "src.bin").write_bytes(b"new")
+        counts, status = copy_whole_file(s, src, dst)
+        assert status == OBJECT_NAME_COLLISION and counts in (None, (0, 0, 0))
+        assert (path / "dst.bin").read_bytes()[:3] != b"new"
+        src.close()
+        dst.close()
+
+
+OWNER_GROUP_DACL = 0x7
+DACL_ONLY = 0x4
+
+
+def sid_bytes(text: str) -> bytes:
+    parts = [int(p) for p in text.split("-")[2:]]
+    return struct.pack("<BB", 1, len(parts) - 1) + parts[0].to_bytes(6, "big") + b"".join(struct.pack("<I", p) for p in parts[1:])
+
+
+def sid_text(raw: bytes) -> str:
+    n = raw[1]
+    return "S-1-" + "-".join([str(int.from_bytes(raw[2:8], "big"))] + [str(v) for v in struct.unpack_from(f"<{n}I", raw, 8)])
+
+
+def dacl_aces(sd: bytes):
+    """The DACL of a self-relative descriptor as [(type, mask, sid text)]."""
+    off = struct.unpack_from("<I", sd, 16)[0]
+    if not off:
+        return []
+    count, out, at = struct.unpack_from("<H", sd, off + 4)[0], [], off + 8
+    for _ in range(count):
+        kind, _, size, mask = struct.unpack_from("<BBHI", sd, at)
+        out.append((kind, mask, sid_text(sd[at + 8:at + size])))
+        at += size
+    return out
+
+
+def descriptor(aces) -> bytes:
+    """A self-relative descriptor with only a DACL of [(type, mask, sid text)]."""
+    body = b"".join(struct.pack("<BBHI", k, 0, 8 + len(sid_bytes(t)), m) + sid_bytes(t) for k, m, t in aces)
+    acl = struct.pack("<BBHHH", 2, 0, 8 + len(body), len(aces), 0) + body
+    return struct.pack("<BBHIIII", 1, 0, 0x8004, 0, 0, 0, 20) + acl
+
+
+def query_sd(s, f, sections=OWNER_GROUP_DACL) -> bytes:
+    req = SMB2QueryInfoRequest()
+    req["info_type"] = 3
+    req["additional_information"] = sections
+    req["file_id"] = f.file_id
+    req["output_buffer_length"] = 65536
+    q = SMB2QueryInfoResponse()
+    q.unpack(s.conn.receive(s.conn.send(req, s.session.session_id, s.tree.tree_connect_id))["data"].get_value())
+    return q["buffer"].get_value()
+
+
+def set_sd(s, f, sd: bytes, sections=DACL_ONLY):
+    req = SMB2SetInfoRequest()
+    req["info_type"] = 3
+    req["additional_information"] = sections
+    req["buffer"] = sd
+    req["file_id"] = f.file_id
+    s.conn.receive(s.conn.send(req, s.session.session_id, s.tree.tree_connect_id))
+
+
+def nfs_aces(sd: bytes):
+    return [(k, m, t) for k, m, t in dacl_aces(sd) if t.startswith("S-1-5-88-")]
+
+
+def test_nfs_aces_report_and_change_the_posix_mode(braid_server, scratch):
+    name, path = scratch
+    (path / "mode.txt").write_bytes(b"x")
+    os.chmod(path / "mode.txt", 0o640)
+    st = os.stat(path / "mode.txt")
+    everyone = (0, 0x1F01FF, "S-1-1-0")
+    with Smb(braid_server) as plain:
+        f = plain.open(rf"{name}\mode.txt", access=A.READ_CONTROL | A.WRITE_DAC, disposition=CreateDisposition.FILE_OPEN)
+        assert nfs_aces(query_sd(plain, f)) == [], "not without the AAPL context"
+        f.close()
+    with Smb(braid_server) as s:
+        root, reply = open_root(s, [server_query(caps=READ_DIR_ATTR | UNIX_BASED | NFS_ACE)])
+        root.close()
+        assert struct.unpack_from("<Q", reply, 16)[0] & NFS_ACE
+        f = s.open(rf"{name}\mode.txt", access=A.READ_CONTROL | A.WRITE_DAC, disposition=CreateDisposition.FILE_OPEN)
+        sd = query_sd(s, f)
+        assert nfs_aces(sd) == [(1, 0, f"S-1-5-88-3-{st.st_mode}"), (1, 0, f"S-1-5-88-1-{st.st_uid}"),
+                                (1, 0, f"S-1-5-88-2-{st.st_gid}")]
+        assert nfs_aces(query_sd(s, f, sections=0x1)) == [], "only with the DACL"
+        # A mode ACE sent back chmods the file; no S-1-5-88 ACE is stored, however many come.
+        set_sd(s, f, descriptor([everyone, (1, 0, "S-1-5-88-3-33261"), (1, 0, "S-1-5-88-1-27"), (1, 0, "S-1-5-88-1-27"),
+                                 (1, 0, "S-1-5-88-2-300")]))
+        assert os.stat(path / "mode.txt").st_mode & 0o7777 == 0o755
+        sd = query_sd(s, f)
+        assert dacl_aces(sd)[0] == everyone
+        assert nfs_aces(sd) == [(1, 0, f"S-1-5-88-3-{0o100755}"), (1, 0, f"S-1-5-88-1-{st.st_uid}"),
+                                (1, 0, f"S-1-5-88-2-{st.st_gid}")]
+        # A DACL of NFS ACEs only changes the mode and leaves the stored DACL as it was.
+        set_sd(s, f, descriptor([(1, 0, "S-1-5-88-3-384")]))
+        assert os.stat(path / "mode.txt").st_mode & 0o7777 == 0o600
+        assert dacl_aces(query_sd(s, f))[0] == everyone
+        f.close()
+
+
+def test_a_macos_client_renames_a_directory_with_an_open_file_beneath(braid_server, scratch):
+    from smbprotocol.file_info import FileRenameInformation
+
+    name, path = scratch
+    with Smb(braid_server) as s:
+        s.open(rf"{name}\folder", disposition=CreateDisposition.FILE_CREATE, directory=True).close()
+        f = s.open(rf"{name}\folder\doc.txt", disposition=CreateDisposition.FILE_CREATE,
+                   options=CreateOptions.FILE_DELETE_ON_CLOSE)
+
+        def rename_folder(to):
+            d = s.open(rf"{name}\folder", access=A.DELETE | A.FILE_READ_ATTRIBUTES, disposition=CreateDisposition.FILE_OPEN,
+                       directory=True)
+            info = FileRenameInformation()
+            info["file_name"] = to
+            try:
+                s.set_info(d, info)
+            finally:
+                d.close()
+
+        try:
+            rename_folder(rf"{name}\moved")
+            raise AssertionError("a Windows client may not move a directory with an open file")
+        except SMBResponseException as e:
+            assert e.status == 0xC0000022
+        root, _ = open_root(s, [server_query()])
+        root.close()
+        rename_folder(rf"{name}\moved")
+        # The open file moved with it and is still usable; its delete on close finds it.
+        assert f.write(b"after the move", 0) == 14
+        assert (path / "moved" / "doc.txt").read_bytes() == b"after the move"
+        f.close()
+        assert not (path / "moved" / "doc.txt").exists()

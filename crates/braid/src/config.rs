@@ -18,6 +18,8 @@ use crate::names;
 /// Smallest and largest accepted `max_io_size`.
 const MIN_IO: u64 = 1 << 20;
 const MAX_IO: u64 = 8 << 20;
+/// Longest `apple_model`, in characters (the string travels in every AAPL answer).
+const MAX_APPLE_MODEL: usize = 64;
 
 /// A validated configuration file.
 #[derive(Debug, Clone)]
@@ -100,6 +102,7 @@ struct RawServer {
     admin: Option<Spanned<String>>,
     multichannel: Option<bool>,
     smbtorture_hooks: Option<bool>,
+    apple_model: Option<Spanned<String>>,
     splice_writes: Option<bool>,
     splice_min_concurrent: Option<Spanned<i64>>,
     max_channels: Option<Spanned<i64>>,
@@ -369,6 +372,13 @@ impl Ctx<'_> {
         }
         if let Some(h) = s.smbtorture_hooks {
             server.smbtorture_hooks = h;
+        }
+        if let Some(m) = s.apple_model {
+            let len = m.get_ref().chars().count();
+            if !(1..=MAX_APPLE_MODEL).contains(&len) || m.get_ref().chars().any(char::is_control) {
+                return Err(self.err(m.span(), format!("server.apple_model: 1 to {MAX_APPLE_MODEL} printable characters")));
+            }
+            server.apple_model = m.into_inner();
         }
         if let Some(w) = s.splice_writes {
             server.splice_writes = w;

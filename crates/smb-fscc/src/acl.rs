@@ -1,6 +1,11 @@
 //! What a DACL grants (MS-DTYP 2.5.3.2 access check, without privileges) and what a new
 //! file or directory inherits from its parent's DACL (MS-DTYP 2.5.3.4, simplified: no
 //! object ACEs, no SACL). Pure functions over [`SecurityDescriptor`].
+//!
+//! Also the MS-NFS style ACEs Apple's clients read a file's POSIX owner, group and mode
+//! from ([`add_nfs_aces`], [`take_nfs_aces`]): access-denied ACEs with an empty mask for the
+//! SIDs S-1-5-88-1-<uid>, S-1-5-88-2-<gid> and S-1-5-88-3-<mode>, as Samba's vfs_fruit
+//! reports them.
 
 use crate::security::{SecurityDescriptor, Sid, SE_DACL_PRESENT};
 use crate::wire::{put_u16, put_u32, put_u8};
@@ -168,6 +173,102 @@ pub fn inherit(parent: &SecurityDescriptor, is_dir: bool, owner: &Sid, group: &S
     })
 }
 
+/// The MS-NFS SID domain (S-1-5-88) and its kinds: users, groups, modes.
+const NFS_DOMAIN: u32 = 88;
+const NFS_USER: u32 = 1;
+const NFS_GROUP: u32 = 2;
+const NFS_MODE: u32 = 3;
+
+fn nfs_sid(kind: u32, value: u32) -> Sid {
+    Sid { revision: 1, authority: [0, 0, 0, 0, 0, 5], sub_authorities: vec![NFS_DOMAIN, kind, value] }
+}
+
+/// Whether `sid` lies in the S-1-5-88 domain, and then its kind (the next sub-authority,
+/// if any) and value.
+fn nfs_parts(sid: &Sid) -> Option<(Option<u32>, Option<u32>)> {
+    let subs = &sid.sub_authorities;
+    (sid.authority == [0, 0, 0, 0, 0, 5] && subs.first() == Some(&NFS_DOMAIN)).then(|| (subs.get(1).copied(), subs.get(2).copied()))
+}
+
+/// The ACEs of `acl` (raw, each with its header), in order, with their SIDs where the type
+/// has one.
+fn raw_aces(acl: &[u8]) -> Vec<(&[u8], Option<Sid>)> {
+    let count = acl.get(4..6).map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) as usize);
+    let mut out = Vec::with_capacity(count.min(64));
+    let mut pos = 8;
+    for _ in 0..count {
+        let Some(h) = acl.get(pos..pos + 4) else { break };
+        let size = u16::from_le_bytes([h[2], h[3]]) as usize;
+        let Some(ace) = acl.get(pos..pos + size).filter(|_| size >= 8) else { break };
+        let sid = if h[0] <= 3 { ace.get(8..).and_then(|b| Sid::decode(b).ok()).map(|(sid, _)| sid) } else { None };
+        out.push((ace, sid));
+        pos += size;
+    }
+    out
+}
+
+/// An ACL of the given revision holding `aces` (raw); None if it would exceed 64 KiB.
+fn build_acl(revision: u8, aces: &[Vec<u8>]) -> Option<Vec<u8>> {
+    let size = u16::try_from(8 + aces.iter().map(Vec::len).sum::<usize>()).ok()?;
+    let mut acl = Vec::with_capacity(usize::from(size));
+    put_u8(&mut acl, revision);
+    put_u8(&mut acl, 0);
+    put_u16(&mut acl, size);
+    put_u16(&mut acl, u16::try_from(aces.len()).ok()?);
+    put_u16(&mut acl, 0);
+    for ace in aces {
+        acl.extend_from_slice(ace);
+    }
+    Some(acl)
+}
+
+/// Removes every ACE naming an S-1-5-88 SID from the DACL and returns the permission bits
+/// (`0o777`) of the first S-1-5-88-3-<mode> one: what a client that negotiated Apple's NFS
+/// ACEs sends to chmod a file; such ACEs are never stored. A descriptor without a DACL, or
+/// without such ACEs, is left as it is. A DACL left empty by the removal is no DACL at all
+/// (SE_DACL_PRESENT cleared), as Samba treats one that held nothing else.
+pub fn take_nfs_aces(sd: &mut SecurityDescriptor) -> Option<u32> {
+    let dacl = sd.dacl.as_deref()?;
+    let all = raw_aces(dacl);
+    let is_nfs = |sid: &Option<Sid>| sid.as_ref().and_then(nfs_parts).is_some();
+    if !all.iter().any(|(_, sid)| is_nfs(sid)) {
+        return None;
+    }
+    let mode = all.iter().find_map(|(_, sid)| match sid.as_ref().and_then(nfs_parts) {
+        Some((Some(NFS_MODE), Some(mode))) => Some(mode & 0o777),
+        _ => None,
+    });
+    let kept: Vec<Vec<u8>> = all.iter().filter(|(_, sid)| !is_nfs(sid)).map(|(ace, _)| ace.to_vec()).collect();
+    if kept.is_empty() {
+        sd.dacl = None;
+        sd.control &= !SE_DACL_PRESENT;
+    } else {
+        sd.dacl = build_acl(dacl[0], &kept);
+    }
+    mode
+}
+
+/// Replaces the S-1-5-88 ACEs of the DACL by the file's: mode (type bits included, as
+/// st_mode has them), owner and group, in that order at the end. A NULL DACL (everyone
+/// everything) is left alone, as is one that would outgrow the ACL size limit.
+pub fn add_nfs_aces(sd: &mut SecurityDescriptor, st_mode: u32, uid: u32, gid: u32) {
+    let Some(dacl) = sd.dacl.as_deref() else { return };
+    let mut aces: Vec<Vec<u8>> =
+        raw_aces(dacl).into_iter().filter(|(_, sid)| sid.as_ref().and_then(nfs_parts).is_none()).map(|(a, _)| a.to_vec()).collect();
+    for sid in [nfs_sid(NFS_MODE, st_mode), nfs_sid(NFS_USER, uid), nfs_sid(NFS_GROUP, gid)] {
+        let mut ace = Vec::with_capacity(8 + sid.encoded_len());
+        put_u8(&mut ace, ACCESS_DENIED);
+        put_u8(&mut ace, 0);
+        put_u16(&mut ace, (8 + sid.encoded_len()) as u16);
+        put_u32(&mut ace, 0);
+        sid.encode(&mut ace);
+        aces.push(ace);
+    }
+    if let Some(acl) = build_acl(dacl[0], &aces) {
+        sd.dacl = Some(acl);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,5 +334,35 @@ mod tests {
         let grandchild = inherit(&dir, false, &sid(ADMINS), &group).unwrap();
         assert_eq!(granted(&grandchild, &[sid(ALICE)]), 0x12_019F);
         assert!(inherit(&sd(ADMINS, &[(ACCESS_ALLOWED, 0, 1, ALICE)]), false, &owner, &group).is_none());
+    }
+
+    #[test]
+    fn nfs_aces_are_added_once_and_taken_out_with_the_mode() {
+        let mut d = sd(ADMINS, &[(ACCESS_ALLOWED, 0, FILE_ALL_ACCESS, "S-1-1-0")]);
+        add_nfs_aces(&mut d, 0o100_644, 1000, 100);
+        add_nfs_aces(&mut d, 0o100_640, 1000, 100);
+        let sids: Vec<String> = aces(d.dacl.as_deref().unwrap()).iter().map(|a| a.sid.to_string()).collect();
+        assert_eq!(sids, ["S-1-1-0", "S-1-5-88-3-33184", "S-1-5-88-1-1000", "S-1-5-88-2-100"]);
+        // They deny nothing.
+        assert_eq!(granted(&d, &[sid("S-1-5-88-1-1000"), sid("S-1-1-0")]), FILE_ALL_ACCESS);
+        // The descriptor stays well-formed.
+        let mut bytes = Vec::new();
+        d.encode(0x7, &mut bytes);
+        assert_eq!(SecurityDescriptor::parse(&bytes).unwrap(), d);
+        // Extra uid ACEs go too; the mode is the first mode ACE's permission bits.
+        let mut sent =
+            sd(ADMINS, &[(ACCESS_DENIED, 0, 0, "S-1-5-88-1-27"), (ACCESS_ALLOWED, 0, 1, ALICE), (ACCESS_DENIED, 0, 0, "S-1-5-88-3-33261")]);
+        assert_eq!(take_nfs_aces(&mut sent), Some(0o755));
+        assert_eq!(aces(sent.dacl.as_deref().unwrap()).len(), 1);
+        assert_eq!(take_nfs_aces(&mut sent), None, "nothing left to take");
+        // A DACL of NFS ACEs only becomes no DACL.
+        let mut only = sd(ADMINS, &[(ACCESS_DENIED, 0, 0, "S-1-5-88-2-300")]);
+        assert_eq!(take_nfs_aces(&mut only), None);
+        assert_eq!((only.dacl, only.control & SE_DACL_PRESENT), (None, 0));
+        // A NULL DACL gets none.
+        let mut null = sd(ADMINS, &[]);
+        null.dacl = None;
+        add_nfs_aces(&mut null, 0o644, 0, 0);
+        assert_eq!(null.dacl, None);
     }
 }

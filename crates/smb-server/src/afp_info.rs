@@ -185,6 +185,14 @@ impl FileHandle for AfpInfoHandle {
         self.inner.stream_name()
     }
 
+    fn set_mode(&self, mode: u32) -> Result<()> {
+        self.inner.set_mode(mode)
+    }
+
+    fn set_owner(&self, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.inner.set_owner(uid, gid)
+    }
+
     fn stream_current_name(&self) -> Option<String> {
         self.inner.stream_current_name()
     }

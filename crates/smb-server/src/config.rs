@@ -36,6 +36,9 @@ pub struct ServerConfig {
     pub multichannel: bool,
     /// Samba's smbtorture test controls (FSCTL_SMBTORTURE_*): for conformance runs only.
     pub smbtorture_hooks: bool,
+    /// The model string answered to macOS clients in the `AAPL` create context: Finder
+    /// picks the server's icon by it (Samba's `fruit:model`).
+    pub apple_model: String,
     /// Receive large plain WRITE payloads with splice(2) (`splice.rs`) instead of into
     /// buffers (docs/decisions.md has the measurements either way).
     pub splice_writes: bool,
@@ -208,6 +211,7 @@ impl Default for ServerConfig {
             admin: None,
             multichannel: true,
             smbtorture_hooks: false,
+            apple_model: "Braid".into(),
             splice_writes: true,
             splice_min_concurrent: 1,
             max_channels: 32,

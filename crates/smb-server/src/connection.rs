@@ -126,6 +126,10 @@ pub struct Connection {
     /// smbtorture's FSCTL_SMBTORTURE_FORCE_UNACKED_TIMEOUT was received: nothing sent here
     /// counts as acknowledged by TCP (only with `smbtorture_hooks`).
     pub force_unacked: AtomicBool,
+    /// smbtorture's FSCTL_SMBTORTURE_GLOBAL_READ_RESPONSE_BODY_PADDING8 was received: READ
+    /// responses on this connection carry 8 bytes of padding before their data (only with
+    /// `smbtorture_hooks`; `handlers/read.rs`).
+    pub(crate) read_body_padding: AtomicBool,
     /// Permits of requests in progress; the reader waits for one before dispatching a frame.
     pub(crate) in_flight: Arc<Semaphore>,
     /// The peer's segments are large enough for the spliced WRITE receive (`splice::MIN_MSS`).
@@ -162,6 +166,7 @@ impl Connection {
             channels: Default::default(),
             in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
             force_unacked: AtomicBool::new(false),
+            read_body_padding: AtomicBool::new(false),
             break_order: Default::default(),
             apple: OnceLock::new(),
         }

@@ -270,6 +270,15 @@ impl FileHandle for StreamHandle {
         self.base.attrs()
     }
 
+    /// A stream has its file's mode and owner.
+    fn set_mode(&self, mode: u32) -> Result<()> {
+        self.base.set_mode(mode)
+    }
+
+    fn set_owner(&self, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.base.set_owner(uid, gid)
+    }
+
     fn stream_name(&self) -> Option<&str> {
         Some(&self.name)
     }

@@ -238,6 +238,16 @@ fn splice_keys() {
 }
 
 #[test]
+fn apple_model() {
+    let d = dir();
+    assert_eq!(parse("", "braid.toml", d.path()).unwrap().server.apple_model, "Braid");
+    let c = parse("[server]\napple_model = \"MacPro7,1\"\n", "braid.toml", d.path()).unwrap().server;
+    assert_eq!(c.apple_model, "MacPro7,1");
+    error("[server]\napple_model = \"\"\n", 2, &["server.apple_model"]);
+    error("[server]\n\napple_model = \"a\\nb\"\n", 3, &["server.apple_model"]);
+}
+
+#[test]
 fn multichannel_errors() {
     error("[server]\nmax_channels = 0\n", 2, &["server.max_channels", "out of range"]);
     error("[server]\n\nmax_channels = 257\n", 3, &["server.max_channels", "257"]);

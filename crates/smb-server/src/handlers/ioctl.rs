@@ -41,6 +41,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         fsctl::DFS_GET_REFERRALS | fsctl::DFS_GET_REFERRALS_EX => return Err(NtStatus::FS_DRIVER_REQUIRED),
         fsctl::QUERY_NETWORK_INTERFACE_INFO => return network_interfaces(cx, &req, out),
         fsctl::PIPE_WAIT => return Err(NtStatus::NOT_SUPPORTED),
+        fsctl::SMBTORTURE_IOCTL_RESPONSE_BODY_PADDING8 | fsctl::SMBTORTURE_GLOBAL_READ_RESPONSE_BODY_PADDING8 => {
+            return torture_padding(cx, &req, max_out, out)
+        }
         _ => {}
     }
     let open = find_open(cx, req.file_id)?;
@@ -115,6 +118,27 @@ fn force_unacked(cx: &Ctx<'_>, req: &IoctlRequest<'_>, out: &mut Vec<u8>) -> HRe
     tracing::info!(conn = cx.conn.id, "smbtorture: treating this connection's sends as never acknowledged");
     cx.conn.force_unacked.store(true, std::sync::atomic::Ordering::Relaxed);
     encode_response(out, req.ctl_code, req.file_id, &[]);
+    Ok(Reply::success())
+}
+
+/// smbtorture's FSCTL_SMBTORTURE_IOCTL_RESPONSE_BODY_PADDING8 and
+/// FSCTL_SMBTORTURE_GLOBAL_READ_RESPONSE_BODY_PADDING8 (only with `smbtorture_hooks`, on no
+/// file, as Samba's smbd answers them): the first answers with 8 bytes of padding after its
+/// fixed part and its output (as long as asked for) filled with 8s; the second pads every
+/// later READ response of the connection (`read.rs`). Clients must follow the offsets.
+fn torture_padding(cx: &Ctx<'_>, req: &IoctlRequest<'_>, max_out: usize, out: &mut Vec<u8>) -> HResult {
+    if !cx.conn.server.config.smbtorture_hooks {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    if req.file_id != FileId::RELATED || !req.input.is_empty() {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if req.ctl_code == fsctl::SMBTORTURE_GLOBAL_READ_RESPONSE_BODY_PADDING8 {
+        cx.conn.read_body_padding.store(true, std::sync::atomic::Ordering::Relaxed);
+        encode_response(out, req.ctl_code, req.file_id, &[]);
+    } else {
+        smb_wire::msg::ioctl::encode_response_padded(out, req.ctl_code, req.file_id, &vec![8u8; max_out], 8);
+    }
     Ok(Reply::success())
 }
 

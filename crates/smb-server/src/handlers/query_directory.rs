@@ -160,7 +160,7 @@ impl MacLookup {
 }
 
 /// The POSIX mode with its file type bits, as stat(2) gives it (S_IFREG, S_IFDIR…).
-fn st_mode(p: &braid_vfs::Posix) -> u32 {
+pub(crate) fn st_mode(p: &braid_vfs::Posix) -> u32 {
     use braid_vfs::FileKind;
     let kind = match p.kind {
         FileKind::File => 0o100_000,

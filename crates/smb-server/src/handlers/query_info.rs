@@ -128,7 +128,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         info_type::FILE => query_file(cx, &open, &req, limit, &mut data).await?,
         info_type::FILESYSTEM => query_fs(cx, &open, &req, limit, &mut data).await?,
         info_type::SECURITY => {
-            query_security(&open, &req, &mut data).await?;
+            query_security(&open, &req, nfs_aces(cx), &mut data).await?;
             if data.len() > limit {
                 encode_error_with_data(out, &u32::try_from(data.len()).unwrap_or(0).to_le_bytes());
                 return Ok(Reply::new(NtStatus::BUFFER_TOO_SMALL));
@@ -234,19 +234,33 @@ async fn query_fs(cx: &Ctx<'_>, open: &Open, req: &QueryInfoRequest<'_>, limit: 
     Ok(())
 }
 
+/// Whether the connection negotiated Apple's NFS ACEs (`create/aapl.rs`): security
+/// descriptors then carry the file's POSIX owner, group and mode as S-1-5-88 ACEs.
+pub(crate) fn nfs_aces(cx: &Ctx<'_>) -> bool {
+    cx.conn.apple.get().is_some_and(|caps| caps & smb_wire::msg::aapl::SUPPORTS_NFS_ACE != 0)
+}
+
 /// The open's security descriptor (the stored one, or the synthetic one), restricted to
-/// the requested sections.
-async fn query_security(open: &Open, req: &QueryInfoRequest<'_>, data: &mut Vec<u8>) -> Result<(), NtStatus> {
+/// the requested sections; with `nfs_aces` and the DACL asked for, its DACL ends with the
+/// file's S-1-5-88 ACEs (any stored ones replaced), as Samba's vfs_fruit reports them.
+async fn query_security(open: &Open, req: &QueryInfoRequest<'_>, nfs_aces: bool, data: &mut Vec<u8>) -> Result<(), NtStatus> {
     if !open.has(access::READ_CONTROL) {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    // The stored descriptor (or the synthetic one), restricted to the requested
-    // sections.
     let sd = match &open.kind {
         OpenKind::Pipe(_) => synthetic_sd(),
         OpenKind::File { handle, .. } => {
             let h = handle.clone();
-            blocking(move || load_sd(h.as_ref())).await?
+            let with_nfs = nfs_aces && req.additional_information & smb_fscc::DACL_SECURITY_INFORMATION != 0;
+            blocking(move || {
+                let mut sd = load_sd(h.as_ref())?;
+                if with_nfs {
+                    let posix = h.file_attrs()?.posix;
+                    smb_fscc::acl::add_nfs_aces(&mut sd, super::query_directory::st_mode(&posix), posix.uid, posix.gid);
+                }
+                Ok(sd)
+            })
+            .await?
         }
     };
     sd.encode(req.additional_information, data);

@@ -28,6 +28,9 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         OpenKind::File { handle, node, .. } => (handle, node),
     };
     check_file_read(&open, node, &req)?;
+    if cx.conn.read_body_padding.load(Ordering::Relaxed) {
+        return read_padded(cx, out, &req, &open, handle).await;
+    }
     // Large reads of memory-backed files, and of files on disk whose range is in the page
     // cache (`FastPaths::map_range` checks), outside compounds and without signing are
     // written to the socket from a mapping of the file: one copy, where pread and send make
@@ -59,6 +62,27 @@ fn read_pipe(pipe: &std::sync::Mutex<dcerpc::Pipe>, req: &ReadRequest, out: &mut
     encode_response_prefix(out, u32::try_from(data.len()).unwrap_or(0));
     out.extend_from_slice(&data);
     Ok(Reply::new(if more { NtStatus::BUFFER_OVERFLOW } else { NtStatus::SUCCESS }))
+}
+
+/// A READ on a connection that asked for padded READ responses (smbtorture's
+/// FSCTL_SMBTORTURE_GLOBAL_READ_RESPONSE_BODY_PADDING8, `ioctl.rs`): 8 zero bytes between
+/// the fixed part and the data, through a plain buffer (a test path, kept off the fast ones).
+async fn read_padded(cx: &mut Ctx<'_>, out: &mut Vec<u8>, req: &ReadRequest, open: &Open, handle: &Arc<dyn FileHandle>) -> HResult {
+    let (h, offset, len) = (handle.clone(), req.offset, req.length as usize);
+    let data = super::storage_or_pending(cx, out, move || {
+        let mut buf = vec![0u8; len];
+        let n = h.read_at(&mut buf, offset)?;
+        buf.truncate(n);
+        Ok(buf)
+    })
+    .await?;
+    if data.is_empty() && len > 0 || data.len() < req.minimum_count as usize {
+        return Err(NtStatus::END_OF_FILE);
+    }
+    smb_wire::msg::read::encode_response_prefix_padded(out, u32::try_from(data.len()).unwrap_or(0), 8);
+    out.extend_from_slice(&data);
+    open.position.store(req.offset.saturating_add(data.len() as u64), Ordering::Relaxed);
+    Ok(Reply::success())
 }
 
 /// Access, offset range and byte-range locks allow this READ of a file.

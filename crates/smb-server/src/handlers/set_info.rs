@@ -47,7 +47,8 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     match req.info_type {
         info_type::FILE => {}
         info_type::SECURITY => {
-            if set_security(&open, req.additional_information, req.buffer).await? {
+            let nfs_aces = super::query_info::nfs_aces(cx);
+            if set_security(&open, req.additional_information, req.buffer, nfs_aces).await? {
                 announce(cx, &open, what::SECURITY);
             }
             encode_set_info_response(out);
@@ -224,9 +225,12 @@ pub(crate) fn ea_status(s: NtStatus) -> NtStatus {
 }
 
 /// SET_INFO SECURITY (MS-SMB2 3.3.5.21.3, MS-FSA 2.1.5.16): each section needs its own
-/// right, and only the selected sections of the stored descriptor change. Returns whether
-/// anything was stored.
-async fn set_security(open: &Open, sections: u32, buffer: &[u8]) -> Result<bool, NtStatus> {
+/// right, and only the selected sections of the stored descriptor change. With `nfs_aces`
+/// (Apple's NFS ACEs negotiated) the DACL's S-1-5-88 ACEs are taken out, never stored, and
+/// a mode ACE among them changes the file's mode after the rest is stored (Samba's
+/// vfs_fruit `fruit_fset_nt_acl`); a DACL of nothing else leaves the stored DACL alone.
+/// Returns whether anything changed.
+async fn set_security(open: &Open, sections: u32, buffer: &[u8], nfs_aces: bool) -> Result<bool, NtStatus> {
     use smb_fscc::{
         DACL_SECURITY_INFORMATION as DACL, GROUP_SECURITY_INFORMATION as GROUP, OWNER_SECURITY_INFORMATION as OWNER,
         SACL_SECURITY_INFORMATION as SACL,
@@ -249,6 +253,14 @@ async fn set_security(open: &Open, sections: u32, buffer: &[u8]) -> Result<bool,
         return Err(NtStatus::MEDIA_WRITE_PROTECTED);
     }
     let mut new = smb_fscc::SecurityDescriptor::parse(buffer).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?;
+    let mut sections = sections & (OWNER | GROUP | DACL);
+    let mut chmod = None;
+    if nfs_aces && sections & DACL != 0 && new.dacl.is_some() {
+        chmod = smb_fscc::acl::take_nfs_aces(&mut new);
+        if new.control & smb_fscc::SE_DACL_PRESENT == 0 {
+            sections &= !DACL;
+        }
+    }
     // Setting the DACL from a descriptor without SE_DACL_PRESENT gives the file a NULL DACL
     // (everyone everything), as Windows does (smbtorture create.nulldacl).
     if sections & DACL != 0 && new.control & smb_fscc::SE_DACL_PRESENT == 0 {
@@ -257,18 +269,23 @@ async fn set_security(open: &Open, sections: u32, buffer: &[u8]) -> Result<bool,
     }
     // A selected owner or group the descriptor does not carry leaves the stored one alone
     // rather than erasing it. Other bits (label, attribute, scope) are not stored.
-    let mut sections = sections & (OWNER | GROUP | DACL);
     if new.owner.is_none() {
         sections &= !OWNER;
     }
     if new.group.is_none() {
         sections &= !GROUP;
     }
-    if sections == 0 {
+    if sections == 0 && chmod.is_none() {
         return Ok(false);
     }
     let h = handle.clone();
-    blocking(move || super::query_info::store_sd(h.as_ref(), &new, sections)).await?;
+    blocking(move || {
+        if sections != 0 {
+            super::query_info::store_sd(h.as_ref(), &new, sections)?;
+        }
+        chmod.map_or(Ok(()), |mode| h.set_mode(mode))
+    })
+    .await?;
     Ok(true)
 }
 
@@ -348,8 +365,10 @@ async fn rename(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, replace: bool,
     }
     let backend = share.backend.clone();
     let server = &cx.conn.server;
-    // A directory with open files beneath it cannot move (MS-FSA 2.1.5.14.11).
-    if open.is_dir() {
+    // A directory with open files beneath it cannot move (MS-FSA 2.1.5.14.11), except for a
+    // macOS client (one that sent the AAPL context): its Finder renames such directories,
+    // as POSIX allows, and Samba's vfs_fruit lets it (`fruit:posix_rename`).
+    if open.is_dir() && cx.conn.apple.get().is_none() {
         let busy = server.sessions.values().iter().flat_map(|s| s.opens()).any(|o| {
             o.id != open.id && o.tree.share().is_some_and(|s| s.index == share.index) && {
                 let p = lock(&o.path);
@@ -386,20 +405,31 @@ async fn rename(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, replace: bool,
     blocking(move || backend.rename(&f, &t, replace)).await?;
     crate::changes::renamed(server, share.index, &from, &to, open.is_dir(), crate::open::open_origin(open));
     if open.is_dir() {
-        follow_rename(server, open, &to);
+        follow_rename(server, open, share.index, &from, &to);
     }
     *lock(&open.path) = to;
     Ok(())
 }
 
 /// The other opens of a renamed directory follow it to its new name: a directory's lease
-/// is found through its opens' paths when an entry changes (`dir_leases.rs`). Directory
-/// renames already look at every open (nothing may be open beneath them).
-fn follow_rename(server: &crate::server::ServerState, open: &Open, to: &SharePath) {
+/// is found through its opens' paths when an entry changes (`dir_leases.rs`). So do the
+/// opens beneath it, which only a macOS client's rename leaves (see `rename`). Directory
+/// renames already look at every open.
+fn follow_rename(server: &crate::server::ServerState, open: &Open, share: usize, from: &SharePath, to: &SharePath) {
     let Some(node) = open.node() else { return };
+    let depth = from.components().len();
     for o in server.sessions.values().iter().flat_map(|s| s.opens()) {
-        if o.id != open.id && o.node().is_some_and(|n| std::sync::Arc::ptr_eq(n, node)) {
-            *lock(&o.path) = to.clone();
+        if o.id == open.id || o.tree.share().is_none_or(|s| s.index != share) {
+            continue;
+        }
+        let mut path = lock(&o.path);
+        if o.node().is_some_and(|n| std::sync::Arc::ptr_eq(n, node)) {
+            *path = to.clone();
+        } else if path.components().len() > depth && path.components().starts_with(from.components()) {
+            let moved = path.components()[depth..].iter().try_fold(to.clone(), |p, c| p.join(c));
+            if let Ok(moved) = moved {
+                *path = moved;
+            }
         }
     }
 }

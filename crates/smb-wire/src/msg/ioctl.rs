@@ -38,6 +38,13 @@ pub mod fsctl {
     /// milliseconds on an open, then answers FILE_CLOSED if the open was closed meanwhile
     /// (smbtorture's bug14769: a CLOSE must wait for the requests in progress on its open).
     pub const SMBTORTURE_FSP_ASYNC_SLEEP: u32 = 0x8384_8043;
+    /// Samba's private test controls for its bug 14607 (a client that must honour the
+    /// offsets of a response with a longer body): this IOCTL's answer carries 8 bytes of
+    /// padding after its fixed part and its output filled with 8s ...
+    pub const SMBTORTURE_IOCTL_RESPONSE_BODY_PADDING8: u32 = 0x8384_8013;
+    /// ... and from now on every READ response on the connection carries 8 bytes of padding
+    /// before its data.
+    pub const SMBTORTURE_GLOBAL_READ_RESPONSE_BODY_PADDING8: u32 = 0x8384_8023;
     pub const CREATE_OR_GET_OBJECT_ID: u32 = 0x0009_00C0;
     pub const GET_COMPRESSION: u32 = 0x0009_003C;
     pub const SET_COMPRESSION: u32 = 0x0009_C040;
@@ -75,7 +82,13 @@ impl<'a> IoctlRequest<'a> {
 
 /// Appends an IOCTL response with `output` (input echo is never returned).
 pub fn encode_response(out: &mut Vec<u8>, ctl_code: u32, file_id: FileId, output: &[u8]) {
-    let data_off = len32(HEADER_LEN + 48);
+    encode_response_padded(out, ctl_code, file_id, output, 0);
+}
+
+/// [`encode_response`] with `padding` zero bytes between the fixed part and the output,
+/// the offsets pointing past them (smbtorture's bug 14607 control).
+pub fn encode_response_padded(out: &mut Vec<u8>, ctl_code: u32, file_id: FileId, output: &[u8], padding: usize) {
+    let data_off = len32(HEADER_LEN + 48 + padding);
     out.put_u16(49);
     out.put_u16(0);
     out.put_u32(ctl_code);
@@ -86,6 +99,7 @@ pub fn encode_response(out: &mut Vec<u8>, ctl_code: u32, file_id: FileId, output
     out.put_u32(len32(output.len()));
     out.put_u32(0);
     out.put_u32(0);
+    out.resize(out.len() + padding, 0);
     out.extend_from_slice(output);
 }
 

@@ -34,12 +34,19 @@ impl ReadRequest {
 /// Appends the 16 fixed bytes of a READ response for `data_len` bytes of data; the caller
 /// appends (or reads directly into) the data itself, avoiding a copy.
 pub fn encode_response_prefix(out: &mut Vec<u8>, data_len: u32) {
+    encode_response_prefix_padded(out, data_len, 0);
+}
+
+/// [`encode_response_prefix`] followed by `padding` zero bytes, DataOffset pointing past
+/// them (smbtorture's bug 14607 control; at most 8 are used).
+pub fn encode_response_prefix_padded(out: &mut Vec<u8>, data_len: u32, padding: u8) {
     out.put_u16(17);
-    out.put_u8(u8::try_from(DATA_OFFSET).unwrap_or(0x50));
+    out.put_u8(u8::try_from(DATA_OFFSET).unwrap_or(0x50).saturating_add(padding));
     out.put_u8(0);
     out.put_u32(data_len);
     out.put_u32(0); // DataRemaining
     out.put_u32(0); // Flags
+    out.resize(out.len() + usize::from(padding), 0);
 }
 
 // ---- client side -------------------------------------------------------------------------

@@ -195,6 +195,16 @@ fn read() {
     assert_eq!(&m[r], b"hello");
     // A length running past the message is refused.
     assert!(decode_response(&m[..m.len() - 1]).is_err());
+    // Padded (smbtorture's bug 14607 control): the data offset skips the padding.
+    let mut m = hdr(8, true);
+    encode_response_prefix_padded(&mut m, 5, 8);
+    m.extend_from_slice(b"hello");
+    assert_eq!(m[HEADER_LEN + 2], 0x58);
+    let r = decode_response(&m).unwrap();
+    assert_eq!(&m[r], b"hello");
+    let mut m = hdr(11, true);
+    ioctl::encode_response_padded(&mut m, 1, FID, &[8], 8);
+    assert_eq!(ioctl::decode_response(&m).unwrap(), &[8]);
 }
 
 #[test]

@@ -4,8 +4,9 @@
 //!
 //! Braid offers readdir attributes (directory listings carry each entry's resource fork
 //! size, Finder info and mode, see `query_directory.rs`; recorded on the connection),
-//! resolving file ids, and full sync (FLUSH is fsync, which on Linux flushes the disk's
-//! cache too, so Time Machine may use the share). Names are case-insensitive, so the
+//! whole-file server-side copies (copyfile), the POSIX owner, group and mode as ACEs of
+//! security descriptors (NFS ACEs), resolving file ids, and full sync (FLUSH is fsync,
+//! which on Linux flushes the disk's cache too, so Time Machine may use the share). Names are case-insensitive, so the
 //! volume is not case-sensitive.
 
 use braid_vfs::SharePath;
@@ -15,9 +16,6 @@ use smb_wire::NtStatus;
 
 use crate::request::Ctx;
 use crate::server::Share;
-
-/// The model string macOS shows for the server.
-const MODEL: &str = "Braid";
 
 /// At most this many directory entries are looked at to resolve one file id.
 const RESOLVE_MAX_ENTRIES: usize = 200_000;
@@ -36,16 +34,20 @@ pub(super) async fn answer(cx: &Ctx<'_>, req: &CreateRequest<'_>, share: &Share)
     }
 }
 
-/// Answers a server query and records what the connection negotiated.
+/// Answers a server query and records what the connection negotiated. Readdir attributes
+/// are offered to a client that asks for them; whole-file copies (`ioctl/copy.rs`) and the
+/// POSIX owner, group and mode in security descriptors (`query_info.rs`, `set_info.rs`)
+/// are offered whatever the client says, as Samba's vfs_fruit does (the client does not
+/// set those bits itself).
 fn server_query(cx: &Ctx<'_>, bitmap: u64, client_caps: u64) -> Vec<u8> {
-    let server_caps = aapl::UNIX_BASED | (client_caps & aapl::SUPPORTS_READ_DIR_ATTR);
+    let server_caps = aapl::UNIX_BASED | (client_caps & aapl::SUPPORTS_READ_DIR_ATTR) | aapl::SUPPORTS_OSX_COPYFILE | aapl::SUPPORTS_NFS_ACE;
     // The first answer holds for the connection, as the client keeps the first it got.
     let _ = cx.conn.apple.set(server_caps);
     let reply = ServerQueryReply {
         bitmap: bitmap & (aapl::SERVER_CAPS | aapl::VOLUME_CAPS | aapl::MODEL_INFO),
         server_caps: *cx.conn.apple.get().unwrap_or(&server_caps),
         volume_caps: aapl::SUPPORT_RESOLVE_ID | aapl::SUPPORTS_FULL_SYNC,
-        model: MODEL.into(),
+        model: cx.conn.server.config.apple_model.clone(),
     };
     reply.encode()
 }

@@ -3,9 +3,17 @@
 //! its resume key and lists chunks; the bytes move from file to file inside the server
 //! (`braid_vfs::copy_range`: the kernel's copy_file_range, a reflink where the file system
 //! shares extents), never over the network.
+//!
+//! A connection that negotiated Apple's kAAPL_SUPPORTS_OSX_COPYFILE (`create/aapl.rs`)
+//! may send a request with no chunks to copy a whole file, named streams included, as
+//! macOS's copyfile(3) does (Samba's vfs_fruit `fruit_offload_write_send`): the source's
+//! bytes go to the start of the target, whose bytes beyond them stay (the target is not
+//! truncated), and each named stream of the source is created on the target; a stream the
+//! target already has fails the copy (OBJECT_NAME_COLLISION), checked before anything moves.
 
 use std::sync::Arc;
 
+use smb_wire::msg::aapl;
 use smb_wire::msg::copychunk::{self as cc, CopyRequest, CopyResponse, RESUME_KEY_LEN};
 use smb_wire::msg::create::access;
 use smb_wire::msg::ioctl::{encode_response, fsctl, IoctlRequest};
@@ -89,6 +97,7 @@ pub(super) async fn copy_chunks(cx: &mut Ctx<'_>, req: &IoctlRequest<'_>, target
         return Err(NtStatus::INVALID_DEVICE_REQUEST);
     };
     crate::breaks::break_level2(&cx.conn.server, &target);
+    let whole_file = copy.chunks.is_empty() && cx.conn.apple.get().is_some_and(|caps| caps & aapl::SUPPORTS_OSX_COPYFILE != 0);
     let job = Job {
         from: from.clone(),
         from_node: from_node.clone(),
@@ -98,7 +107,8 @@ pub(super) async fn copy_chunks(cx: &mut Ctx<'_>, req: &IoctlRequest<'_>, target
         dst: target.id.volatile,
         copy,
     };
-    let (done, status) = super::super::storage_or_pending(cx, out, move || job.run()).await?;
+    let run = move || if whole_file { job.run_whole_file() } else { job.run() };
+    let (done, status) = super::super::storage_or_pending(cx, out, run).await?;
     if done.total_bytes_written > 0 {
         target.written.store(true, std::sync::atomic::Ordering::Relaxed);
     }
@@ -158,6 +168,36 @@ impl Job {
         }
         let short = self.flush(run, &mut done)?;
         Ok((done, short.unwrap_or(NtStatus::SUCCESS)))
+    }
+
+    /// The Apple copyfile request: the whole source to offset 0 of the target, then the
+    /// source's named streams (a stream's open has none of its own to copy). The answer
+    /// counts no chunks and the file's bytes (saturated to 32 bits), as Samba answers.
+    fn run_whole_file(self) -> braid_vfs::Result<(CopyResponse, NtStatus)> {
+        let mut done = CopyResponse { chunks_written: 0, chunk_bytes_written: 0, total_bytes_written: 0 };
+        let size = self.from.size()?;
+        if !self.from_node.io_allowed(self.src, 0, size, false) || !self.to_node.io_allowed(self.dst, 0, size, true) {
+            return Ok((done, NtStatus::FILE_LOCK_CONFLICT));
+        }
+        let with_streams = self.from.stream_name().is_none() && self.to.stream_name().is_none();
+        let streams = if with_streams { self.from.streams()? } else { Vec::new() };
+        for (name, _) in &streams {
+            if self.to.read_stream(name)?.is_some() {
+                return Ok((done, NtStatus::OBJECT_NAME_COLLISION));
+            }
+        }
+        let n = braid_vfs::copy_range(self.from.as_ref(), self.to.as_ref(), 0, 0, size)?;
+        done.total_bytes_written = u32::try_from(n).unwrap_or(u32::MAX);
+        if n < size {
+            return Ok((done, NtStatus::INVALID_VIEW_SIZE));
+        }
+        for (name, _) in streams {
+            // A stream removed since it was listed is not copied.
+            if let Some((stored, data)) = self.from.read_stream(&name)? {
+                self.to.write_stream(&stored, Some(&data))?;
+            }
+        }
+        Ok((done, NtStatus::SUCCESS))
     }
 
     /// Why chunk `c` cannot be copied, if it cannot: offsets that overflow, a byte-range
