@@ -587,6 +587,16 @@ fn streams_spill_from_xattrs_to_hidden_files() {
         assert_eq!(fs::read_dir(dir.join(SPILL_DIR)).unwrap().count(), 1);
         drop(LocalBackend::new(&dir, false).unwrap());
         assert_eq!(fs::read_dir(dir.join(SPILL_DIR)).unwrap().count(), 0, "{dir:?}: orphan swept");
+        // One made on another file system (a share copied elsewhere: every handle looks
+        // stale there) is kept.
+        let h: Arc<dyn FileHandle> = Arc::from(open(&b, "c", opts(CreateMode::OpenOrCreate)).unwrap());
+        h.write_stream("big", Some(&big)).unwrap();
+        drop(h);
+        fs::remove_file(dir.join("c")).unwrap();
+        let key = fs::read_dir(dir.join(SPILL_DIR)).unwrap().next().unwrap().unwrap().path();
+        rustix::fs::setxattr(&key, "user.braid.dev", &u64::MAX.to_le_bytes(), rustix::fs::XattrFlags::empty()).unwrap();
+        drop(LocalBackend::new(&dir, false).unwrap());
+        assert_eq!(fs::read_dir(dir.join(SPILL_DIR)).unwrap().count(), 1, "{dir:?}: a copied share's spill kept");
     }
     let _ = fs::remove_dir_all(&tmp);
 }

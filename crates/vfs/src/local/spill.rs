@@ -31,6 +31,26 @@ pub const SPILL_XATTR_PREFIX: &str = "user.braid.spill.";
 /// WRITE is cheap, above it positional I/O on a file is.
 pub const SPILL_AT: u64 = 16 << 10;
 
+/// On each spill directory: the device of the file system it was made on (u64, LE). The
+/// startup sweep removes a directory whose file is gone only when it was made on this very
+/// file system: after a copy of the share elsewhere (a restore from backup), every kernel
+/// handle looks stale, and nothing may be removed on that evidence.
+const DEV_XATTR: &str = "user.braid.dev";
+
+/// The device of the share's file system.
+fn root_dev(root: &Root) -> Option<u64> {
+    let stx = statx_fd(root.fd.as_fd()).ok()?;
+    Some((u64::from(stx.stx_dev_major) << 32) | u64::from(stx.stx_dev_minor))
+}
+
+/// Whether the spill directory `key` (under `top`) was made on the share's file system.
+fn made_here(root: &Root, top: BorrowedFd<'_>, key: &str) -> bool {
+    let Some(dev) = root_dev(root) else { return false };
+    let Ok(dir) = openat2_retry(top, key, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty(), STRICT) else { return false };
+    let mut buf = [0u8; 8];
+    matches!(rustix::fs::fgetxattr(&dir, DEV_XATTR, &mut buf), Ok(8)) && u64::from_le_bytes(buf) == dev
+}
+
 /// Most spill directories one share start examines for orphans.
 const SWEEP_MAX: usize = 4096;
 
@@ -121,6 +141,10 @@ fn key_dir(root: &Root, key: &str, create: bool) -> Result<Option<OwnedFd>> {
             root.spill_seen.store(true, Ordering::Relaxed);
             let top = openat2_retry(root.fd.as_fd(), SPILL_DIR, flags, Mode::empty(), STRICT).map_err(map_errno)?;
             make_dir(top.as_fd(), key)?;
+            // Without the mark the sweep only keeps the directory: nothing is lost.
+            if let (Some(dev), Ok(d)) = (root_dev(root), openat2_retry(top.as_fd(), key, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty(), STRICT)) {
+                let _ = rustix::fs::fsetxattr(&d, DEV_XATTR, &dev.to_le_bytes(), rustix::fs::XattrFlags::empty());
+            }
             openat2_retry(root.fd.as_fd(), &rel, flags, Mode::empty(), STRICT).map(Some).map_err(map_errno)
         }
         Err(Errno::NOENT) => Ok(None),
@@ -248,7 +272,8 @@ impl LocalBackend {
         }
     }
 
-    /// Removes spill directories whose file is gone (at most [`SWEEP_MAX`] examined).
+    /// Removes spill directories whose file is gone (at most [`SWEEP_MAX`] examined), if
+    /// they were made on this file system ([`DEV_XATTR`]).
     pub(crate) fn sweep_spilled(&self) {
         let Ok(top) = openat2_retry(self.root.fd.as_fd(), SPILL_DIR, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty(), STRICT) else {
             return;
@@ -258,7 +283,7 @@ impl LocalBackend {
             return;
         }
         let Ok(mut list) = Dir::read_from(&top) else { return };
-        let (mut seen, mut swept) = (0usize, 0usize);
+        let (mut seen, mut swept, mut kept) = (0usize, 0usize, 0usize);
         while let Some(Ok(ent)) = list.read() {
             let Ok(key) = ent.file_name().to_str() else { continue };
             if key == "." || key == ".." {
@@ -275,12 +300,19 @@ impl LocalBackend {
                 // Cannot tell (no CAP_DAC_READ_SEARCH, say): keep it.
                 Err(_) => true,
             });
-            if alive == Some(false) && remove_all(&self.root, key).is_ok() {
-                swept += 1;
+            if alive == Some(false) {
+                if !made_here(&self.root, top.as_fd(), key) {
+                    kept += 1;
+                } else if remove_all(&self.root, key).is_ok() {
+                    swept += 1;
+                }
             }
         }
         if swept > 0 {
             tracing::info!(swept, examined = seen.min(SWEEP_MAX), "removed spilled streams of files that are gone");
+        }
+        if kept > 0 {
+            tracing::warn!(kept, "spilled streams made on another file system (a copied share?) have no file here; kept");
         }
     }
 }
