@@ -176,6 +176,12 @@ pub struct OpenOptions {
     pub non_directory: bool,
 }
 
+impl OpenOptions {
+    /// An existing object, opened to read or change its metadata only (no data access).
+    pub const METADATA: OpenOptions =
+        OpenOptions { read: false, write: false, create: CreateMode::OpenExisting, truncate: false, directory: false, non_directory: false };
+}
+
 /// Whether an open created the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenOutcome {

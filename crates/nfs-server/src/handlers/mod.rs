@@ -21,11 +21,4 @@ pub fn put<'a, T: Xdr<'a>>(out: &mut Vec<u8>, v: &T) {
 }
 
 /// Open options of a handle that only reads or changes metadata.
-pub const META_ONLY: braid_vfs::OpenOptions = braid_vfs::OpenOptions {
-    read: false,
-    write: false,
-    create: braid_vfs::CreateMode::OpenExisting,
-    truncate: false,
-    directory: false,
-    non_directory: false,
-};
+pub const META_ONLY: braid_vfs::OpenOptions = braid_vfs::OpenOptions::METADATA;

@@ -140,15 +140,7 @@ impl MacLookup {
             return a;
         }
         let Ok(path) = self.dir.join(name) else { return a };
-        let opts = braid_vfs::OpenOptions {
-            read: false,
-            write: false,
-            create: braid_vfs::CreateMode::OpenExisting,
-            truncate: false,
-            directory: false,
-            non_directory: false,
-        };
-        let Ok((h, _)) = self.backend.open(&path, opts) else { return a };
+        let Ok((h, _)) = self.backend.open(&path, braid_vfs::OpenOptions::METADATA) else { return a };
         if let Ok(streams) = h.streams() {
             a.rfork_size = streams.iter().find(|(n, _)| n.eq_ignore_ascii_case(AFP_RESOURCE)).map_or(0, |s| s.1);
         }

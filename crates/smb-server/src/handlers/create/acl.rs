@@ -26,14 +26,7 @@ fn stored(h: &dyn FileHandle) -> Option<SecurityDescriptor> {
 
 /// The stored descriptor of the directory `dir`.
 fn stored_at(backend: &dyn Backend, dir: &SharePath) -> Option<SecurityDescriptor> {
-    let opts = OpenOptions {
-        read: false,
-        write: false,
-        create: braid_vfs::CreateMode::OpenExisting,
-        truncate: false,
-        directory: true,
-        non_directory: false,
-    };
+    let opts = OpenOptions { directory: true, ..OpenOptions::METADATA };
     let (h, _) = backend.open(dir, opts).ok()?;
     stored(h.as_ref())
 }
