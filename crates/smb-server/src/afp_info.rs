@@ -48,12 +48,7 @@ fn invalid() -> VfsError {
 
 /// The error that maps to STATUS_ALLOTTED_SPACE_EXCEEDED.
 pub fn space_exceeded() -> VfsError {
-    VfsError::Io(std::io::Error::from_raw_os_error(libc_eoverflow()))
-}
-
-/// EOVERFLOW on Linux.
-const fn libc_eoverflow() -> i32 {
-    75
+    VfsError::Io(std::io::Error::from_raw_os_error(libc::EOVERFLOW))
 }
 
 #[derive(Debug)]

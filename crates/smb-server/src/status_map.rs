@@ -19,7 +19,7 @@ pub fn vfs_status(e: &VfsError) -> NtStatus {
         VfsError::ReadOnly => NtStatus::MEDIA_WRITE_PROTECTED,
         VfsError::TooLarge => NtStatus::DISK_FULL,
         // EOVERFLOW: a size past what the object can hold (the AFP_AfpInfo stream).
-        VfsError::Io(e) if e.raw_os_error() == Some(75) => NtStatus::ALLOTTED_SPACE_EXCEEDED,
+        VfsError::Io(e) if e.raw_os_error() == Some(libc::EOVERFLOW) => NtStatus::ALLOTTED_SPACE_EXCEEDED,
         VfsError::Io(e) if e.kind() == std::io::ErrorKind::InvalidInput => NtStatus::INVALID_PARAMETER,
         VfsError::Io(_) => NtStatus::UNSUCCESSFUL,
     }

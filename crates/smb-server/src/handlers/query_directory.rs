@@ -141,8 +141,8 @@ impl MacLookup {
         }
         let Ok(path) = self.dir.join(name) else { return a };
         let Ok((h, _)) = self.backend.open(&path, braid_vfs::OpenOptions::METADATA) else { return a };
-        if let Ok(streams) = h.streams() {
-            a.rfork_size = streams.iter().find(|(n, _)| n.eq_ignore_ascii_case(AFP_RESOURCE)).map_or(0, |s| s.1);
+        if let Ok(Some((_, size))) = h.find_stream(AFP_RESOURCE) {
+            a.rfork_size = size;
         }
         if let Ok(Some((_, info))) = h.read_stream(AFP_AFPINFO) {
             compress_finder_info(&info, attrs, &mut a.finder_info);
