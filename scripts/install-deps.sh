@@ -4,7 +4,8 @@
 #   smbclient (smbclient), smbd/pdbedit/smbpasswd (samba; the reference peer),
 #   smbtorture (samba-testsuite), nfs-ls/nfs-cp/nfs-cat (libnfs-utils), ganesha.nfsd with FSAL_VFS
 #   (nfs-ganesha, nfs-ganesha-vfs; the NFS peer), chromium (headless, for the admin page),
-#   mkfs.xfs/filefrag (xfsprogs, e2fsprogs; block cloning on an xfs image), python3 + pip, Python: smbprotocol, pytest; Rust: cargo (checked
+#   mkfs.xfs/filefrag (xfsprogs, e2fsprogs; block cloning on an xfs image), QEMU, a Debian
+#   kernel, busybox-static, socat, cpio, kmod (the kernel cifs client in a guest), python3 + pip, Python: smbprotocol, pytest; Rust: cargo (checked
 #   only), the nightly toolchain (rustup) and cargo-fuzz (cargo install) for the fuzz stage.
 # Works non-interactively (CI, no stdin) as root, or via passwordless sudo.
 set -uo pipefail
@@ -36,6 +37,16 @@ need gcc gcc                   # bench/ganesha.sh builds its rpcbind shim
 need chromium chromium         # tests/test_admin_page.py (the live page in a headless browser)
 need mkfs.xfs xfsprogs         # tests/test_clone.py (an xfs loop image with reflink)
 need filefrag e2fsprogs        # tests/test_clone.py (shared extents)
+# tests/test_kclient.py: the Linux kernel's cifs client in a QEMU guest (interop/kclient/):
+# QEMU, Debian's kernel and modules for the guest, a static busybox, socat for the port
+# forwarding, cpio/kmod/file to build its initramfs.
+need qemu-system-x86_64 qemu-system-x86
+need socat socat
+need cpio cpio
+need depmod kmod
+need file file
+[[ -x /bin/busybox ]] && file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' || missing+=(busybox-static)
+compgen -G '/boot/vmlinuz-*' >/dev/null || missing+=(linux-image-amd64)
 if ! python3 -c 'import smbprotocol, pytest' 2>/dev/null && ! python3 -m pip --version >/dev/null 2>&1; then
   missing+=(python3-pip)
 fi

@@ -78,12 +78,12 @@ impl Coordinator for SmbCoordinator {
         })
     }
 
-    fn changed(&self, share: usize, change: &Change) {
+    fn changed<'a>(&'a self, share: usize, change: &'a Change) -> BoxFut<'a, ()> {
         let data_only = change.kind == ChangeKind::Modified && change.what & !(what::SIZE | what::LAST_WRITE) == 0;
         if data_only && self.recently_announced(share, &change.path) {
-            return;
+            return Box::pin(std::future::ready(()));
         }
-        self.smb.foreign_changed(share, change);
+        Box::pin(self.smb.foreign_changed(share, change))
     }
 }
 

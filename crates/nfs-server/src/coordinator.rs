@@ -28,8 +28,10 @@ pub trait Coordinator: Send + Sync + std::fmt::Debug {
     /// config): breaks the caching other protocols hold that conflicts (waiting, bounded, for
     /// acknowledgments) and checks their share modes.
     fn prepare<'a>(&'a self, share: usize, file_id: u64, intent: Intent) -> BoxFut<'a, Result<(), Refusal>>;
-    /// After NFS changed something: tell the other protocols (change notify, directory leases).
-    fn changed(&self, share: usize, change: &braid_vfs::Change);
+    /// After NFS changed something: tell the other protocols (change notify, directory
+    /// leases). Resolves once what they send about it (lease breaks) is written, so the
+    /// NFS reply comes after it.
+    fn changed<'a>(&'a self, share: usize, change: &'a braid_vfs::Change) -> BoxFut<'a, ()>;
 }
 
 /// For a server with no other protocol.
@@ -41,5 +43,7 @@ impl Coordinator for Alone {
         Box::pin(std::future::ready(Ok(())))
     }
 
-    fn changed(&self, _share: usize, _change: &braid_vfs::Change) {}
+    fn changed<'a>(&'a self, _share: usize, _change: &'a braid_vfs::Change) -> BoxFut<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
 }

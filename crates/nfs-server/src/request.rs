@@ -158,10 +158,12 @@ impl Ctx {
         }
     }
 
-    /// Tells the other protocols about a change NFS made.
-    pub fn changed(&self, path: &SharePath, kind: ChangeKind, is_dir: bool, what: u32) {
+    /// Tells the other protocols about a change NFS made; returns once what they send
+    /// about it (SMB lease breaks) is written, so the reply follows it.
+    pub async fn changed(&self, path: &SharePath, kind: ChangeKind, is_dir: bool, what: u32) {
         if let Some(e) = &self.export {
-            self.state.coord.changed(e.export.share, &Change { path: path.clone(), kind, is_dir, what });
+            let change = Change { path: path.clone(), kind, is_dir, what };
+            self.state.coord.changed(e.export.share, &change).await;
         }
     }
 }

@@ -238,8 +238,9 @@ impl Coordinator for Strict {
         Box::pin(async move { r.map_or(Ok(()), Err) })
     }
 
-    fn changed(&self, _share: usize, change: &braid_vfs::Change) {
+    fn changed<'a>(&'a self, _share: usize, change: &'a braid_vfs::Change) -> BoxFut<'a, ()> {
         self.told.lock().unwrap().push((change.path.components().join("/"), change.kind));
+        Box::pin(std::future::ready(()))
     }
 }
 
@@ -266,6 +267,44 @@ fn the_coordinator_is_asked_and_told() {
     }
     let told = coord.told.lock().unwrap().clone();
     assert_eq!(told, [("f".to_string(), braid_vfs::ChangeKind::Added), ("f".to_string(), braid_vfs::ChangeKind::Removed)]);
+}
+
+/// Takes its time over what it sends about a change, and records when it is done.
+#[derive(Debug, Default)]
+struct SlowToTell {
+    told_at: std::sync::Mutex<Vec<std::time::Instant>>,
+}
+
+impl Coordinator for SlowToTell {
+    fn prepare<'a>(&'a self, _share: usize, _file_id: u64, _intent: Intent) -> BoxFut<'a, Result<(), Refusal>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn changed<'a>(&'a self, _share: usize, _change: &'a braid_vfs::Change) -> BoxFut<'a, ()> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            self.told_at.lock().unwrap().push(std::time::Instant::now());
+        })
+    }
+}
+
+/// The other protocols' notices about a change (SMB lease breaks) go out before the NFS
+/// reply that completes it: the reply waits for the coordinator.
+#[test]
+fn a_reply_comes_after_the_other_protocols_are_told() {
+    let coord = Arc::new(SlowToTell::default());
+    let (_rt, addr) = start_with(coord.clone());
+    let mut c = Client::new(addr);
+    let root = c.root();
+    let fh = created_fh(create(&mut c, root, "f"));
+    assert_eq!(coord.told_at.lock().unwrap().len(), 1, "CREATE answered before the coordinator was done");
+    let rm = c.nfs(Args3::Remove(RemoveArgs { object: dirop(root, "f") }));
+    let answered = std::time::Instant::now();
+    assert_eq!(RemoveRes::decode(&mut XdrReader::new(&rm)).unwrap().status(), Nfsstat3::Ok);
+    let told = coord.told_at.lock().unwrap().clone();
+    assert_eq!(told.len(), 2, "REMOVE answered before the coordinator was done");
+    assert!(told[1] <= answered);
+    let _ = fh;
 }
 
 #[test]

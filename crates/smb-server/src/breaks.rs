@@ -3,6 +3,7 @@
 //! oplock and lease state that decides what breaks is in `oplocks.rs`.
 
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use smb_wire::header::flags;
 use smb_wire::{Command, Header, MessageId, SessionId, TreeId};
@@ -102,7 +103,70 @@ impl Delivery {
     }
 }
 
-/// [`deliver`] from synchronous code (the WRITE path): the sending runs in its own task.
+/// The longest a request's answer waits for the break notifications it caused to be
+/// written. A break is a small frame and is written at once unless the channel's writer is
+/// held by a large response or the client stopped reading; this bound keeps such a client
+/// from holding back the answers of others (the break still goes out, after the answer).
+const WRITE_WAIT: Duration = Duration::from_millis(250);
+
+/// Break notifications a request caused and must write before its own answer: a client
+/// whose break handler runs before it sees the answer never serves a listing or data it
+/// cached under a lease the change ended (the Linux client answers `readdir` from its
+/// cached directory as soon as `unlink` returns). Returned by whatever changes state
+/// (`changes.rs`, [`break_level2`]), carried out by [`Notices::send`] in the request's
+/// own flow, or by [`Notices::send_later`] where nothing answers.
+#[must_use = "break notifications go out before the answer: call send (or send_later)"]
+#[derive(Debug, Default)]
+pub struct Notices(Vec<Notice>);
+
+impl Notices {
+    pub fn new(notices: Vec<Notice>) -> Notices {
+        Notices(notices)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds `other`'s notifications after these.
+    pub fn add(&mut self, mut other: Notices) {
+        self.0.append(&mut other.0);
+    }
+
+    pub(crate) fn into_vec(self) -> Vec<Notice> {
+        self.0
+    }
+
+    /// Writes the notifications to their channels, returning once they are written (or
+    /// after [`WRITE_WAIT`]). The writing runs in a task of its own: a request dropped
+    /// meanwhile still sends them, and a write given up on never leaves half a frame on
+    /// the wire. Nothing is spawned when there is nothing to send.
+    pub async fn send(self, server: &Arc<ServerState>) {
+        if self.0.is_empty() {
+            return;
+        }
+        let task = tokio::spawn(delivery(server.clone(), self.0));
+        if tokio::time::timeout(WRITE_WAIT, task).await.is_err() {
+            tracing::warn!(wait = ?WRITE_WAIT, "break notifications not written in time (a client not reading?); answering before them");
+        }
+    }
+
+    /// Sends the notifications in their own task, for callers with no answer to order
+    /// them before.
+    pub fn send_later(self, server: &Arc<ServerState>) {
+        deliver_later(server, self.0);
+    }
+}
+
+/// [`deliver`] as a boxed future, named `Send`: sending may close a disconnected open,
+/// whose close sends breaks in turn, and the compiler cannot see through that cycle of
+/// `async fn`s without a named type.
+fn delivery(server: Arc<ServerState>, notices: Vec<Notice>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    Box::pin(async move { deliver(&server, notices).await })
+}
+
+/// [`deliver`] in a task of its own, for callers with no answer to order the notifications
+/// before.
 pub fn deliver_later(server: &Arc<ServerState>, notices: Vec<Notice>) {
     if notices.is_empty() {
         return;
@@ -196,15 +260,15 @@ async fn send_to(server: &Arc<ServerState>, owners: &[Owner], msg: Vec<u8>, trie
 }
 
 /// The level II / read-caching break of WRITE, truncation, set-size and byte-range locks:
-/// one atomic load when nothing is cached; otherwise the notifications go out in their own
-/// task and the caller never waits.
-pub fn break_level2(server: &Arc<ServerState>, open: &crate::open::Open) {
-    let Some(node) = open.node() else { return };
+/// one atomic load when nothing is cached; otherwise the notifications to send before the
+/// answer (nobody waits for an acknowledgment).
+pub fn break_level2(open: &crate::open::Open) -> Notices {
+    let Some(node) = open.node() else { return Notices::default() };
     if !node.oplocks.any_shared() {
-        return;
+        return Notices::default();
     }
     let b = node.oplocks.start_breaks(Requester { open: open.id.volatile, lease: open.lease }, Event::Write, Instant::now());
-    deliver_later(server, b.notices);
+    Notices(b.notices)
 }
 
 #[cfg(test)]

@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use braid_vfs::{what, Change, ChangeKind, SharePath};
 
+use crate::breaks::Notices;
 use crate::changes::Origin;
 use crate::open::Open;
-use crate::oplocks::Notice;
 use crate::server::ServerState;
 use crate::sync::lock;
 
@@ -69,10 +69,16 @@ impl DirLeases {
         nodes
     }
 
-    /// Sends `notices` from any thread, in a task of the server's runtime.
-    fn send(&self, notices: Vec<Notice>) {
+    /// Sends `notices` from a thread that is not the server's (the backend reports outside
+    /// changes on its own), in a task of the server's runtime: nothing answers such a
+    /// change, so nothing waits for them.
+    pub fn send_from_any_thread(&self, notices: Notices) {
+        if notices.is_empty() {
+            return;
+        }
         let Some((server, runtime)) = self.sender.get() else { return };
         let Some(server) = server.upgrade() else { return };
+        let notices = notices.into_vec();
         runtime.spawn(async move { crate::breaks::deliver(&server, notices).await });
     }
 }
@@ -94,19 +100,17 @@ fn breaks_parent(change: &Change) -> bool {
 /// Breaks the leases of the directory holding `change.path` on share `share` (both
 /// directories of a rename: each half of it is announced), except the lease `origin`
 /// names as its parent (MS-SMB2 3.3.4.7: the client that made the change through that
-/// directory's lease knows of it). The breaks go out in their own task; nothing waits.
-/// The caller holds no open's `path` lock (the leased directory opens' paths are read).
-pub fn break_parent(server: &ServerState, share: usize, change: &Change, origin: Origin) {
+/// directory's lease knows of it). Returns the notifications, which the caller writes
+/// before it answers; nothing waits for their acknowledgment. The caller holds no open's
+/// `path` lock (the leased directory opens' paths are read).
+pub fn break_parent(server: &ServerState, share: usize, change: &Change, origin: Origin) -> Notices {
     let leases = &server.dir_leases;
     if leases.count.load(Ordering::Acquire) == 0 || !breaks_parent(change) {
-        return;
+        return Notices::default();
     }
-    let Some(dir) = change.path.parent() else { return };
+    let Some(dir) = change.path.parent() else { return Notices::default() };
     let now = tokio::time::Instant::now();
-    let notices: Vec<Notice> = leases.nodes_at(share, &dir).iter().flat_map(|n| n.oplocks.break_parent(origin.parent_lease_key, now)).collect();
-    if !notices.is_empty() {
-        leases.send(notices);
-    }
+    Notices::new(leases.nodes_at(share, &dir).iter().flat_map(|n| n.oplocks.break_parent(origin.parent_lease_key, now)).collect())
 }
 
 #[cfg(test)]

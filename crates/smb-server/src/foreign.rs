@@ -79,9 +79,11 @@ impl SmbState {
     }
 
     /// After another protocol changed something: SMB's change notify and directory leases
-    /// hear of it (its own cache was kept true by the backend it went through).
-    pub fn foreign_changed(&self, share: usize, change: &Change) {
-        crate::changes::changed(&self.0, share, change, Origin::OUTSIDE);
+    /// hear of it (its own cache was kept true by the backend it went through). Returns
+    /// once the lease breaks it causes are written, so the other protocol answers after
+    /// them, as an SMB request does.
+    pub async fn foreign_changed(&self, share: usize, change: &Change) {
+        crate::changes::changed(&self.0, share, change, Origin::OUTSIDE).send(&self.0).await;
     }
 }
 

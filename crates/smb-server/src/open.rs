@@ -97,8 +97,9 @@ pub fn open_origin(open: &Open) -> crate::changes::Origin {
 
 /// Releases an open already removed from its session: ends its change notifications,
 /// drops its share-mode claim and byte locks, and deletes the file if this was the last
-/// open and delete was pending. Announces what the close changed.
-pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
+/// open and delete was pending. Announces what the close changed, and writes the lease
+/// breaks that causes before returning (so before the CLOSE's answer).
+pub async fn close_open(server: &Arc<crate::server::ServerState>, open: &Arc<Open>) {
     server.durable.forget(open.id.persistent);
     if crate::persistent::on_ca_share(open) {
         server.persistent.remove(open.id.persistent).await;
@@ -118,7 +119,7 @@ pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
         if let Some(share) = open.tree.share() {
             let path = crate::sync::lock(&open.path).clone();
             let bits = if handle.stream_name().is_some() { what::STREAMS } else { what::SIZE | what::LAST_WRITE };
-            crate::changes::modified(server, share.index, &path, false, bits, origin);
+            crate::changes::modified(server, share.index, &path, false, bits, origin).send(server).await;
         }
     }
     let (mut last, mut pending) = server.files.release(*key, open.id.volatile);
@@ -132,7 +133,7 @@ pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
             match crate::storage::blocking(move || h.write_stream(&name, None)).await {
                 Ok(()) => {
                     let change = braid_vfs::Change { path: path.clone(), kind: ChangeKind::Removed, is_dir: false, what: what::STREAMS };
-                    crate::changes::changed(server, share.index, &change, origin);
+                    crate::changes::changed(server, share.index, &change, origin).send(server).await;
                 }
                 Err(st) => tracing::info!(status = ?st, "delete on close of a stream failed"),
             }
@@ -149,7 +150,7 @@ pub async fn close_open(server: &crate::server::ServerState, open: &Arc<Open>) {
     let backend = share.backend.clone();
     let gone = path.clone();
     match crate::storage::blocking(move || backend.remove(&path)).await {
-        Ok(()) => crate::changes::name(server, share.index, &gone, ChangeKind::Removed, *is_dir, origin),
+        Ok(()) => crate::changes::name(server, share.index, &gone, ChangeKind::Removed, *is_dir, origin).send(server).await,
         Err(st) => tracing::info!(status = ?st, "delete on close failed"),
     }
 }

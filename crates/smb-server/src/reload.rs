@@ -216,7 +216,7 @@ pub async fn apply(state: &Arc<ServerState>, new: &ServerConfig) -> std::io::Res
 
 /// Disconnects every tree whose share is no longer served, or whose share no longer
 /// admits the session's user (closing its opens, as TREE_DISCONNECT does). Returns how many.
-async fn close_removed_trees(state: &ServerState, live: &[Arc<Share>]) -> usize {
+async fn close_removed_trees(state: &Arc<ServerState>, live: &[Arc<Share>]) -> usize {
     let mut closed = 0;
     for session in state.sessions.values() {
         let user = session.user().cloned().unwrap_or(User::Anonymous);
@@ -237,7 +237,7 @@ async fn close_removed_trees(state: &ServerState, live: &[Arc<Share>]) -> usize 
 
 /// Ends the sessions of users who are no longer configured. Guest and anonymous sessions
 /// stay (guest access is a share setting, and ends with its shares' trees).
-async fn end_removed_users(state: &ServerState) -> usize {
+async fn end_removed_users(state: &Arc<ServerState>) -> usize {
     let users = state.users.load();
     let mut ended = 0;
     for session in state.sessions.values() {

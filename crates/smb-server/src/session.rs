@@ -224,7 +224,7 @@ fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 
 /// Deregisters a session and closes everything opened through it, durable opens too (a
 /// failed re-authentication). Every channel stops serving it.
-pub async fn end_session(server: &crate::server::ServerState, s: &Arc<Session>) {
+pub async fn end_session(server: &Arc<crate::server::ServerState>, s: &Arc<Session>) {
     end(server, s, None).await;
 }
 
@@ -235,22 +235,22 @@ pub async fn end_session(server: &crate::server::ServerState, s: &Arc<Session>) 
 /// durable-open.reopen4); resilient opens are kept too but for LOGOFF (`logoff`); the rest
 /// close as in [`end_session`].
 pub async fn end_session_keeping_durable(server: &Arc<crate::server::ServerState>, s: &Arc<Session>) {
-    end(server, s, Some((server, true))).await;
+    end(server, s, Some(true)).await;
 }
 
 /// LOGOFF: as [`end_session_keeping_durable`], but resilient opens that are not durable
 /// close (MS-SMB2 3.3.5.6 keeps only what may be reconnected after a logoff).
 pub async fn logoff(server: &Arc<crate::server::ServerState>, s: &Arc<Session>) {
-    end(server, s, Some((server, false))).await;
+    end(server, s, Some(false)).await;
 }
 
-/// `keep`: the server, and whether resilient opens are kept with durable ones.
-async fn end(server: &crate::server::ServerState, s: &Arc<Session>, keep: Option<(&Arc<crate::server::ServerState>, bool)>) {
+/// `keep`: whether durable opens are kept, and resilient ones with them.
+async fn end(server: &Arc<crate::server::ServerState>, s: &Arc<Session>, keep: Option<bool>) {
     // Removed first, so no new request finds the session while its opens close.
     server.sessions.remove(&s.id);
     crate::channel::end_all(server, s);
     for o in s.take_opens(None) {
-        if !keep.is_some_and(|(srv, resilient)| srv.durable.disconnect_keeping(srv, s, &o, resilient)) {
+        if !keep.is_some_and(|resilient| server.durable.disconnect_keeping(server, s, &o, resilient)) {
             crate::open::close_open(server, &o).await;
         }
     }

@@ -39,7 +39,7 @@ pub async fn setattr(ctx: &Ctx, a: SetattrArgs, out: &mut Vec<u8>) -> Nfsstat3 {
         Ok((path, before)) => match set(ctx, &a, &path, &before).await {
             Ok(after) => {
                 let what = changed_bits(&a.new_attributes);
-                ctx.changed(&path, ChangeKind::Modified, before.posix.kind == FileKind::Dir, what);
+                ctx.changed(&path, ChangeKind::Modified, before.posix.kind == FileKind::Dir, what).await;
                 SetattrRes::Ok(SetattrResOk { obj_wcc: ctx.wcc(Some(&before), Some(&after)) })
             }
             Err(s) => SetattrRes::Fail(s, ctx.wcc(Some(&before), ctx.stat_opt(&path).await.as_ref())),

@@ -30,7 +30,7 @@ async fn prepare(ctx: &Ctx, dir: &DirOpArgs3) -> Result<(SharePath, FileAttrs, S
 /// The success body of a creating procedure, and the change announced.
 async fn created(ctx: &Ctx, dpath: &SharePath, dattrs: &FileAttrs, path: SharePath, is_dir: bool) -> CreateResOk {
     let after_dir = ctx.stat_opt(dpath).await;
-    ctx.changed(&path, ChangeKind::Added, is_dir, what::NAME);
+    ctx.changed(&path, ChangeKind::Added, is_dir, what::NAME).await;
     let (obj, attrs) = match ctx.stat_with_handle(path).await {
         Ok((h, a)) => (PostOpFh3(Some(h)), Some(a)),
         Err(_) => (PostOpFh3(None), None),

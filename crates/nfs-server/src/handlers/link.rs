@@ -37,7 +37,7 @@ pub async fn link(ctx: &Ctx, a: LinkArgs, out: &mut Vec<u8>) -> Nfsstat3 {
                 ctx.check(&dattrs, ACCESS3_MODIFY | ACCESS3_LOOKUP)?;
                 let n = new.clone();
                 ctx.as_caller(move |b| b.link(&fpath, &n)).await?;
-                ctx.changed(&new, ChangeKind::Added, false, what::NAME);
+                ctx.changed(&new, ChangeKind::Added, false, what::NAME).await;
                 Ok(new)
             }
             .await;

@@ -57,7 +57,7 @@ async fn unlink_in(ctx: &Ctx, dpath: &SharePath, dattrs: &FileAttrs, name: &[u8]
     ctx.prepare(target.file_id, Intent::Remove, Nfsstat3::Acces).await?;
     let p = path.clone();
     ctx.as_caller(move |b| b.remove_exact(&p)).await?;
-    ctx.changed(&path, ChangeKind::Removed, is_dir, what::NAME);
+    ctx.changed(&path, ChangeKind::Removed, is_dir, what::NAME).await;
     Ok(())
 }
 

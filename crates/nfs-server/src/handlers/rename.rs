@@ -61,7 +61,7 @@ async fn move_name(ctx: &Ctx, (fdir, fattrs, fname): Side<'_>, (tdir, tattrs, tn
     }
     let (f, t) = (from.clone(), to.clone());
     ctx.as_caller(move |b| b.rename_exact(&f, &t)).await?;
-    ctx.changed(&from, ChangeKind::RenamedFrom, is_dir, what::NAME);
-    ctx.changed(&to, ChangeKind::RenamedTo, is_dir, what::NAME);
+    ctx.changed(&from, ChangeKind::RenamedFrom, is_dir, what::NAME).await;
+    ctx.changed(&to, ChangeKind::RenamedTo, is_dir, what::NAME).await;
     Ok(())
 }

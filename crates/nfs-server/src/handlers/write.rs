@@ -20,11 +20,11 @@ pub const MAX_WRITE: u32 = 1 << 20;
 pub async fn write(ctx: &Ctx, a: WriteArgs<'_>, record: &Arc<Record>, out: &mut Vec<u8>) -> Nfsstat3 {
     let start = a.data.as_ptr() as usize - record.as_ptr() as usize;
     let res = match write_known(ctx, &a, record, start).await {
-        Some((path, before, after)) => ok(ctx, &a, &path, &before, &after),
+        Some((path, before, after)) => ok(ctx, &a, &path, &before, &after).await,
         None => match ctx.resolve(&a.file).await {
             Err(s) => WriteRes::Fail(s, WccData::default()),
             Ok((path, before)) => match store(ctx, &a, path.clone(), &before, record.clone(), start).await {
-                Ok(after) => ok(ctx, &a, &path, &before, &after),
+                Ok(after) => ok(ctx, &a, &path, &before, &after).await,
                 Err(s) => WriteRes::Fail(s, ctx.wcc(Some(&before), None)),
             },
         },
@@ -33,8 +33,8 @@ pub async fn write(ctx: &Ctx, a: WriteArgs<'_>, record: &Arc<Record>, out: &mut 
     res.status()
 }
 
-fn ok(ctx: &Ctx, a: &WriteArgs<'_>, path: &SharePath, before: &FileAttrs, after: &FileAttrs) -> WriteRes {
-    ctx.changed(path, ChangeKind::Modified, false, what::SIZE | what::LAST_WRITE);
+async fn ok(ctx: &Ctx, a: &WriteArgs<'_>, path: &SharePath, before: &FileAttrs, after: &FileAttrs) -> WriteRes {
+    ctx.changed(path, ChangeKind::Modified, false, what::SIZE | what::LAST_WRITE).await;
     WriteRes::Ok(WriteResOk { file_wcc: ctx.wcc(Some(before), Some(after)), count: a.count, committed: a.stable, verf: ctx.state.write_verf })
 }
 

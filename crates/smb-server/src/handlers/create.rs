@@ -13,6 +13,7 @@ use smb_wire::msg::oplock::{lease_flags, LeaseContext};
 use smb_wire::{dialect, FileId, NtStatus};
 
 use super::{blocking, file_info};
+use crate::breaks::Notices;
 use crate::locks::{is_stat_open, FileKey, FileNode, FileTable, STREAM_HOLD};
 use crate::open::{DirCursor, Open, OpenKind};
 use crate::oplocks::{Event, LeaseId, Owner, Reach, Requester};
@@ -152,7 +153,7 @@ async fn open_new(
     if open.is_dir() && open.lease.is_some() {
         lease_directory(&server, &share, &open).await;
     }
-    announce_create(&cx.conn.server, share.index, &open, (created, named), create_action);
+    announce_create(&cx.conn.server, share.index, &open, (created, named), create_action).send(&cx.conn.server).await;
     // A stream open is not made durable: a reconnect reopens the file by name alone.
     let ask = if plan.stream.is_some() { durable::Ask::Nothing } else { ask };
     let durable_ctx = durable::grant(cx, ask, &open, session, (share.index, create_action));
@@ -212,24 +213,27 @@ async fn lease_directory(server: &Arc<crate::server::ServerState>, share: &Arc<c
     .await;
 }
 
-fn announce_create(server: &crate::server::ServerState, share: usize, open: &Open, (created, named): (bool, bool), create_action: u32) {
+fn announce_create(server: &crate::server::ServerState, share: usize, open: &Open, (created, named): (bool, bool), create_action: u32) -> Notices {
     use braid_vfs::{what, Change, ChangeKind};
     let origin = crate::open::open_origin(open);
     let path = lock(&open.path).clone();
     if open.handle().is_some_and(|h| h.stream_name().is_some()) {
         // A stream's CREATE: its file's name if that is new, then the stream's change.
+        let mut breaks = Notices::default();
         if named {
-            crate::changes::name(server, share, &path, ChangeKind::Added, false, origin);
+            breaks.add(crate::changes::name(server, share, &path, ChangeKind::Added, false, origin));
         }
         let kind = if created { ChangeKind::Added } else { ChangeKind::Modified };
         if created || create_action == action::OVERWRITTEN || create_action == action::SUPERSEDED {
-            crate::changes::changed(server, share, &Change { path, kind, is_dir: false, what: what::STREAMS }, origin);
+            breaks.add(crate::changes::changed(server, share, &Change { path, kind, is_dir: false, what: what::STREAMS }, origin));
         }
+        breaks
     } else if created {
-        crate::changes::name(server, share, &path, braid_vfs::ChangeKind::Added, open.is_dir(), origin);
+        crate::changes::name(server, share, &path, braid_vfs::ChangeKind::Added, open.is_dir(), origin)
     } else if create_action == action::OVERWRITTEN || create_action == action::SUPERSEDED {
-        use braid_vfs::what;
-        crate::changes::modified(server, share, &path, false, what::SIZE | what::LAST_WRITE | what::ATTRIBUTES, origin);
+        crate::changes::modified(server, share, &path, false, what::SIZE | what::LAST_WRITE | what::ATTRIBUTES, origin)
+    } else {
+        Notices::default()
     }
 }
 

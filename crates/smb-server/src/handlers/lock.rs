@@ -85,7 +85,7 @@ async fn apply(cx: &mut Ctx<'_>, open: &Arc<Open>, node: &Arc<FileNode>, req: &L
         }
     }
     // A byte-range lock ends level II oplocks and read caching of the other opens.
-    crate::breaks::break_level2(&cx.conn.server, open);
+    crate::breaks::break_level2(open).send(&cx.conn.server).await;
     let mut taken: Vec<ByteLock> = Vec::new();
     for l in &req.locks {
         let bl = ByteLock { open: owner, offset: l.offset, length: l.length, exclusive: l.flags & flags::EXCLUSIVE_LOCK != 0 };

@@ -27,6 +27,16 @@ pub use crate::request::{blocking_or_pending, channel_sequence, find_open, go_pe
 pub use crate::storage::{blocking, storage_status};
 
 /// Malformed request bodies get STATUS_INVALID_PARAMETER, with a log line.
+/// Announces that properties (`what` bits) of `open`'s file changed through it, and writes
+/// the lease breaks that causes before the request answers.
+pub async fn announce(cx: &crate::request::Ctx<'_>, open: &crate::open::Open, bits: u32) {
+    if let Some(share) = open.tree.share() {
+        let path = crate::sync::lock(&open.path).clone();
+        let server = &cx.conn.server;
+        crate::changes::modified(server, share.index, &path, open.is_dir(), bits, crate::open::open_origin(open)).send(server).await;
+    }
+}
+
 pub fn bad(cmd: &'static str) -> impl Fn(WireError) -> NtStatus {
     move |e| {
         tracing::debug!(error = %e, "malformed {cmd} request");

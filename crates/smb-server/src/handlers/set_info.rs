@@ -13,7 +13,7 @@ use smb_wire::msg::set_info::SetInfoRequest;
 use smb_wire::msg::simple::encode_set_info_response;
 use smb_wire::NtStatus;
 
-use super::{blocking, find_open};
+use super::{announce, blocking, find_open};
 
 mod stream_rename;
 use crate::open::{Open, OpenKind};
@@ -49,7 +49,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
         info_type::SECURITY => {
             let nfs_aces = super::query_info::nfs_aces(cx);
             if set_security(&open, req.additional_information, req.buffer, nfs_aces).await? {
-                announce(cx, &open, what::SECURITY);
+                announce(cx, &open, what::SECURITY).await;
             }
             encode_set_info_response(out);
             return Ok(Reply::success());
@@ -129,15 +129,15 @@ async fn set_file_info(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, info: S
                 Ok(())
             })
             .await?;
-            announce(cx, open, bits);
+            announce(cx, open, bits).await;
         }
         SetInfo::EndOfFile { end_of_file } => {
-            crate::breaks::break_level2(&cx.conn.server, open);
+            crate::breaks::break_level2(open).send(&cx.conn.server).await;
             blocking(move || h.set_len(end_of_file)).await?;
-            announce(cx, open, what::SIZE);
+            announce(cx, open, what::SIZE).await;
         }
         SetInfo::Allocation { allocation_size } => {
-            crate::breaks::break_level2(&cx.conn.server, open);
+            crate::breaks::break_level2(open).send(&cx.conn.server).await;
             // Allocation below the end of file truncates (MS-FSA 2.1.5.15.1).
             blocking(move || {
                 let size = h.attrs()?.size;
@@ -148,7 +148,7 @@ async fn set_file_info(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, info: S
                 }
             })
             .await?;
-            announce(cx, open, what::SIZE);
+            announce(cx, open, what::SIZE).await;
         }
         SetInfo::Disposition { delete_pending } => {
             set_delete(open, h, *is_dir, node, delete_pending).await?;
@@ -168,7 +168,7 @@ async fn set_file_info(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, info: S
         SetInfo::FullEa { eas } => {
             let eas = check_eas(eas)?;
             blocking(move || apply_eas(h.as_ref(), &eas)).await.map_err(ea_status)?;
-            announce(cx, open, what::EA);
+            announce(cx, open, what::EA).await;
         }
     }
     Ok(())
@@ -187,14 +187,6 @@ fn basic_info_changes(attributes: u32, times: &SetTimes) -> u32 {
         }
     }
     bits
-}
-
-/// Announces that properties (`what` bits) of the open's file changed.
-fn announce(cx: &Ctx<'_>, open: &Open, bits: u32) {
-    if let Some(share) = open.tree.share() {
-        let path = lock(&open.path).clone();
-        crate::changes::modified(&cx.conn.server, share.index, &path, open.is_dir(), bits, crate::open::open_origin(open));
-    }
 }
 
 /// Validates the names of EAs to set (STATUS_INVALID_EA_NAME) and upper-cases them: EA
@@ -403,11 +395,12 @@ async fn rename(cx: &mut Ctx<'_>, out: &mut Vec<u8>, open: &Open, replace: bool,
     }
     let (f, t) = (from.clone(), to.clone());
     blocking(move || backend.rename(&f, &t, replace)).await?;
-    crate::changes::renamed(server, share.index, &from, &to, open.is_dir(), crate::open::open_origin(open));
+    let breaks = crate::changes::renamed(server, share.index, &from, &to, open.is_dir(), crate::open::open_origin(open));
     if open.is_dir() {
         follow_rename(server, open, share.index, &from, &to);
     }
     *lock(&open.path) = to;
+    breaks.send(server).await;
     Ok(())
 }
 

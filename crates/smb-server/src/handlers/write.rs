@@ -94,7 +94,7 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     if open.tree.read_only {
         return Err(NtStatus::MEDIA_WRITE_PROTECTED);
     }
-    crate::breaks::break_level2(&cx.conn.server, &open);
+    crate::breaks::break_level2(&open).send(&cx.conn.server).await;
     // Offset 0xFFFFFFFF_FFFFFFFF means "append" only with FILE_APPEND_DATA; otherwise the end
     // of the write must stay within the largest file offset.
     let append = offset == u64::MAX;

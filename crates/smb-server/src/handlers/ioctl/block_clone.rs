@@ -55,7 +55,7 @@ pub(super) async fn duplicate_extents(cx: &mut Ctx<'_>, req: &IoctlRequest<'_>, 
     if src_off.checked_add(count).is_none() || dst_off.checked_add(count).is_none() {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    crate::breaks::break_level2(&cx.conn.server, &target);
+    crate::breaks::break_level2(&target).send(&cx.conn.server).await;
     let job = CloneJob {
         backend: share.backend.clone(),
         from: from.clone(),

@@ -96,7 +96,7 @@ pub(super) async fn copy_chunks(cx: &mut Ctx<'_>, req: &IoctlRequest<'_>, target
     else {
         return Err(NtStatus::INVALID_DEVICE_REQUEST);
     };
-    crate::breaks::break_level2(&cx.conn.server, &target);
+    crate::breaks::break_level2(&target).send(&cx.conn.server).await;
     let whole_file = copy.chunks.is_empty() && cx.conn.apple.get().is_some_and(|caps| caps & aapl::SUPPORTS_OSX_COPYFILE != 0);
     let job = Job {
         from: from.clone(),

@@ -53,7 +53,7 @@ pub(super) async fn set_sparse(cx: &Ctx<'_>, req: &IoctlRequest<'_>, open: &Open
     })
     .await?;
     if changed {
-        announce(cx, open, what::ATTRIBUTES);
+        super::super::announce(cx, open, what::ATTRIBUTES).await;
     }
     encode_response(out, req.ctl_code, open.id, &[]);
     Ok(Reply::success())
@@ -77,7 +77,7 @@ pub(super) async fn set_zero_data(cx: &mut Ctx<'_>, req: &IoctlRequest<'_>, open
     if open.tree.read_only {
         return Err(NtStatus::MEDIA_WRITE_PROTECTED);
     }
-    crate::breaks::break_level2(&cx.conn.server, &open);
+    crate::breaks::break_level2(&open).send(&cx.conn.server).await;
     let job = ZeroJob { handle: handle.clone(), node: node.clone(), open: open.id.volatile, offset, beyond };
     let (status, zeroed) = write_or_pending(cx, out, &node.writes, move || job.run()).await?;
     if zeroed {
@@ -158,12 +158,4 @@ pub(super) async fn query_allocated_ranges(req: &IoctlRequest<'_>, open: &Open, 
     }
     encode_response(out, req.ctl_code, open.id, &data);
     Ok(Reply::new(status))
-}
-
-/// Announces that properties (`what` bits) of the open's file changed.
-fn announce(cx: &Ctx<'_>, open: &Open, bits: u32) {
-    if let Some(share) = open.tree.share() {
-        let path = crate::sync::lock(&open.path).clone();
-        crate::changes::modified(&cx.conn.server, share.index, &path, open.is_dir(), bits, crate::open::open_origin(open));
-    }
 }

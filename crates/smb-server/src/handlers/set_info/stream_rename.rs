@@ -49,7 +49,7 @@ pub(super) async fn rename(cx: &mut Ctx<'_>, open: &Open, replace: bool, new: &s
     .await;
     r??;
     let path = crate::sync::lock(&open.path).clone();
-    crate::changes::modified(server, share.index, &path, false, what::STREAMS, crate::open::open_origin(open));
+    crate::changes::modified(server, share.index, &path, false, what::STREAMS, crate::open::open_origin(open)).send(server).await;
     Ok(())
 }
 
@@ -101,6 +101,7 @@ async fn to_main(
     .await;
     r??;
     let path = crate::sync::lock(&open.path).clone();
-    crate::changes::modified(server, share.index, &path, false, what::STREAMS | what::SIZE | what::LAST_WRITE, crate::open::open_origin(open));
+    let bits = what::STREAMS | what::SIZE | what::LAST_WRITE;
+    crate::changes::modified(server, share.index, &path, false, bits, crate::open::open_origin(open)).send(server).await;
     Ok(())
 }

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# kclient/run.sh - run the REAL Linux kernel SMB3 (cifs) / NFSv3 client inside a
+# QEMU (TCG) guest against a server listening on the host's 127.0.0.1.
+#
+# Usage:
+#   run.sh smb [127.0.0.1:]PORT SHARE USER PASS [extra cifs options]
+#   run.sh nfs [127.0.0.1:]PORT[,MOUNTPORT] EXPORT [extra nfs options]
+#     e.g. run.sh smb 4455 share tester 'Passw0rd!' multichannel,max_channels=4
+#          run.sh nfs 20490,20491 /export nconnect=8
+#
+# Env knobs:
+#   KC_TIMEOUT=300      whole-QEMU wall clock limit (s)
+#   KC_SIZE_MB=64       big file size;  KC_NFILES=200 small files;  KC_PAR=4 parallel readers
+#   KC_MC_RELAY=0       smb: 1 = start an in-guest relay 127.0.0.1:{445,PORT} -> server, so
+#                       secondary channels to a server iface advertised as 127.0.0.1 work
+#   KC_EXPECT_CHANNELS  smb: adds step "channels" (ok if channels >= N)
+#   KC_EXPECT_CONNS     nfs: adds step "nconnect" (ok if mountstats xprts >= N)
+#   KC_MEM=1024 KC_SMP=2 KC_KVER=<kernel version>  KC_RUNDIR=<dir for logs>
+#   KC_VERBOSE=1        stream the guest console to stderr while running
+#   KC_QUIET=1          print only KCLIENT-* lines (default also prints DEBUGDATA|/STATS|/MOUNTSTATS|)
+#   KC_NFS_OPTS=...     nfs: mount options replacing the default port/mountport/nolock set
+#                       (addr= is added), e.g. "vers=3,proto=tcp,mountproto=tcp,nconnect=8"
+#                       for a mount that asks the server's portmapper (forward 111 too)
+#   KC_FWD_EXTRA="111 4045"  more host ports the guest may reach at 10.0.2.100
+#   KC_SUITE=dircache   smb/nfs: instead of the full run, mount and run dircache.c (a listing
+#                       kept open must show each unlink, rename out and create; KC_NFILES names)
+#   KC_NETCHECK=1       extra step net_isolation: guest must NOT reach 10.0.2.2, other ports,
+#                       DNS 10.0.2.3, 1.1.1.1 (tcp/icmp) etc.
+# Output: KCLIENT-RESULT lines, then "N passed, N failed" (exit 0 iff 0 failed).
+#
+# Network: QEMU user-mode net with restrict=on, ipv6=off, and ONLY guestfwd rules
+#   10.0.2.100:PORT -> host 127.0.0.1:PORT (per guest connection: socat to 127.0.0.1).
+set -uo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+B="$HERE/build"
+
+usage() { awk 'NR>1 && !/^#/{exit} NR>1{sub(/^# ?/,""); print}' "$0"; exit 2; }
+[[ $# -ge 1 ]] || usage
+MODE=$1; shift
+PORTSPEC=""; MPORT=""; SHARE=""; USER_=""; PASS_=""; EXPORT_=""; EXTRA=""
+case "$MODE" in
+  smb) [[ $# -ge 4 ]] || usage; PORTSPEC=$1; SHARE=$2; USER_=$3; PASS_=$4; EXTRA=${5:-} ;;
+  nfs) [[ $# -ge 2 ]] || usage; PORTSPEC=$1; EXPORT_=$2; EXTRA=${3:-} ;;
+  *) usage ;;
+esac
+PORTSPEC=${PORTSPEC#127.0.0.1:}
+PORT=${PORTSPEC%%,*}
+if [[ "$MODE" == nfs ]]; then
+  if [[ "$PORTSPEC" == *,* ]]; then MPORT=${PORTSPEC#*,}; else MPORT=${KC_MOUNTPORT:-$PORT}; fi
+fi
+for p in $PORT $MPORT; do [[ "$p" =~ ^[0-9]+$ ]] && (( p > 0 && p < 65536 )) || { echo "bad port '$p'" >&2; exit 2; }; done
+
+command -v qemu-system-x86_64 >/dev/null || { echo "apt-get install -y qemu-system-x86" >&2; exit 1; }
+command -v socat >/dev/null || { echo "apt-get install -y socat" >&2; exit 1; }
+if [[ ! -x "$B/kc-reaper" || "$HERE/kc-reaper.c" -nt "$B/kc-reaper" ]]; then
+  mkdir -p "$B"; gcc -O2 -o "$B/kc-reaper" "$HERE/kc-reaper.c" || exit 1
+fi
+
+# (re)build the base initramfs when missing or stale
+need_build=0
+[[ -f "$B/initramfs-base.cpio.gz" && -e "$B/vmlinuz" ]] || need_build=1
+for f in init.sh guest-test.sh kmount.c dircache.c build-initramfs.sh; do
+  [[ "$HERE/$f" -nt "$B/initramfs-base.cpio.gz" ]] && need_build=1
+done
+[[ -n "${KC_KVER:-}" && "$(cat "$B/kver" 2>/dev/null)" != "$KC_KVER" ]] && need_build=1
+if (( need_build )); then
+  "$HERE/build-initramfs.sh" ${KC_KVER:+"$KC_KVER"} >&2 || { echo "initramfs build failed" >&2; exit 1; }
+fi
+
+TS=$(date +%Y%m%d-%H%M%S)
+RUN=${KC_RUNDIR:-$HERE/runs/$TS-$MODE-$$}
+mkdir -p "$RUN"
+TAG="kclient-$TS-$$"
+
+q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+P="$RUN/pstage"; mkdir -p "$P/kc"
+{
+  echo "KC_MODE=$(q "$MODE")"
+  echo "KC_PORT=$(q "$PORT")"
+  echo "KC_MPORT=$(q "$MPORT")"
+  echo "KC_SHARE=$(q "$SHARE")"
+  echo "KC_USER=$(q "$USER_")"
+  echo "KC_PASS=$(q "$PASS_")"
+  echo "KC_EXPORT=$(q "$EXPORT_")"
+  echo "KC_EXTRA=$(q "$EXTRA")"
+  echo "KC_SIZE_MB=$(q "${KC_SIZE_MB:-64}")"
+  echo "KC_NFILES=$(q "${KC_NFILES:-200}")"
+  echo "KC_PAR=$(q "${KC_PAR:-4}")"
+  echo "KC_TAG=$(q "$TAG")"
+  echo "KC_MC_RELAY=$(q "${KC_MC_RELAY:-0}")"
+  echo "KC_EXPECT_CHANNELS=$(q "${KC_EXPECT_CHANNELS:-}")"
+  echo "KC_EXPECT_CONNS=$(q "${KC_EXPECT_CONNS:-}")"
+  echo "KC_NETCHECK=$(q "${KC_NETCHECK:-0}")"
+  echo "KC_NFS_OPTS=$(q "${KC_NFS_OPTS:-}")"
+  echo "KC_SUITE=$(q "${KC_SUITE:-full}")"
+} > "$P/kc/params.sh"
+chmod 600 "$P/kc/params.sh"
+# initrd = base archive (zero-padded to 4 bytes) + per-run params archive
+cp "$B/initramfs-base.cpio.gz" "$RUN/initrd"
+pad=$(( (4 - $(stat -c %s "$RUN/initrd") % 4) % 4 ))
+(( pad )) && head -c "$pad" /dev/zero >> "$RUN/initrd"
+( cd "$P" && printf 'kc/params.sh\n' | cpio -o -H newc --quiet ) | gzip -1 >> "$RUN/initrd"
+rm -rf "$P"
+
+FWD="guestfwd=tcp:10.0.2.100:$PORT-cmd:socat -lf $RUN/socat.log - TCP:127.0.0.1:$PORT"
+if [[ -n "$MPORT" && "$MPORT" != "$PORT" ]]; then
+  FWD="$FWD,guestfwd=tcp:10.0.2.100:$MPORT-cmd:socat -lf $RUN/socat.log - TCP:127.0.0.1:$MPORT"
+fi
+for p in ${KC_FWD_EXTRA:-}; do
+  FWD="$FWD,guestfwd=tcp:10.0.2.100:$p-cmd:socat -lf $RUN/socat.log - TCP:127.0.0.1:$p"
+done
+NETDEV="user,id=n0,restrict=on,ipv6=off,net=10.0.2.0/24,host=10.0.2.2,$FWD"
+
+: > "$RUN/console.log"; : > "$RUN/results.raw"
+T0=$(date +%s.%N)
+CON="file:$RUN/console.log"
+[[ "${KC_VERBOSE:-0}" == 1 ]] && CON="stdio"
+"$B/kc-reaper" timeout -k 10 "${KC_TIMEOUT:-300}" qemu-system-x86_64 \
+  -nodefaults -no-user-config -machine q35 -accel tcg -cpu max \
+  -smp "${KC_SMP:-2}" -m "${KC_MEM:-1024}" -display none -no-reboot \
+  -kernel "$B/vmlinuz" -initrd "$RUN/initrd" \
+  -append "console=ttyS0 quiet loglevel=4 panic=-1 rdinit=/init" \
+  -serial "$CON" -serial "file:$RUN/results.raw" \
+  -netdev "$NETDEV" -device virtio-net-pci,netdev=n0,romfile= \
+  </dev/null > "$RUN/qemu.out" 2>&1 &
+QPID=$!
+echo "$QPID" > "$RUN/qemu.pid"
+if [[ "${KC_VERBOSE:-0}" == 1 ]]; then tail -F "$RUN/qemu.out" >&2 & TPID=$!; fi
+wait "$QPID"; QRC=$?
+[[ -n "${TPID:-}" ]] && { kill "$TPID" 2>/dev/null; wait "$TPID" 2>/dev/null; }
+[[ "${KC_VERBOSE:-0}" == 1 ]] && cp "$RUN/qemu.out" "$RUN/console.log"
+T1=$(date +%s.%N)
+rm -f "$RUN/initrd"
+tr -d '\r' < "$RUN/results.raw" > "$RUN/results.txt"
+WALL=$(awk -v a="$T0" -v b="$T1" 'BEGIN{printf "%.1f", b-a}')
+
+if [[ "${KC_QUIET:-0}" == 1 ]]; then
+  grep -E '^KCLIENT-(BOOT|INFO|RESULT|SUMMARY|END)' "$RUN/results.txt"
+else
+  grep -vE '^(PROCNETTCP|KCLIENT-DMESG)' "$RUN/results.txt"
+fi
+PASSED=$(grep -c '^KCLIENT-RESULT .* ok=1' "$RUN/results.txt")
+FAILED=$(grep -c '^KCLIENT-RESULT .* ok=0' "$RUN/results.txt")
+if ! grep -q '^KCLIENT-SUMMARY' "$RUN/results.txt"; then
+  reason="qemu_rc=$QRC"; (( QRC == 124 || QRC == 137 )) && reason="timeout(${KC_TIMEOUT:-300}s)"
+  echo "KCLIENT-RESULT step=guest_complete ok=0 $reason"
+  FAILED=$((FAILED+1))
+  echo "--- last console lines ($RUN/console.log) ---"; tail -n 25 "$RUN/console.log"
+fi
+echo "KCLIENT-RUN wall_s=$WALL qemu_rc=$QRC logs=$RUN"
+echo "$PASSED passed, $FAILED failed"
+(( FAILED == 0 ))

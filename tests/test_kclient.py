@@ -1,0 +1,75 @@
+"""The Linux kernel's own cifs client (Debian's 6.1 kernel in a QEMU guest,
+interop/kclient/) against a server with its default settings.
+
+A program in the guest (interop/kclient/dircache.c) keeps the share's root directory open,
+reads it, changes one name per pass (unlink, rename into a subdirectory, create) and reads
+it again after rewinddir, for 200 names. The 6.1 client caches the root's listing under a
+directory lease and serves the second read from that cache, so it is right only if the
+server's lease break reaches it before the answer to the change. Samba passes by granting
+no directory lease; Braid grants one (directory_leases defaults to true) and must write
+the break first.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import harness
+
+TARGET = os.environ.get("BRAID_TEST_TARGET", "braid").strip().lower()
+RUN = harness.REPO / "interop" / "kclient" / "run.sh"
+NAMES = 200
+
+
+@pytest.fixture(scope="module")
+def default_server():
+    """A server with one share `data` and nothing but defaults otherwise."""
+    users = {"alice": "A-" + secrets.token_urlsafe(12), "bob": "B-" + secrets.token_urlsafe(12)}
+    root = harness.tmp_dir("braid-test-kclient-")
+    if TARGET == "braid":
+        srv = harness.start_braid(root, users, share_specs=[{"name": "data"}])
+    else:
+        srv = harness.start_samba(root, users)
+    try:
+        yield srv
+    finally:
+        problem = harness.stop_braid(srv) if TARGET == "braid" else harness.stop_samba(srv)
+        if srv.log.exists() and TARGET == "braid":
+            shutil.copyfile(srv.log, harness.log_dir() / "braid-kclient.log")
+        shutil.rmtree(root, ignore_errors=True)
+        assert not problem, problem
+
+
+def kclient(srv, suite: str, run_dir: Path) -> tuple[int, dict[str, str], str]:
+    """Runs the guest; returns its exit status, each step's result line and all output."""
+    for tool in ("qemu-system-x86_64", "socat", "gcc"):
+        assert shutil.which(tool), f"{tool} missing (scripts/install-deps.sh installs it)"
+    env = dict(os.environ, KC_SUITE=suite, KC_NFILES=str(NAMES), KC_QUIET="1", KC_TIMEOUT="540",
+               KC_RUNDIR=str(run_dir))
+    p = subprocess.run([str(RUN), "smb", str(srv.port), "data", srv.user, srv.password], env=env,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+    steps = {m.group(1): m.group(0) for m in re.finditer(r"^KCLIENT-RESULT step=(\S+) .*$", p.stdout, re.M)}
+    return p.returncode, steps, p.stdout + p.stderr
+
+
+@pytest.mark.time_limit(660)
+def test_a_listing_kept_open_sees_each_change_at_once(default_server):
+    run_dir = harness.log_dir() / f"kclient-dircache-{TARGET}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    rc, steps, out = kclient(default_server, "dircache", run_dir)
+    for step in ("mount", "dircache_unlink", "dircache_rename-out", "dircache_create-in", "umount"):
+        assert step in steps, f"no result for {step}:\n{out[-4000:]}"
+        assert " ok=1" in steps[step], f"{steps[step]}\n{out[-4000:]}"
+        if step.startswith("dircache_"):
+            assert f"passes={NAMES} wrong=0 " in steps[step], steps[step]
+    assert rc == 0, out[-4000:]
+    if TARGET == "braid":
+        log = default_server.log.read_text(errors="replace")
+        assert "not written in time" not in log, "a break was written after its answer"
