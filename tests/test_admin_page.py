@@ -162,6 +162,7 @@ SNAPSHOT_JS = r"""
       share: c.closest('article').dataset.share, chart: c.dataset.chart, points: Number(c.dataset.points || 0),
       painted: painted(c), max: Number(c.dataset.max || 0), shown: c.closest('figure').hidden === false})),
     ops: [...document.querySelectorAll('#ops-table tr[data-op]')].map((tr) => tr.dataset.op),
+    admission: Object.fromEntries([...document.querySelectorAll('#admission-table tr[data-protocol]')].map((tr) => [tr.dataset.protocol, row(tr)])),
   };
 })()
 """
@@ -261,6 +262,10 @@ def test_live_page_in_headless_chromium():
         assert mine[0]["dialect"]["text"] == "3.1.1" and mine[0]["bytes_out"]["value"] > 0, mine[0]
         assert any(s["out_mibps"]["value"] > 0 for s in mine), mine
         assert {"smb READ", "smb WRITE"} <= set(second["ops"]), second["ops"]
+        # The connection limits: the bench's SMB connections are held, and no limit was hit.
+        smb = second["admission"]["smb"]
+        assert smb["connections"]["value"] >= 1 and smb["connections"]["text"].endswith("/ 1,024"), smb
+        assert smb["limit_hits"]["text"] == "none", smb
 
         # Nothing was fetched from anywhere but the admin endpoint, and the policy came with
         # the page and holds: a request elsewhere is refused by the browser.

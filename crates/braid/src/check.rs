@@ -22,6 +22,11 @@ fn summary(path: &Path, loaded: &config::Loaded) -> String {
     let _ = writeln!(s, "  server name:  {} (domain {})", c.server_name, c.domain);
     let io = if c.max_io_size % (1 << 20) == 0 { format!("{} MiB", c.max_io_size >> 20) } else { format!("{} KiB", c.max_io_size >> 10) };
     let _ = writeln!(s, "  limits:       max I/O {io}, max {} connections", c.max_connections);
+    let _ = writeln!(
+        s,
+        "  admission:    {} per client, {} not logged on (oldest closed first), logon within {:?}, frames within {:?}",
+        c.max_connections_per_client, c.max_unauthenticated, c.logon_timeout, c.frame_timeout
+    );
     let _ = writeln!(s, "  log:          {}", loaded.log.as_deref().unwrap_or("info"));
     let _ = writeln!(s, "  users:        {}", if users.is_empty() { "(none)".to_string() } else { users.join(", ") });
     if c.shares.is_empty() {

@@ -94,6 +94,11 @@ struct RawServer {
     // Integer bytes or a string like "4M": checked by hand for a better message.
     max_io_size: Option<Spanned<toml::Value>>,
     max_connections: Option<Spanned<i64>>,
+    max_connections_per_client: Option<Spanned<i64>>,
+    max_unauthenticated: Option<Spanned<i64>>,
+    // Durations: "20s", "500ms", or seconds.
+    logon_timeout: Option<Spanned<toml::Value>>,
+    frame_timeout: Option<Spanned<toml::Value>>,
     log: Option<Spanned<String>>,
     signing: Option<Spanned<String>>,
     encryption: Option<Spanned<String>>,
@@ -109,6 +114,8 @@ struct RawServer {
     interface: Option<Vec<Spanned<RawInterface>>>,
     nfs_listen: Option<Spanned<Vec<Spanned<String>>>>,
     state_dir: Option<Spanned<String>>,
+    nfs_max_connections_per_client: Option<Spanned<i64>>,
+    nfs_max_calls_per_client: Option<Spanned<i64>>,
 }
 
 /// `[[server.interface]]`: one interface reported to multichannel clients.
@@ -223,10 +230,17 @@ impl Ctx<'_> {
         let mut nfs = NfsSettings::default();
         if let Some(mut s) = raw.server {
             admin_set = s.admin.is_some();
-            let nfs_keys = (s.nfs_listen.take(), s.state_dir.take());
+            let nfs_keys = nfs::RawNfsServer {
+                listen: s.nfs_listen.take(),
+                state_dir: s.state_dir.take(),
+                max_connections_per_client: s.nfs_max_connections_per_client.take(),
+                max_calls_per_client: s.nfs_max_calls_per_client.take(),
+            };
             self.apply_server(s, &mut server, &mut log)?;
             self.apply_nfs_server(nfs_keys, &server.listen, base_dir, &mut nfs)?;
             server.state_dir = nfs.config.state_dir.clone();
+            // One frame timeout for both protocols: an RPC record is NFS's frame.
+            nfs.config.record_timeout = server.frame_timeout;
         }
         if !admin_set {
             server.admin = default_admin(&server.listen);
@@ -332,6 +346,24 @@ impl Ctx<'_> {
         Ok(value as usize)
     }
 
+    /// A count from 1 to `max`.
+    pub(super) fn bounded_count(&self, n: &Spanned<i64>, key: &str, max: i64) -> Result<usize, ConfigError> {
+        let value = *n.get_ref();
+        if !(1..=max).contains(&value) {
+            return Err(self.err(n.span(), format!("{key}: {value} is out of range (1..{max})")));
+        }
+        Ok(value as usize)
+    }
+
+    /// A time limit: "20s", "500ms", "2m" or seconds; 100 ms to 1 hour.
+    fn timeout(&self, v: &Spanned<toml::Value>, key: &str) -> Result<std::time::Duration, ConfigError> {
+        let d = metadata_ttl(v.get_ref()).map_err(|e| self.err(v.span(), format!("{key}: {e}")))?;
+        if d < std::time::Duration::from_millis(100) {
+            return Err(self.err(v.span(), format!("{key}: {} is too short (at least 100ms)", v.get_ref())));
+        }
+        Ok(d)
+    }
+
     fn apply_server(&self, s: RawServer, server: &mut ServerConfig, log: &mut Option<String>) -> Result<(), ConfigError> {
         if let Some(listen) = s.listen {
             self.apply_listen(listen, server)?;
@@ -354,6 +386,18 @@ impl Ctx<'_> {
                 return Err(self.err(n.span(), format!("server.max_connections: {value} is out of range (1..1000000)")));
             }
             server.max_connections = value as usize;
+        }
+        if let Some(n) = s.max_connections_per_client {
+            server.max_connections_per_client = self.bounded_count(&n, "server.max_connections_per_client", 1_000_000)?;
+        }
+        if let Some(n) = s.max_unauthenticated {
+            server.max_unauthenticated = self.bounded_count(&n, "server.max_unauthenticated", 1_000_000)?;
+        }
+        if let Some(v) = s.logon_timeout {
+            server.logon_timeout = self.timeout(&v, "server.logon_timeout")?;
+        }
+        if let Some(v) = s.frame_timeout {
+            server.frame_timeout = self.timeout(&v, "server.frame_timeout")?;
         }
         self.apply_security(s.signing, s.encryption, s.ciphers, server)?;
         if let Some(a) = s.admin {
@@ -637,7 +681,8 @@ fn share_capacity(v: &toml::Value) -> Result<u64, String> {
     Ok(bytes)
 }
 
-/// Checks a `metadata_ttl`: "1s", "500ms", "2m" or a number of seconds; 0 to 1 hour.
+/// Checks a duration such as `metadata_ttl`: "1s", "500ms", "2m" or a number of seconds;
+/// 0 to 1 hour.
 fn metadata_ttl(v: &toml::Value) -> Result<std::time::Duration, String> {
     use std::time::Duration;
     let d = match v {

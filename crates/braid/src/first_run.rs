@@ -65,6 +65,10 @@ server_name = "BRAID"
 domain = "WORKGROUP"
 max_io_size = "1M"
 max_connections = 1024
+max_connections_per_client = 256   # a client address holds at most this many
+max_unauthenticated = 256          # connections not logged on: the oldest goes past this
+logon_timeout = "20s"              # a connection must log on within this
+frame_timeout = "30s"              # a frame must arrive whole within this of its header
 log = "info"
 
 # Passwords are stored only as NT hashes. Add users or change a password with:

@@ -62,9 +62,11 @@ async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings, path: std::path
     let mut smb = smb_server::Server::new(cfg.clone())?;
     let nfs_ops = Arc::new(nfs_server::op_table());
     let nfs_peers = Arc::new(nfs_server::peer_table());
+    let nfs_admission = nfs_server::state::admission(&nfs.config);
     if nfs.enabled() {
         smb.add_op_table(nfs_ops.clone());
         smb.add_peer_table(nfs_peers.clone());
+        smb.add_admission(nfs_admission.clone());
     }
     // After add_op_table, which needs the server state unshared.
     let coord: Arc<dyn nfs_server::Coordinator> = Arc::new(crate::nfs_smb::SmbCoordinator::new(smb.foreign()));
@@ -74,6 +76,7 @@ async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings, path: std::path
         let exports = reload::exports(&cfg, &nfs, &handle.shares());
         let mut state = nfs_server::state::NfsState::new(nfs.config.clone(), exports, key, coord, nfs_ops)?;
         state.peers = nfs_peers;
+        state.admission = nfs_admission;
         Some(Arc::new(state))
     } else {
         None

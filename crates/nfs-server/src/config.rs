@@ -17,11 +17,25 @@ pub struct NfsConfig {
     pub state_dir: PathBuf,
     /// Cap on simultaneous TCP connections.
     pub max_connections: usize,
+    /// Cap on simultaneous connections from one client address (Linux's `nconnect` opens
+    /// up to 16).
+    pub max_connections_per_client: usize,
+    /// Calls of one client address running at once, over all its connections.
+    pub max_calls_per_client: usize,
+    /// How long an RPC record may take to arrive whole once its first bytes have.
+    pub record_timeout: std::time::Duration,
 }
 
 impl Default for NfsConfig {
     fn default() -> Self {
-        NfsConfig { listen: Vec::new(), state_dir: PathBuf::from(DEFAULT_STATE_DIR), max_connections: 1024 }
+        NfsConfig {
+            listen: Vec::new(),
+            state_dir: PathBuf::from(DEFAULT_STATE_DIR),
+            max_connections: 1024,
+            max_connections_per_client: 64,
+            max_calls_per_client: 1024,
+            record_timeout: std::time::Duration::from_secs(30),
+        }
     }
 }
 

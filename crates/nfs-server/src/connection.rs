@@ -22,8 +22,8 @@ pub const MAX_RECORD: usize = (1 << 20) + 4096;
 /// Bytes received at least per read.
 const READ_AHEAD: usize = 64 * 1024;
 
-/// Serves one accepted socket until it closes.
-pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
+/// Serves one accepted socket until it closes; its admission `ticket` goes last.
+pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr, ticket: braid_admission::Ticket) {
     let _ = sock.set_nodelay(true);
     let (mut rd, wr) = sock.into_split();
     let wr = Arc::new(Mutex::new(wr));
@@ -34,6 +34,10 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
     tracing::debug!(%peer, "nfs connection");
     // A graceful stop changes this: no new calls are read, those in flight are answered.
     let mut stop = state.stop.subscribe();
+    // When the record being received began to arrive: it must be whole within the record
+    // timeout (a client that sends a large record's header and then a byte now and then
+    // holds nothing for long).
+    let mut record_since: Option<tokio::time::Instant> = None;
     'conn: loop {
         loop {
             let record = match records.next_record() {
@@ -45,6 +49,8 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
                 }
             };
             let Ok(permit) = in_flight.clone().acquire_owned().await else { break 'conn };
+            // A client's calls over all its connections are bounded too.
+            let Some(client_permit) = ticket.call_permit().await else { break 'conn };
             let (state, wr, counts, slots) = (state.clone(), wr.clone(), counts.clone(), slots.clone());
             tokio::spawn(async move {
                 let len_in = record.len();
@@ -53,9 +59,11 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
                 if let Some(reply) = reply {
                     send(&wr, reply).await;
                 }
-                drop(permit);
+                drop((permit, client_permit));
             });
         }
+        record_since = if records.in_record() { record_since.or_else(|| Some(tokio::time::Instant::now())) } else { None };
+        let deadline = record_since.map(|t| t + state.config.record_timeout);
         // Room for what the current fragment still needs (the reader bounds it), at least
         // a read-ahead's worth so small calls come several per receive.
         let want = records.wanted().clamp(READ_AHEAD, MAX_RECORD + 4);
@@ -64,6 +72,10 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
         let read = tokio::select! {
             r = rd.read_buf(buf) => r,
             _ = stop.changed() => break,
+            _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
+                state.admission.hit(braid_admission::Limit::FrameTimeout, peer.ip());
+                break;
+            }
         };
         match read {
             Ok(0) => break,
@@ -84,6 +96,7 @@ pub async fn serve(state: Arc<NfsState>, sock: TcpStream, peer: SocketAddr) {
     state.peers.disconnect(peer.ip(), &counts);
     tracing::debug!(%peer, "nfs connection closed");
     drop(stop);
+    drop(ticket);
 }
 
 /// Writes one reply record. `reply` starts with four bytes reserved for the record mark.

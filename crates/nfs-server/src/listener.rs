@@ -4,7 +4,6 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 use crate::config::{Export, NfsConfig};
 use crate::connection;
@@ -49,10 +48,9 @@ pub async fn serve_state(state: Arc<NfsState>, shutdown: impl Future<Output = ()
         tracing::info!(%addr, exports = state.exports.len(), "listening for NFS");
         listeners.push(l);
     }
-    let limit = Arc::new(Semaphore::new(state.config.max_connections));
     let mut tasks = tokio::task::JoinSet::new();
     for l in listeners {
-        tasks.spawn(accept_loop(l, state.clone(), limit.clone()));
+        tasks.spawn(accept_loop(l, state.clone()));
     }
     let sweeper = tokio::spawn(sweep_open_files(Arc::downgrade(&state)));
     let _stop_sweeper = AbortOnDrop(sweeper);
@@ -112,7 +110,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
-async fn accept_loop(l: TcpListener, state: Arc<NfsState>, limit: Arc<Semaphore>) -> std::io::Result<()> {
+async fn accept_loop(l: TcpListener, state: Arc<NfsState>) -> std::io::Result<()> {
     loop {
         let (sock, peer) = match l.accept().await {
             Ok(x) => x,
@@ -123,14 +121,8 @@ async fn accept_loop(l: TcpListener, state: Arc<NfsState>, limit: Arc<Semaphore>
                 continue;
             }
         };
-        let Ok(permit) = limit.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, "NFS connection limit reached; refusing");
-            continue;
-        };
-        let state = state.clone();
-        tokio::spawn(async move {
-            connection::serve(state, sock, peer).await;
-            drop(permit);
-        });
+        // Refused connections are closed at once (admission logs and counts them).
+        let Ok(ticket) = state.admission.admit(peer.ip()) else { continue };
+        tokio::spawn(connection::serve(state.clone(), sock, peer, ticket));
     }
 }

@@ -41,6 +41,10 @@ pub struct NfsState {
     /// Set to true when the server stops: connections take no new calls; each
     /// connection holds a receiver until its calls have been answered.
     pub stop: tokio::sync::watch::Sender<bool>,
+    /// Who may connect: connections in all and per client, calls per client, and the
+    /// limits hit (`braid-admission`; NFS has no logon, so no pool of unauthenticated
+    /// connections).
+    pub admission: Arc<braid_admission::Admission>,
 }
 
 /// Names of MOUNT's procedures in the metric table, after the 22 NFSv3 procedures.
@@ -49,6 +53,17 @@ const MOUNT_OP_NAMES: [&str; 6] = ["MOUNT_NULL", "MNT", "DUMP", "UMNT", "UMNTALL
 /// A metrics table for the NFS procedures (`protocol="nfs"`).
 pub fn op_table() -> OpTable {
     OpTable::new("nfs", nfs_wire::nfs3::PROC3_NAMES.iter().chain(&MOUNT_OP_NAMES).copied().collect())
+}
+
+/// NFS's admission: `config`'s connection limits, calls per client, no logon pool.
+pub fn admission(config: &NfsConfig) -> Arc<braid_admission::Admission> {
+    let limits = braid_admission::Limits {
+        max_connections: config.max_connections,
+        max_per_client: config.max_connections_per_client,
+        max_unauthenticated: usize::MAX,
+        max_calls_per_client: config.max_calls_per_client,
+    };
+    braid_admission::Admission::new("nfs", limits)
 }
 
 /// A table of NFS clients and their connections, for an admin endpoint to show.
@@ -64,7 +79,9 @@ impl NfsState {
     pub fn new(config: NfsConfig, exports: Vec<Export>, key: HandleKey, coord: Arc<dyn Coordinator>, ops: Arc<OpTable>) -> std::io::Result<Self> {
         let exports = crate::exports::Exports::new(exports)?;
         let stop = tokio::sync::watch::Sender::new(false);
-        Ok(NfsState { config, exports, key, drc: Drc::default(), coord, ops, peers: Arc::new(peer_table()), write_verf: rand::random(), stop })
+        let admission = admission(&config);
+        let peers = Arc::new(peer_table());
+        Ok(NfsState { config, exports, key, drc: Drc::default(), coord, ops, peers, write_verf: rand::random(), stop, admission })
     }
 
     /// The export with handle id `id`.

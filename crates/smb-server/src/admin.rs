@@ -80,25 +80,33 @@ pub struct Status {
     pub peers: Vec<braid_opmetrics::PeerStatus>,
     /// Each share's provisioned limits and use, in configuration order.
     pub shares: Vec<braid_qos::ShareQosStatus>,
+    /// Each protocol's connection limits, what they hold and how often they were hit.
+    pub admission: Vec<braid_admission::AdmissionStatus>,
 }
 
 /// Requests the admin endpoint answers at once (a browser tab holds one at a time).
 const MAX_CONCURRENT: usize = 32;
 
-/// Serves the admin endpoint until the process ends. A bind failure is logged, not fatal:
-/// the file service matters more than its dashboard.
-pub async fn serve(state: Arc<ServerState>, addr: SocketAddr) {
+/// Binds the admin endpoint. A bind failure is logged, not fatal: the file service matters
+/// more than its dashboard. Bound before the file service listens, so a client that can
+/// connect to the server can also ask it how it is.
+pub async fn bind(addr: SocketAddr) -> Option<TcpListener> {
     let l = match TcpListener::bind(addr).await {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!(%addr, error = %e, "admin endpoint unavailable");
-            return;
+            return None;
         }
     };
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "admin endpoint is not on loopback: anyone who can reach it sees sessions");
     }
     tracing::info!(%addr, "admin endpoint listening");
+    Some(l)
+}
+
+/// Serves the admin endpoint on `l` until the process ends.
+pub async fn serve(state: Arc<ServerState>, l: TcpListener) {
     // A bounded number of answers at once: a flood of connections costs the file service
     // at most this many small tasks (the rest are closed unanswered).
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT));
@@ -169,7 +177,8 @@ pub fn status(state: &ServerState) -> Status {
     sessions.sort_by(|a, b| a.id.cmp(&b.id));
     let peers = state.other_peers.iter().flat_map(|t| t.snapshot()).collect();
     let shares = state.shares.iter().map(|sh| sh.qos.status()).collect();
-    Status { connections: conns.len(), sessions, ops: ops(state), caches: caches(state), peers, shares }
+    let admission = std::iter::once(&state.admission).chain(&state.other_admissions).map(|a| a.status()).collect();
+    Status { connections: conns.len(), sessions, ops: ops(state), caches: caches(state), peers, shares, admission }
 }
 
 fn ops(state: &ServerState) -> Vec<OpStatus> {
@@ -252,6 +261,7 @@ fn metrics(state: &ServerState) -> String {
     crate::op_metrics::write_prometheus(&tables, &mut out);
     write_cache_metrics(&st.caches, &mut out);
     share_metrics::write(&st.shares, &mut out);
+    braid_admission::write_metrics(&st.admission, &mut out);
     out
 }
 

@@ -90,11 +90,15 @@ pub fn attach(conn: &Connection, session: &Session, signer: Option<Arc<Signer>>)
         }
         list.conns.push(conn.id);
     }
+    // A signing key means a named user (guest and anonymous sessions have none): such a
+    // connection leaves the pool of connections that may be closed to make room.
+    let named = signer.is_some();
     lock(&conn.channels.bound).insert(session.id, signer);
     let mut ids = lock(&conn.sessions);
     if !ids.contains(&session.id) {
         ids.push(session.id);
     }
+    conn.logged_on(named);
     Ok(())
 }
 

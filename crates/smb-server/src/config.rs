@@ -18,6 +18,15 @@ pub struct ServerConfig {
     pub max_io_size: u32,
     /// Cap on simultaneous TCP connections.
     pub max_connections: usize,
+    /// Cap on simultaneous connections from one client address.
+    pub max_connections_per_client: usize,
+    /// Connections that have not logged on as a named user, held at once: a new one
+    /// beyond this closes the oldest of them (never a logged-on connection).
+    pub max_unauthenticated: usize,
+    /// How long a connection may take to complete its first SESSION_SETUP.
+    pub logon_timeout: std::time::Duration,
+    /// How long a frame may take to arrive whole once its transport header has.
+    pub frame_timeout: std::time::Duration,
     /// Cap on open handles per session.
     pub max_opens_per_session: usize,
     /// Every session (but guest and anonymous ones) must sign its requests.
@@ -202,6 +211,10 @@ impl Default for ServerConfig {
             shares: Vec::new(),
             max_io_size: 2 << 20,
             max_connections: 1024,
+            max_connections_per_client: 256,
+            max_unauthenticated: 256,
+            logon_timeout: std::time::Duration::from_secs(20),
+            frame_timeout: std::time::Duration::from_secs(30),
             max_opens_per_session: 16384,
             signing_required: false,
             encryption: EncryptionMode::Offered,

@@ -139,6 +139,11 @@ pub struct Connection {
     /// The server capabilities a macOS client negotiated with the `AAPL` create context
     /// (`handlers/create/aapl.rs`); unset for other clients.
     pub(crate) apple: OnceLock<u64>,
+    /// Its place among the server's connections (`braid-admission`); unset for in-memory
+    /// connections.
+    pub(crate) admitted: OnceLock<braid_admission::Ticket>,
+    /// A SESSION_SETUP has completed on it: the logon timeout no longer applies.
+    pub(crate) logged_on: AtomicBool,
 }
 
 impl Connection {
@@ -169,6 +174,19 @@ impl Connection {
             read_body_padding: AtomicBool::new(false),
             break_order: Default::default(),
             apple: OnceLock::new(),
+            admitted: OnceLock::new(),
+            logged_on: AtomicBool::new(false),
+        }
+    }
+
+    /// A session was established or bound on this connection; as a named user (not guest
+    /// or anonymous) it may no longer be closed to make room for new connections.
+    pub(crate) fn logged_on(&self, named: bool) {
+        self.logged_on.store(true, Ordering::Release);
+        if named {
+            if let Some(t) = self.admitted.get() {
+                t.authenticated();
+            }
         }
     }
 

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 use crate::config::ServerConfig;
 use crate::reader;
@@ -54,6 +53,14 @@ impl Server {
         }
     }
 
+    /// Shows another protocol's connection limits beside SMB's. Only before
+    /// [`Server::run`] and [`Server::foreign`].
+    pub fn add_admission(&mut self, admission: Arc<braid_admission::Admission>) {
+        if let Some(state) = Arc::get_mut(&mut self.state) {
+            state.other_admissions.push(admission);
+        }
+    }
+
     /// The seam for other protocols serving the same shares (their operations meet SMB's
     /// opens, leases and watchers). Take it after [`Server::add_op_table`].
     pub fn foreign(&self) -> crate::SmbState {
@@ -76,14 +83,16 @@ impl Server {
         let state = self.state;
         crate::changes::subscribe_all(&state);
         crate::persistent::restore(&state).await;
+        if let Some(addr) = state.config.admin {
+            if let Some(l) = crate::admin::bind(addr).await {
+                tokio::spawn(crate::admin::serve(state.clone(), l));
+            }
+        }
         let mut listeners = Vec::new();
         for addr in &state.config.listen {
             let l = TcpListener::bind(addr).await.map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
             tracing::info!(%addr, "listening");
             listeners.push(l);
-        }
-        if let Some(addr) = state.config.admin {
-            tokio::spawn(crate::admin::serve(state.clone(), addr));
         }
         Ok(Bound { state, listeners })
     }
@@ -102,10 +111,9 @@ impl Bound {
     /// files are closed.
     pub async fn serve_until(self, shutdown: impl std::future::Future<Output = ()>) -> std::io::Result<()> {
         let state = self.state;
-        let limit = Arc::new(Semaphore::new(state.config.max_connections));
         let mut tasks = tokio::task::JoinSet::new();
         for l in self.listeners {
-            tasks.spawn(accept_loop(l, state.clone(), limit.clone()));
+            tasks.spawn(accept_loop(l, state.clone()));
         }
         let accepting = async {
             while let Some(r) = tasks.join_next().await {
@@ -201,7 +209,7 @@ impl ServerHandle {
     }
 }
 
-async fn accept_loop(l: TcpListener, state: Arc<ServerState>, limit: Arc<Semaphore>) -> std::io::Result<()> {
+async fn accept_loop(l: TcpListener, state: Arc<ServerState>) -> std::io::Result<()> {
     loop {
         let (sock, peer) = match l.accept().await {
             Ok(x) => x,
@@ -212,16 +220,9 @@ async fn accept_loop(l: TcpListener, state: Arc<ServerState>, limit: Arc<Semapho
                 continue;
             }
         };
-        let Ok(permit) = limit.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, "connection limit reached; refusing");
-            drop(sock);
-            continue;
-        };
+        // Refused connections are closed at once (admission logs and counts them).
+        let Ok(ticket) = state.admission.admit(peer.ip()) else { continue };
         let _ = sock.set_nodelay(true);
-        let state = state.clone();
-        tokio::spawn(async move {
-            reader::serve(state, sock, peer).await;
-            drop(permit);
-        });
+        tokio::spawn(reader::serve(state.clone(), sock, peer, ticket));
     }
 }

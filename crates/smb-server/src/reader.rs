@@ -11,6 +11,8 @@ use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 
+use braid_admission::Limit;
+
 use crate::connection::{Connection, Writer, MAX_IN_FLIGHT};
 use crate::pipeline;
 use crate::server::ServerState;
@@ -18,17 +20,24 @@ use crate::splice::{self, Payload, Received};
 use crate::sync::lock;
 use crate::tcp_ack::LOWAT_MIN;
 
-/// Serves one accepted socket until it closes, then releases everything it held.
-pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) {
+/// Largest frame before a logon: a SESSION_SETUP carries at most 65,535 bytes of security
+/// token (a Kerberos ticket with a large PAC fits), plus its headers.
+const PREAUTH_MAX_FRAME: usize = 65 * 1024;
+
+/// Serves one accepted socket until it closes, then releases everything it held (its
+/// admission `ticket` last).
+pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr, ticket: braid_admission::Ticket) {
     let id = server.next_conn.fetch_add(1, Ordering::Relaxed);
     let fd = std::os::fd::AsRawFd::as_raw_fd(&sock);
     let (mut rd, wr) = sock.into_split();
     let conn = Arc::new(Connection::new(server.clone(), id, peer, Writer::Tcp(wr), fd));
+    let _ = conn.admitted.set(ticket);
     server.connections.insert(id, Arc::downgrade(&conn));
     tracing::debug!(conn = id, %peer, "connected");
     let in_flight = conn.in_flight.clone();
     // Largest frame: a maximal WRITE plus headers, or a compound of small requests.
-    let cap = (server.config.max_io_size as usize + 64 * 1024).min(frame::MAX_FRAME);
+    let full_cap = (server.config.max_io_size as usize + 64 * 1024).min(frame::MAX_FRAME);
+    let logon_by = tokio::time::Instant::now() + server.config.logon_timeout;
     let mut ahead = ReadAhead::default();
     // The stop (`ServerHandle::stop`) waits until every reader has dropped its receiver. It
     // flips the flag before it wakes the connections it finds, and this connection was
@@ -37,37 +46,23 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     let mut draining = *stop.borrow();
     // Frames numbered by arrival, for the order of breaks and answers (`break_order.rs`).
     let mut seq = 0u64;
-    'frames: loop {
+    loop {
         if draining {
             break;
         }
-        let hdr = loop {
-            if let Some(h) = ahead.take_prefix() {
-                break h;
-            }
-            let read = tokio::select! {
-                r = rd.read(ahead.spare()) => r,
-                _ = conn.closing.notified() => Ok(0),
-                _ = conn.drain.notified() => {
-                    draining = true;
-                    Ok(0)
-                }
-            };
-            match read {
-                Ok(n) if n > 0 && !conn.is_closed() => ahead.filled(n),
-                _ => break 'frames,
-            }
-        };
-        let len = match frame::frame_len(hdr, cap) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(conn = id, %peer, error = %e, "bad transport frame; disconnecting");
+        let hdr = match next_header(&conn, &mut rd, &mut ahead, logon_by).await {
+            Next::Header(h) => h,
+            Next::Drain => {
+                draining = true;
                 break;
             }
+            Next::Closed => break,
         };
+        let Some(len) = frame_length(&conn, hdr, full_cap) else { break };
         let read = tokio::select! {
-            r = read_frame(&conn, &mut rd, len, &mut ahead) => r,
+            r = receive(&conn, &mut rd, len, &mut ahead) => r,
             _ = conn.closing.notified() => Err(std::io::ErrorKind::ConnectionAborted.into()),
+            _ = evicted(&conn) => Err(std::io::ErrorKind::ConnectionAborted.into()),
         };
         let Ok((buf, payload)) = read else { break };
         conn.bytes_in.fetch_add(4 + len as u64, Ordering::Relaxed);
@@ -98,6 +93,77 @@ pub async fn serve(server: Arc<ServerState>, sock: TcpStream, peer: SocketAddr) 
     server.connections.remove(&id);
     tracing::debug!(conn = id, %peer, "disconnected");
     drop(stop);
+}
+
+/// What waiting for the next frame ended with.
+enum Next {
+    Header([u8; 4]),
+    /// The connection closed, was evicted or did not log on in time.
+    Closed,
+    /// A graceful stop: no new frames.
+    Drain,
+}
+
+/// Waits for the next frame's transport header (read ahead with what follows it).
+async fn next_header(conn: &Connection, rd: &mut OwnedReadHalf, ahead: &mut ReadAhead, logon_by: tokio::time::Instant) -> Next {
+    loop {
+        if let Some(h) = ahead.take_prefix() {
+            return Next::Header(h);
+        }
+        let read = tokio::select! {
+            r = rd.read(ahead.spare()) => r,
+            _ = conn.closing.notified() => Ok(0),
+            _ = conn.drain.notified() => return Next::Drain,
+            _ = evicted(conn) => Ok(0),
+            _ = tokio::time::sleep_until(logon_by), if !conn.logged_on.load(Ordering::Acquire) => {
+                conn.server.admission.hit(Limit::LogonTimeout, conn.peer.ip());
+                Ok(0)
+            }
+        };
+        match read {
+            Ok(n) if n > 0 && !conn.is_closed() => ahead.filled(n),
+            _ => return Next::Closed,
+        }
+    }
+}
+
+/// The length `hdr` announces, or None (logged) when the connection must end: a malformed
+/// header, or a frame larger than allowed (`full_cap`; [`PREAUTH_MAX_FRAME`] before logon).
+fn frame_length(conn: &Connection, hdr: [u8; 4], full_cap: usize) -> Option<usize> {
+    let logged_on = conn.logged_on.load(Ordering::Acquire);
+    match frame::frame_len(hdr, if logged_on { full_cap } else { PREAUTH_MAX_FRAME }) {
+        Ok(l) => Some(l),
+        Err(e) if !logged_on && frame::frame_len(hdr, full_cap).is_ok() => {
+            tracing::debug!(conn = conn.id, peer = %conn.peer, error = %e, "frame too large before logon");
+            conn.server.admission.hit(Limit::FrameTooLarge, conn.peer.ip());
+            None
+        }
+        Err(e) => {
+            tracing::warn!(conn = conn.id, peer = %conn.peer, error = %e, "bad transport frame; disconnecting");
+            None
+        }
+    }
+}
+
+/// Receives the rest of a frame of `len` bytes, which must come within the frame timeout
+/// (a peer that sends a large header and then a byte now and then holds nothing for long).
+async fn receive(conn: &Connection, rd: &mut OwnedReadHalf, len: usize, ahead: &mut ReadAhead) -> std::io::Result<(Vec<u8>, Option<Payload>)> {
+    match tokio::time::timeout(conn.server.config.frame_timeout, read_frame(conn, rd, len, ahead)).await {
+        Ok(r) => r,
+        Err(_) => {
+            conn.server.admission.hit(Limit::FrameTimeout, conn.peer.ip());
+            Err(std::io::ErrorKind::TimedOut.into())
+        }
+    }
+}
+
+/// Resolves when the connection's admission was withdrawn to make room for a new one
+/// (never for a connection logged on as a named user, nor an in-memory one).
+async fn evicted(conn: &Connection) {
+    match conn.admitted.get() {
+        Some(t) => t.evicted().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// On a graceful stop: waits until the requests this connection is processing have been

@@ -79,7 +79,23 @@ pub struct ServerState {
     pub other_ops: Vec<Arc<crate::op_metrics::OpTable>>,
     /// Other protocols' clients (NFS), shown beside SMB's sessions.
     pub other_peers: Vec<Arc<braid_opmetrics::PeerTable>>,
+    /// Who may connect: connections in all and per client, the pool of connections not
+    /// yet logged on, and the limits hit (`braid-admission`).
+    pub admission: Arc<braid_admission::Admission>,
+    /// Other protocols' admissions (NFS), shown beside SMB's.
+    pub other_admissions: Vec<Arc<braid_admission::Admission>>,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+}
+
+/// SMB's connection limits. Calls per client are not limited here: each connection has its
+/// own bound on requests in flight (`connection::MAX_IN_FLIGHT`).
+fn admission_limits(c: &ServerConfig) -> braid_admission::Limits {
+    braid_admission::Limits {
+        max_connections: c.max_connections,
+        max_per_client: c.max_connections_per_client,
+        max_unauthenticated: c.max_unauthenticated,
+        max_calls_per_client: tokio::sync::Semaphore::MAX_PERMITS,
+    }
 }
 
 /// `local` behind the metadata cache when the share asks for it.
@@ -146,6 +162,7 @@ impl ServerState {
         let start_time = smb_fscc::system_time_to_filetime(std::time::SystemTime::now());
         // Session ids start at a random point so they are not guessable across restarts.
         let first_session = (rand::random::<u64>() & 0x0000_ffff_ffff_0000) | 1;
+        let admission = braid_admission::Admission::new("smb", admission_limits(&config));
         Ok(ServerState {
             config,
             next_share_index: std::sync::atomic::AtomicUsize::new(shares.len()),
@@ -173,6 +190,8 @@ impl ServerState {
             ops: smb_ops(),
             other_ops: Vec::new(),
             other_peers: Vec::new(),
+            admission,
+            other_admissions: Vec::new(),
             failures: Mutex::new(HashMap::new()),
         })
     }

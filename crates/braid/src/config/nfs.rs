@@ -1,4 +1,5 @@
-//! The NFS keys: `[server] nfs_listen`, `state_dir`, and per share `nfs`, `nfs_clients`,
+//! The NFS keys: `[server] nfs_listen`, `state_dir`, `nfs_max_connections_per_client`,
+//! `nfs_max_calls_per_client`, and per share `nfs`, `nfs_clients`,
 //! `nfs_root_squash`, `nfs_all_squash`, `nfs_anonuid`, `nfs_anongid`, `nfs_auth_none`.
 
 use std::net::SocketAddr;
@@ -25,13 +26,26 @@ impl NfsSettings {
     }
 }
 
-type RawNfsServer = (Option<Spanned<Vec<Spanned<String>>>>, Option<Spanned<String>>);
+/// The `[server]` keys NFS reads.
+pub(super) struct RawNfsServer {
+    pub listen: Option<Spanned<Vec<Spanned<String>>>>,
+    pub state_dir: Option<Spanned<String>>,
+    pub max_connections_per_client: Option<Spanned<i64>>,
+    pub max_calls_per_client: Option<Spanned<i64>>,
+}
 
 impl Ctx<'_> {
-    /// `server.nfs_listen` (IP:PORT addresses, none twice, none an SMB address) and
-    /// `server.state_dir` (relative to the file's directory; created when missing).
+    /// `server.nfs_listen` (IP:PORT addresses, none twice, none an SMB address),
+    /// `server.state_dir` (relative to the file's directory; created when missing), and
+    /// `nfs_max_connections_per_client`, `nfs_max_calls_per_client`.
     pub(super) fn apply_nfs_server(&self, raw: RawNfsServer, smb: &[SocketAddr], base_dir: &Path, nfs: &mut NfsSettings) -> Result<(), ConfigError> {
-        let (listen, state_dir) = raw;
+        let RawNfsServer { listen, state_dir, max_connections_per_client, max_calls_per_client } = raw;
+        if let Some(n) = max_connections_per_client {
+            nfs.config.max_connections_per_client = self.bounded_count(&n, "server.nfs_max_connections_per_client", 1_000_000)?;
+        }
+        if let Some(n) = max_calls_per_client {
+            nfs.config.max_calls_per_client = self.bounded_count(&n, "server.nfs_max_calls_per_client", 1_000_000)?;
+        }
         for addr in listen.map(Spanned::into_inner).unwrap_or_default() {
             let parsed: SocketAddr = addr.get_ref().trim().parse().map_err(|_| {
                 self.err(addr.span(), format!("server.nfs_listen: {:?} is not an IP:PORT address (e.g. \"0.0.0.0:2049\")", addr.get_ref()))

@@ -182,6 +182,25 @@ fn other_server_values() {
 }
 
 #[test]
+fn admission_keys() {
+    let d = dir();
+    let text = example().replace(
+        "log = \"debug\"",
+        "log = \"debug\"\nmax_connections_per_client = 8\nmax_unauthenticated = 16\nlogon_timeout = \"5s\"\nframe_timeout = 2\nnfs_max_connections_per_client = 4\nnfs_max_calls_per_client = 99",
+    );
+    let loaded = parse(&text, "braid.toml", d.path()).unwrap();
+    let c = &loaded.server;
+    assert_eq!((c.max_connections_per_client, c.max_unauthenticated), (8, 16));
+    assert_eq!((c.logon_timeout, c.frame_timeout), (std::time::Duration::from_secs(5), std::time::Duration::from_secs(2)));
+    let n = &loaded.nfs.config;
+    assert_eq!((n.max_connections_per_client, n.max_calls_per_client, n.record_timeout), (4, 99, std::time::Duration::from_secs(2)));
+    error(&with_line(7, "max_unauthenticated = 0"), 7, &["server.max_unauthenticated", "out of range"]);
+    error(&with_line(7, "logon_timeout = \"10ms\""), 7, &["server.logon_timeout", "too short"]);
+    error(&with_line(7, "frame_timeout = \"soon\""), 7, &["server.frame_timeout", "not a duration"]);
+    error(&with_line(7, "nfs_max_calls_per_client = -1"), 7, &["server.nfs_max_calls_per_client"]);
+}
+
+#[test]
 fn missing_required_keys() {
     error(&with_line(20, ""), 18, &["share \"data\"", "missing field `path`"]);
     error(&with_line(12, ""), 10, &["user \"alice\"", "nt_hash"]);

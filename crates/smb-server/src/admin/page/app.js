@@ -383,6 +383,24 @@ function updatePeers(st, dt) {
   fillBody(document.getElementById('peers-table'), rows, 'no NFS clients', 7);
 }
 
+function updateAdmission(st) {
+  const rows = (st.admission || []).map((a) => {
+    const tr = document.createElement('tr');
+    tr.dataset.protocol = a.protocol;
+    tr.appendChild(cell(a.protocol, 'protocol', null, 'text'));
+    const conns = cell(num(a.connections, 0) + ' / ' + num(a.max_connections, 0), 'connections', a.connections);
+    meter(conns, a.connections, a.max_connections);
+    tr.appendChild(conns);
+    tr.appendChild(cell(num(a.clients, 0) + ' (' + num(a.max_per_client, 0) + ' each)', 'clients', a.clients));
+    const waiting = a.max_unauthenticated == null ? '-' : num(a.unauthenticated, 0) + ' / ' + num(a.max_unauthenticated, 0);
+    tr.appendChild(cell(waiting, 'unauthenticated', a.unauthenticated));
+    const hit = Object.entries(a.limit_hits || {}).filter(([, n]) => n > 0).map(([l, n]) => l + ' ' + num(n, 0));
+    tr.appendChild(cell(hit.length ? hit.join(', ') : 'none', 'limit_hits', null, 'text'));
+    return tr;
+  });
+  fillBody(document.getElementById('admission-table'), rows, 'no limits reported', 5);
+}
+
 function updateOps(st, dt) {
   const old = new Map((prev ? prev.st.ops || [] : []).map((o) => [o.protocol + ' ' + o.op, o]));
   const rows = (st.ops || []).filter((o) => o.count > 0).map((o) => {
@@ -429,6 +447,7 @@ function update(st) {
   updateShares(st, t, dt);
   updateSessions(st, dt);
   updatePeers(st, dt);
+  updateAdmission(st);
   updateOps(st, dt);
   updateCaches(st);
   const channels = st.sessions.reduce((n, s) => n + s.current_channels, 0);
