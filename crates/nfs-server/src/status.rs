@@ -45,6 +45,9 @@ fn io_status(e: &std::io::Error) -> Nfsstat3 {
             libc::ENXIO => Nfsstat3::Nxio,
             libc::ENODEV => Nfsstat3::Nodev,
             libc::EOPNOTSUPP => Nfsstat3::Notsupp,
+            // Out of descriptors or memory: the client retries later (the server recovers
+            // once descriptors are free again).
+            libc::EMFILE | libc::ENFILE | libc::ENOMEM => Nfsstat3::Jukebox,
             _ => Nfsstat3::Io,
         };
     }

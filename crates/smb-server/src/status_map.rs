@@ -21,6 +21,9 @@ pub fn vfs_status(e: &VfsError) -> NtStatus {
         // EOVERFLOW: a size past what the object can hold (the AFP_AfpInfo stream).
         VfsError::Io(e) if e.raw_os_error() == Some(libc::EOVERFLOW) => NtStatus::ALLOTTED_SPACE_EXCEEDED,
         VfsError::Io(e) if e.kind() == std::io::ErrorKind::InvalidInput => NtStatus::INVALID_PARAMETER,
+        // Out of descriptors or memory: the server is short, not the file wrong; the client
+        // may try again (Windows answers the same when its handle table is full).
+        VfsError::Io(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM)) => NtStatus::INSUFFICIENT_RESOURCES,
         VfsError::Io(_) => NtStatus::UNSUCCESSFUL,
     }
 }

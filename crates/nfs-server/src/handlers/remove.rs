@@ -55,8 +55,14 @@ async fn unlink_in(ctx: &Ctx, dpath: &SharePath, dattrs: &FileAttrs, name: &[u8]
     }
     sticky_check(ctx, dattrs, &target)?;
     ctx.prepare(target.file_id, Intent::Remove, Nfsstat3::Acces).await?;
-    let p = path.clone();
-    ctx.as_caller(move |b| b.remove_exact(&p)).await?;
+    let (p, export, id) = (path.clone(), ctx.export()?.clone(), target.file_id);
+    ctx.as_caller(move |b| {
+        b.remove_exact(&p)?;
+        // A handle kept open would hold the removed file's space until it went idle.
+        export.open_files.forget(id);
+        Ok(())
+    })
+    .await?;
     ctx.changed(&path, ChangeKind::Removed, is_dir, what::NAME).await;
     Ok(())
 }

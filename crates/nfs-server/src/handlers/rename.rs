@@ -59,8 +59,16 @@ async fn move_name(ctx: &Ctx, (fdir, fattrs, fname): Side<'_>, (tdir, tattrs, tn
         sticky_check(ctx, tattrs, t)?;
         ctx.prepare(t.file_id, Intent::Remove, Nfsstat3::Acces).await?;
     }
-    let (f, t) = (from.clone(), to.clone());
-    ctx.as_caller(move |b| b.rename_exact(&f, &t)).await?;
+    let (f, t, export, replaced) = (from.clone(), to.clone(), ctx.export()?.clone(), target.map(|t| t.file_id));
+    ctx.as_caller(move |b| {
+        b.rename_exact(&f, &t)?;
+        // The file the rename replaced is gone: its kept handle would hold its space.
+        if let Some(id) = replaced {
+            export.open_files.forget(id);
+        }
+        Ok(())
+    })
+    .await?;
     ctx.changed(&from, ChangeKind::RenamedFrom, is_dir, what::NAME).await;
     ctx.changed(&to, ChangeKind::RenamedTo, is_dir, what::NAME).await;
     Ok(())

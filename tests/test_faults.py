@@ -1,0 +1,165 @@
+"""Storage that fails: a full file system and a process out of file descriptors.
+
+- A share on a 4 MiB tmpfs: writes past its end get STATUS_DISK_FULL (SMB) and
+  NFS3ERR_NOSPC (NFS); bytes written before stay as they were, other files too, and the
+  server keeps serving; once space is freed, writes work again.
+- Braid with a low RLIMIT_NOFILE (set on the running process with prlimit): opens past the
+  limit get STATUS_INSUFFICIENT_RESOURCES, not a dropped connection; once files are closed,
+  opens and new connections work again.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+
+import pytest
+from smbprotocol.exceptions import SMBResponseException
+from smbprotocol.open import CreateDisposition
+
+import harness
+import nfs_harness
+import nfs_rpc
+
+pytestmark = [
+    pytest.mark.skipif(os.environ.get("BRAID_TEST_TARGET", "braid").strip().lower() != "braid",
+                       reason="starts its own braid on a small file system"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root only)"),
+]
+
+DISK_FULL = 0xC000007F
+INSUFFICIENT_RESOURCES = 0xC000009A
+CHUNK = 64 * 1024
+
+
+def pattern(n: int, seed: int) -> bytes:
+    return bytes((i * 7 + seed) & 0xFF for i in range(n))
+
+
+@pytest.fixture(scope="module")
+def small():
+    """braid serving share `data` (SMB and NFS) on a 4 MiB tmpfs."""
+    root = harness.tmp_dir("braid-test-faults-")
+    # Where the harness puts share `data`: mounted first, so the share lies on it.
+    mnt = root / "shares" / "data"
+    mnt.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0777", "tmpfs", str(mnt)], check=True)
+    users = {"alice": "A-" + secrets.token_urlsafe(12), "bob": "B-" + secrets.token_urlsafe(12)}
+    srv = None
+    try:
+        srv = nfs_harness.start(root, users, [{"name": "data", "lines": ["nfs = true", "nfs_all_squash = true"]}])
+        assert srv.shares["data"] == mnt
+        yield srv, mnt
+    finally:
+        problem = harness.stop_braid(srv) if srv else None
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+        shutil.rmtree(root, ignore_errors=True)
+        assert not problem, problem
+
+
+def fill(write, limit_chunks: int):
+    """Calls write(offset, data) with 64 KiB chunks until it fails; returns (bytes written,
+    the failure)."""
+    off = 0
+    for i in range(limit_chunks):
+        err = write(off, pattern(CHUNK, i))
+        if err is not None:
+            return off, err
+        off += CHUNK
+    return off, None
+
+
+def expected(n: int) -> bytes:
+    return b"".join(pattern(CHUNK, i) for i in range(n // CHUNK))
+
+
+def test_a_full_file_system_answers_disk_full_and_loses_nothing(small):
+    srv, mnt = small
+    keep = pattern(300_000, 99)
+    with harness.Smb(srv) as smb:
+        f = smb.open("keep.bin", disposition=CreateDisposition.FILE_OVERWRITE_IF)
+        f.write(keep, 0)
+        f.close()
+        big = smb.open("big.bin", disposition=CreateDisposition.FILE_OVERWRITE_IF)
+
+        def write(off, data):
+            try:
+                big.write(data, off)
+            except SMBResponseException as e:
+                return e.status
+            return None
+
+        written, status = fill(write, 128)
+        assert status == DISK_FULL, f"status {status:#x} after {written} bytes"
+        assert 0 < written < 4 << 20
+        # What was acknowledged is there, and so is the other file.
+        got = b"".join(big.read(o, min(1 << 20, written - o)) for o in range(0, written, 1 << 20))
+        assert got == expected(written)
+        f = smb.open("keep.bin", disposition=CreateDisposition.FILE_OPEN)
+        assert f.read(0, len(keep)) == keep
+        f.close()
+        big.close()
+        smb.open("big.bin", disposition=CreateDisposition.FILE_OVERWRITE_IF).close()
+        # Space freed: writes work again.
+        f = smb.open("again.bin", disposition=CreateDisposition.FILE_OVERWRITE_IF)
+        f.write(pattern(CHUNK, 5), 0)
+        f.close()
+    assert (mnt / "keep.bin").read_bytes() == keep
+
+
+def test_nfs_answers_nospc_and_loses_nothing(small):
+    srv, mnt = small
+    c = nfs_harness.client(srv)
+    root = c.root("/data")
+    r = c.create(root, "nfsbig.bin")
+    assert r.ok, r
+    fh = r.fh
+
+    def write(off, data):
+        w = c.write(fh, off, data, stable=nfs_rpc.FILE_SYNC)
+        return None if w.ok else w.status
+
+    written, status = fill(write, 128)
+    assert status == nfs_rpc.NFS3ERR_NOSPC, f"status {status} after {written} bytes"
+    assert c.read_all(fh)[:written] == expected(written)
+    assert c.remove(root, "nfsbig.bin").ok
+    assert c.write(c.create(root, "nfsagain.bin").fh, 0, b"x" * CHUNK).ok
+
+
+def fd_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_out_of_descriptors_answers_insufficient_resources_and_recovers():
+    root = harness.tmp_dir("braid-test-fds-")
+    users = {"alice": "A-" + secrets.token_urlsafe(12), "bob": "B-" + secrets.token_urlsafe(12)}
+    srv = harness.start_braid(root, users, share_specs=[{"name": "data", "lines": ["metadata_cache = false"]}])
+    try:
+        with harness.Smb(srv) as smb:
+            pid = srv.proc.pid
+            limit = fd_count(pid) + 48
+            subprocess.run(["prlimit", f"--pid={pid}", f"--nofile={limit}:{limit}"], check=True)
+            opens, status = [], None
+            for i in range(200):
+                try:
+                    opens.append(smb.open(f"f{i}.bin", disposition=CreateDisposition.FILE_OVERWRITE_IF))
+                except SMBResponseException as e:
+                    status = e.status
+                    break
+            assert status == INSUFFICIENT_RESOURCES, f"status {status} after {len(opens)} opens"
+            assert 10 < len(opens) < 200
+            for f in opens[:20]:
+                f.close()
+            # Room again: opens and a second connection work.
+            smb.open("after.bin", disposition=CreateDisposition.FILE_OVERWRITE_IF).close()
+            with harness.Smb(srv) as other:
+                other.open("other.bin", disposition=CreateDisposition.FILE_OVERWRITE_IF).close()
+            for f in opens[20:]:
+                f.close()
+        assert srv.health() is None
+    finally:
+        problem = harness.stop_braid(srv)
+        shutil.rmtree(root, ignore_errors=True)
+        assert not problem, problem
