@@ -15,6 +15,7 @@ import fcntl
 import json
 import os
 import queue
+import re
 import secrets
 import shutil
 import subprocess
@@ -304,30 +305,129 @@ def raw_http(port, request: bytes, timeout=10) -> bytes:
     return out
 
 
+def status_line(r: bytes) -> bytes:
+    return r.split(b"\r\n", 1)[0]
+
+
+def header(r: bytes, name: str) -> str | None:
+    head = r.split(b"\r\n\r\n", 1)[0].decode(errors="replace")
+    for line in head.split("\r\n")[1:]:
+        k, _, v = line.partition(":")
+        if k.strip().lower() == name.lower():
+            return v.strip()
+    return None
+
+
 def test_admin_http_edges(braid_server):
     """The page's assets with their types and policy; HEAD without a body; 404, 405, 400 and
-    431 for what the endpoint does not serve; a bounded head."""
+    431 for what the endpoint does not serve; a bounded head; HTTP/1.1 keep-alive."""
     port = braid_server.port + 10000 if braid_server.port + 10000 < 65536 else braid_server.port - 10000
     for path, ctype in (("/", "text/html"), ("/app.js", "text/javascript"), ("/style.css", "text/css")):
-        r = raw_http(port, f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-        head, body = r.split(b"\r\n\r\n", 1)
-        head = head.decode()
-        assert head.startswith("HTTP/1.0 200 OK\r\n") and f"Content-Type: {ctype}" in head, head
-        assert "Content-Security-Policy: default-src 'none';" in head and "X-Content-Type-Options: nosniff" in head, head
-        assert f"Content-Length: {len(body)}\r\n" in head + "\r\n" and body, head
+        r = raw_http(port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        body = r.split(b"\r\n\r\n", 1)[1]
+        assert status_line(r) == b"HTTP/1.1 200 OK" and header(r, "Content-Type").startswith(ctype), r[:300]
+        assert header(r, "Content-Security-Policy").startswith("default-src 'none';") and header(r, "X-Content-Type-Options") == "nosniff"
+        assert header(r, "Content-Length") == str(len(body)) and body
     r = raw_http(port, b"HEAD / HTTP/1.0\r\n\r\n")
-    assert r.startswith(b"HTTP/1.0 200 OK\r\n") and r.endswith(b"\r\n\r\n"), r[-200:]
+    assert status_line(r) == b"HTTP/1.0 200 OK" and r.endswith(b"\r\n\r\n"), r[-200:]
     assert raw_http(port, b"HEAD /status HTTP/1.0\r\n\r\n").endswith(b"\r\n\r\n")
-    assert raw_http(port, b"GET /nothing-here HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.0 404 ")
+    assert b" 404 " in status_line(raw_http(port, b"GET /nothing-here HTTP/1.0\r\n\r\n"))
     r = raw_http(port, b"DELETE / HTTP/1.0\r\n\r\n")
-    assert r.startswith(b"HTTP/1.0 405 ") and b"Allow: GET, HEAD\r\n" in r, r
-    assert raw_http(port, b"PUT /status HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.0 405 ")
-    assert raw_http(port, b"hello\r\n\r\n").startswith(b"HTTP/1.0 400 ")
-    assert raw_http(port, b"GET / HTTP/1.0\r\nX: " + b"a" * 20000 + b"\r\n\r\n").startswith(b"HTTP/1.0 431 ")
+    assert b" 405 " in status_line(r) and header(r, "Allow") == "GET, HEAD", r
+    assert b" 405 " in status_line(raw_http(port, b"PUT /status HTTP/1.0\r\n\r\n"))
+    assert b" 400 " in status_line(raw_http(port, b"hello\r\n\r\n"))
+    assert b" 431 " in status_line(raw_http(port, b"GET / HTTP/1.0\r\nX: " + b"a" * 20000 + b"\r\n\r\n"))
+    # Two requests on one HTTP/1.1 connection.
+    two = raw_http(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert two.count(b"HTTP/1.1 200 OK") == 2, two[:200]
     # A client that never finishes its head is dropped, and the endpoint still answers others.
     import socket
     with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
         slow.sendall(b"GET / HTTP/1.0\r\n")
-        assert raw_http(port, b"GET /status HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.0 200 ")
+        assert status_line(raw_http(port, b"GET /status HTTP/1.0\r\n\r\n")) == b"HTTP/1.0 200 OK"
         t0 = time.monotonic()
-        assert slow.recv(100) == b"" and time.monotonic() - t0 < 8
+        got = b""
+        while chunk := slow.recv(1000):  # the socket's 10 s timeout fails the test
+            got += chunk
+        assert time.monotonic() - t0 < 8 and (got == b"" or b" 408 " in status_line(got)), got
+
+
+TOKEN = "t0ken-" + secrets.token_hex(12)
+
+
+def from_addr(source: str, port: int, request: bytes, timeout=10) -> bytes:
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0)) as s:
+        s.sendall(request)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+def test_only_trusted_addresses_or_the_token_reach_the_admin_endpoint():
+    """127.0.0.1 is trusted; 127.0.0.2 stands for another host: it needs the token for the
+    status, the page and reload, and /metrics is open to it only with admin_open_metrics."""
+    root = harness.tmp_dir("braid-admin-auth-")
+    users = {"alice": "A-" + secrets.token_urlsafe(12), "bob": "B-" + secrets.token_urlsafe(12)}
+    admin_port = harness.free_port()
+    extra = [f'admin = "127.0.0.1:{admin_port}"', 'admin_trusted = ["127.0.0.1/32"]', f'admin_token = "{TOKEN}"']
+    srv = harness.start_braid(root, users, share_specs=[{"name": "data"}], server_extra=extra)
+    try:
+        get = lambda src, path, auth=b"": from_addr(src, admin_port, b"GET " + path + b" HTTP/1.0\r\n" + auth + b"\r\n")  # noqa: E731
+        bearer = f"Authorization: Bearer {TOKEN}\r\n".encode()
+        assert status_line(get("127.0.0.1", b"/status")) == b"HTTP/1.0 200 OK"
+        for path in (b"/status", b"/", b"/app.js", b"/metrics"):
+            r = get("127.0.0.2", path)
+            assert b" 401 " in status_line(r) and header(r, "WWW-Authenticate") == "Bearer", (path, r[:200])
+        assert b" 401 " in status_line(get("127.0.0.2", b"/status", b"Authorization: Bearer wrong-token-000000\r\n"))
+        assert status_line(get("127.0.0.2", b"/status", bearer)) == b"HTTP/1.0 200 OK"
+        assert status_line(get("127.0.0.2", b"/?token=" + TOKEN.encode())) == b"HTTP/1.0 200 OK"
+        r = from_addr("127.0.0.2", admin_port, b"POST /reload HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
+        assert b" 401 " in status_line(r), r[:200]
+        r = from_addr("127.0.0.2", admin_port, b"POST /reload HTTP/1.0\r\nContent-Length: 0\r\n" + bearer + b"\r\n")
+        assert status_line(r) == b"HTTP/1.0 200 OK", r
+        # Refusals are counted (and logged once a minute per address).
+        m = get("127.0.0.1", b"/metrics").decode()
+        hits = re.search(r'braid_limit_hits_total\{protocol="admin",limit="unauthorized"\} (\d+)', m)
+        assert hits and int(hits.group(1)) >= 6, m[-2000:]
+        log = srv.log.read_text(errors="replace")
+        assert len([ln for ln in log.splitlines() if "127.0.0.2" in ln and "unauthorized" in ln]) == 1
+        # The endpoint's own connection limit: 16 from one address, the rest closed at once.
+        import socket
+        held = []
+        for _ in range(20):
+            s = socket.create_connection(("127.0.0.1", admin_port), timeout=5, source_address=("127.0.0.3", 0))
+            held.append(s)
+        time.sleep(0.3)
+        closed = 0
+        for s in held:
+            s.setblocking(False)
+            try:
+                closed += s.recv(1) == b""
+            except BlockingIOError:
+                pass
+        assert closed == 4, f"{closed} of 20 closed"
+        for s in held:
+            s.close()
+    finally:
+        problem = harness.stop_braid(srv)
+        shutil.rmtree(root, ignore_errors=True)
+        assert problem is None, problem
+
+
+def test_open_metrics_answer_scrapers_from_anywhere():
+    root = harness.tmp_dir("braid-admin-metrics-")
+    users = {"alice": "A-" + secrets.token_urlsafe(12), "bob": "B-" + secrets.token_urlsafe(12)}
+    admin_port = harness.free_port()
+    extra = [f'admin = "127.0.0.1:{admin_port}"', 'admin_trusted = ["127.0.0.1/32"]', "admin_open_metrics = true"]
+    srv = harness.start_braid(root, users, share_specs=[{"name": "data"}], server_extra=extra)
+    try:
+        r = from_addr("127.0.0.2", admin_port, b"GET /metrics HTTP/1.0\r\n\r\n")
+        assert status_line(r) == b"HTTP/1.0 200 OK" and b"braid_connections" in r
+        r = from_addr("127.0.0.2", admin_port, b"GET /status HTTP/1.0\r\n\r\n")
+        assert b" 403 " in status_line(r), "no token is set: the status is for trusted addresses only"
+    finally:
+        problem = harness.stop_braid(srv)
+        shutil.rmtree(root, ignore_errors=True)
+        assert problem is None, problem

@@ -65,10 +65,13 @@ pub enum Limit {
     FrameTooLarge,
     /// Waited: the client address had `max_calls_per_client` calls running.
     CallsPerClient,
+    /// Refused: a request without the credentials its service asks for (the admin
+    /// endpoint's token).
+    Unauthorized,
 }
 
 impl Limit {
-    pub const ALL: [Limit; 7] = [
+    pub const ALL: [Limit; 8] = [
         Limit::Connections,
         Limit::PerClient,
         Limit::Unauthenticated,
@@ -76,6 +79,7 @@ impl Limit {
         Limit::FrameTimeout,
         Limit::FrameTooLarge,
         Limit::CallsPerClient,
+        Limit::Unauthorized,
     ];
 
     /// The name used in metrics and logs.
@@ -88,6 +92,7 @@ impl Limit {
             Limit::FrameTimeout => "frame_timeout",
             Limit::FrameTooLarge => "frame_too_large",
             Limit::CallsPerClient => "calls_per_client",
+            Limit::Unauthorized => "unauthorized",
         }
     }
 
@@ -100,6 +105,7 @@ impl Limit {
             Limit::FrameTimeout => "connection closed: a frame did not arrive whole in time",
             Limit::FrameTooLarge => "connection closed: frame larger than allowed",
             Limit::CallsPerClient => "calls held back: this client has its maximum running",
+            Limit::Unauthorized => "request refused: not from a trusted address and without a valid token",
         }
     }
 }

@@ -105,6 +105,9 @@ struct RawServer {
     ciphers: Option<Spanned<Vec<Spanned<String>>>>,
     reject_unencrypted: Option<bool>,
     admin: Option<Spanned<String>>,
+    admin_trusted: Option<Spanned<Vec<Spanned<String>>>>,
+    admin_token: Option<Spanned<String>>,
+    admin_open_metrics: Option<bool>,
     multichannel: Option<bool>,
     smbtorture_hooks: Option<bool>,
     apple_model: Option<Spanned<String>>,
@@ -346,6 +349,35 @@ impl Ctx<'_> {
         Ok(value as usize)
     }
 
+    /// `admin_trusted` (networks answered without a token), `admin_token` (at least 16
+    /// characters), `admin_open_metrics`.
+    fn apply_admin_access(
+        &self,
+        trusted: Option<Spanned<Vec<Spanned<String>>>>,
+        token: Option<Spanned<String>>,
+        open_metrics: Option<bool>,
+        server: &mut ServerConfig,
+    ) -> Result<(), ConfigError> {
+        if let Some(list) = trusted {
+            server.admin_trusted = Vec::new();
+            for net in list.into_inner() {
+                let parsed = nfs_server::ClientNet::parse(net.get_ref()).map_err(|m| self.err(net.span(), format!("server.admin_trusted: {m}")))?;
+                server.admin_trusted.push(parsed.parts());
+            }
+        }
+        if let Some(t) = token {
+            let text = t.get_ref();
+            if text.chars().count() < 16 || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(self.err(t.span(), "server.admin_token: at least 16 characters, no spaces"));
+            }
+            server.admin_token = Some(t.into_inner());
+        }
+        if let Some(m) = open_metrics {
+            server.admin_open_metrics = m;
+        }
+        Ok(())
+    }
+
     /// A count from 1 to `max`.
     pub(super) fn bounded_count(&self, n: &Spanned<i64>, key: &str, max: i64) -> Result<usize, ConfigError> {
         let value = *n.get_ref();
@@ -408,6 +440,7 @@ impl Ctx<'_> {
                 })?),
             };
         }
+        self.apply_admin_access(s.admin_trusted, s.admin_token, s.admin_open_metrics, server)?;
         if let Some(r) = s.reject_unencrypted {
             server.reject_unencrypted = r;
         }

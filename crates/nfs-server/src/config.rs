@@ -47,6 +47,11 @@ pub struct ClientNet {
 }
 
 impl ClientNet {
+    /// The network's address and prefix length.
+    pub fn parts(&self) -> (IpAddr, u8) {
+        (self.addr, self.prefix)
+    }
+
     /// Parses `a.b.c.d`, `a.b.c.d/n`, an IPv6 address or `v6/n`.
     pub fn parse(s: &str) -> Result<ClientNet, String> {
         let s = s.trim();

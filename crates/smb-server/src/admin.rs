@@ -1,10 +1,11 @@
-//! The admin endpoint: a tiny HTTP server on loopback, off the SMB port, that `braid status`
-//! and monitoring read. `GET /status` returns sessions and their channels as JSON (the shape
+//! The admin endpoint: an HTTP server (hyper), off the SMB port, that `braid status` and
+//! monitoring read. `GET /status` returns sessions and their channels as JSON (the shape
 //! `Get-SmbMultichannelConnection` users expect) and each share's limits and use;
-//! `GET /metrics` returns Prometheus text; `GET /` is the live view (`page`). This module
-//! routes; `http` reads requests and writes answers.
+//! `GET /metrics` returns Prometheus text; `GET /` is the live view (`page`); `POST /reload`
+//! reloads the configuration. This module serves and routes; `http` holds the answers and
+//! who may ask for what.
 
-mod http;
+pub(crate) mod http;
 mod page;
 mod share_metrics;
 
@@ -13,10 +14,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use braid_admission::Limit;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
 use tokio::net::{TcpListener, TcpStream};
 
-use self::http::Response;
+use self::http::{Access, AdminAuth, Response};
 
 use crate::server::ServerState;
 use crate::session::User;
@@ -84,8 +88,24 @@ pub struct Status {
     pub admission: Vec<braid_admission::AdmissionStatus>,
 }
 
-/// Requests the admin endpoint answers at once (a browser tab holds one at a time).
-const MAX_CONCURRENT: usize = 32;
+/// Connections the admin endpoint holds at once, in all and from one address: a flood
+/// costs the file service at most this many small tasks.
+pub(crate) const MAX_CONNECTIONS: usize = 64;
+const MAX_PER_CLIENT: usize = 16;
+/// Time for a request head to arrive, and for a connection in all.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The admin endpoint's own admission (shown beside SMB's and NFS's as `protocol="admin"`).
+pub(crate) fn admission() -> Arc<braid_admission::Admission> {
+    let limits = braid_admission::Limits {
+        max_connections: MAX_CONNECTIONS,
+        max_per_client: MAX_PER_CLIENT,
+        max_unauthenticated: usize::MAX,
+        max_calls_per_client: tokio::sync::Semaphore::MAX_PERMITS,
+    };
+    braid_admission::Admission::new("admin", limits)
+}
 
 /// Binds the admin endpoint. A bind failure is logged, not fatal: the file service matters
 /// more than its dashboard. Bound before the file service listens, so a client that can
@@ -98,49 +118,71 @@ pub async fn bind(addr: SocketAddr) -> Option<TcpListener> {
             return None;
         }
     };
-    if !addr.ip().is_loopback() {
-        tracing::warn!(%addr, "admin endpoint is not on loopback: anyone who can reach it sees sessions");
-    }
     tracing::info!(%addr, "admin endpoint listening");
     Some(l)
 }
 
 /// Serves the admin endpoint on `l` until the process ends.
 pub async fn serve(state: Arc<ServerState>, l: TcpListener) {
-    // A bounded number of answers at once: a flood of connections costs the file service
-    // at most this many small tasks (the rest are closed unanswered).
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT));
+    let auth = Arc::new(AdminAuth {
+        trusted: state.config.admin_trusted.clone(),
+        token: state.config.admin_token.clone(),
+        open_metrics: state.config.admin_open_metrics,
+    });
+    if auth.token.is_none() && l.local_addr().is_ok_and(|a| !a.ip().is_loopback()) {
+        tracing::warn!("admin endpoint is not on loopback and has no admin_token: only admin_trusted addresses are answered");
+    }
     loop {
-        let Ok((sock, _)) = l.accept().await else { continue };
-        let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
-        let state = state.clone();
+        let Ok((sock, peer)) = l.accept().await else { continue };
+        // Refused connections are closed at once (admission logs and counts them).
+        let Ok(ticket) = state.admin_admission.admit(peer.ip()) else { continue };
+        let (state, auth) = (state.clone(), auth.clone());
         tokio::spawn(async move {
-            // A stuck or slow client cannot hold a task for long.
-            let _ = tokio::time::timeout(Duration::from_secs(5), answer(&state, sock)).await;
-            drop(slot);
+            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection(&state, &auth, sock, peer)).await;
+            drop(ticket);
         });
     }
 }
 
-async fn answer(state: &ServerState, mut sock: TcpStream) -> std::io::Result<()> {
-    let req = match http::read_request(&mut sock).await? {
-        Ok(req) => req,
-        Err(refusal) => return http::send(&mut sock, false, &refusal).await,
-    };
-    if (req.method.as_str(), req.path.as_str()) == ("POST", "/reload") {
-        return crate::reload::answer_post(state, sock).await;
+/// One connection: HTTP/1.1 with keep-alive (or 1.0), heads at most [`http::MAX_HEAD`]
+/// bytes and [`HEAD_TIMEOUT`] away.
+async fn connection(state: &Arc<ServerState>, auth: &Arc<AdminAuth>, sock: TcpStream, peer: SocketAddr) {
+    let service = hyper::service::service_fn(|req: hyper::Request<Incoming>| {
+        let (state, auth) = (state.clone(), auth.clone());
+        async move { Ok::<_, std::convert::Infallible>(answer(&state, &auth, peer, &req).await.into_hyper()) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(http::MAX_HEAD)
+        .serve_connection(TokioIo::new(sock), service);
+    if let Err(e) = conn.await {
+        tracing::debug!(%peer, error = %e, "admin connection ended");
     }
-    let resp = match (req.method.as_str(), req.path.as_str()) {
+}
+
+async fn answer(state: &ServerState, auth: &AdminAuth, peer: SocketAddr, req: &hyper::Request<Incoming>) -> Response {
+    let (method, path) = (req.method().as_str(), req.uri().path());
+    let authorization = req.headers().get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let granted = http::access(auth, peer.ip(), http::token_of(authorization, req.uri().query()));
+    match granted {
+        Access::Full => {}
+        Access::Metrics if path == "/metrics" => {}
+        Access::Metrics | Access::Refused => {
+            state.admin_admission.hit(Limit::Unauthorized, peer.ip());
+            return http::refusal(auth);
+        }
+    }
+    match (method, path) {
+        ("POST", "/reload") => crate::reload::answer_post(state).await,
         ("GET" | "HEAD", "/status") => Response::ok("application/json", serde_json::to_vec_pretty(&status(state)).unwrap_or_default()),
         ("GET" | "HEAD", "/metrics") => Response::ok("text/plain; version=0.0.4", metrics(state).into_bytes()),
         (_, "/status" | "/metrics") => Response::method_not_allowed("GET, HEAD"),
         (_, "/reload") => Response::method_not_allowed("POST"),
         (method, path) => page::answer(method, path),
-    };
-    http::send(&mut sock, req.is_head(), &resp).await
+    }
 }
 
-/// A snapshot of sessions and channels.
 pub fn status(state: &ServerState) -> Status {
     let conns: Vec<_> = state.connections.values().into_iter().filter_map(|w| w.upgrade()).collect();
     let mut sessions: Vec<SessionStatus> = Vec::new();
@@ -177,7 +219,8 @@ pub fn status(state: &ServerState) -> Status {
     sessions.sort_by(|a, b| a.id.cmp(&b.id));
     let peers = state.other_peers.iter().flat_map(|t| t.snapshot()).collect();
     let shares = state.shares.iter().map(|sh| sh.qos.status()).collect();
-    let admission = std::iter::once(&state.admission).chain(&state.other_admissions).map(|a| a.status()).collect();
+    let admission =
+        std::iter::once(&state.admission).chain(&state.other_admissions).chain(std::iter::once(&state.admin_admission)).map(|a| a.status()).collect();
     Status { connections: conns.len(), sessions, ops: ops(state), caches: caches(state), peers, shares, admission }
 }
 

@@ -40,6 +40,13 @@ pub struct ServerConfig {
     pub reject_unencrypted: bool,
     /// Loopback address of the admin endpoint (`braid status`, metrics); None = off.
     pub admin: Option<SocketAddr>,
+    /// Networks (address, prefix length) whose peers the admin endpoint answers without a
+    /// token; loopback by default.
+    pub admin_trusted: Vec<(IpAddr, u8)>,
+    /// The token other peers must present (`Authorization: Bearer`, or `?token=`).
+    pub admin_token: Option<String>,
+    /// `/metrics` answers any peer (a Prometheus scraper on another host).
+    pub admin_open_metrics: bool,
     /// SMB 3 multichannel: advertise SMB2_GLOBAL_CAP_MULTI_CHANNEL (to clients that offer
     /// it) and accept session binding.
     pub multichannel: bool,
@@ -222,6 +229,9 @@ impl Default for ServerConfig {
             ciphers: vec![smb_crypto::Cipher::Aes128Gcm, smb_crypto::Cipher::Aes128Ccm, smb_crypto::Cipher::Aes256Gcm, smb_crypto::Cipher::Aes256Ccm],
             reject_unencrypted: true,
             admin: None,
+            admin_trusted: crate::admin::http::loopback(),
+            admin_token: None,
+            admin_open_metrics: false,
             multichannel: true,
             smbtorture_hooks: false,
             apple_model: "Braid".into(),

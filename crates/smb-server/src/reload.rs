@@ -280,6 +280,9 @@ fn needs_restart(old: &ServerConfig, new: &ServerConfig) -> Vec<String> {
         ciphers,
         reject_unencrypted,
         admin,
+        admin_trusted,
+        admin_token,
+        admin_open_metrics,
         multichannel,
         smbtorture_hooks,
         splice_writes,
@@ -311,23 +314,21 @@ impl ReloadHook {
     }
 }
 
-/// `POST /reload` on the admin endpoint: loopback callers only. The reload runs in a task
-/// of its own, so a caller that gives up does not cut it short.
-pub(crate) async fn answer_post(state: &ServerState, mut sock: tokio::net::TcpStream) -> std::io::Result<()> {
-    use tokio::io::AsyncWriteExt;
-    let local = sock.peer_addr().is_ok_and(|a| a.ip().is_loopback());
+/// `POST /reload` from a peer the admin endpoint let through (trusted, or with the token):
+/// runs the reload and answers its line, or why it was refused. The reload runs in a task of
+/// its own, so a caller that gives up does not cut it short.
+pub(crate) async fn answer_post(state: &ServerState) -> crate::admin::http::Response {
+    use crate::admin::http::Response;
+    use hyper::StatusCode;
     let (code, body) = match state.reload_hook.0.get() {
-        _ if !local => ("403 Forbidden", "reload is accepted from loopback only\n".to_string()),
-        None => ("503 Service Unavailable", "this server cannot reload\n".to_string()),
+        None => (StatusCode::SERVICE_UNAVAILABLE, "this server cannot reload\n".to_string()),
         Some(f) => match tokio::spawn(f()).await {
-            Ok(Ok(line)) => ("200 OK", format!("{line}\n")),
-            Ok(Err(e)) => ("409 Conflict", format!("{e}\n")),
-            Err(e) => ("500 Internal Server Error", format!("reload failed: {e}\n")),
+            Ok(Ok(line)) => (StatusCode::OK, format!("{line}\n")),
+            Ok(Err(e)) => (StatusCode::CONFLICT, format!("{e}\n")),
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("reload failed: {e}\n")),
         },
     };
-    let resp = format!("HTTP/1.0 {code}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
-    sock.write_all(resp.as_bytes()).await?;
-    sock.shutdown().await
+    Response::text(code, body)
 }
 
 #[cfg(test)]

@@ -84,6 +84,8 @@ pub struct ServerState {
     pub admission: Arc<braid_admission::Admission>,
     /// Other protocols' admissions (NFS), shown beside SMB's.
     pub other_admissions: Vec<Arc<braid_admission::Admission>>,
+    /// The admin endpoint's connections and refusals.
+    pub admin_admission: Arc<braid_admission::Admission>,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
 }
 
@@ -192,6 +194,7 @@ impl ServerState {
             other_peers: Vec::new(),
             admission,
             other_admissions: Vec::new(),
+            admin_admission: crate::admin::admission(),
             failures: Mutex::new(HashMap::new()),
         })
     }

@@ -43,15 +43,15 @@ mod tests {
     fn assets_are_served_with_their_types_and_the_policy() {
         for (path, ctype) in [("/", "text/html"), ("/index.html", "text/html"), ("/app.js", "text/javascript"), ("/style.css", "text/css")] {
             let r = answer("GET", path);
-            assert_eq!(r.code, "200 OK", "{path}");
+            assert_eq!(r.code, hyper::StatusCode::OK, "{path}");
             assert!(r.content_type.starts_with(ctype), "{path}: {}", r.content_type);
             assert!(r.headers.iter().any(|h| h.0 == "Content-Security-Policy" && h.1.contains("default-src 'none'")));
             assert!(!r.body.is_empty());
         }
-        assert_eq!(answer("HEAD", "/").code, "200 OK");
-        assert_eq!(answer("POST", "/").code, "405 Method Not Allowed");
-        assert_eq!(answer("GET", "/nope").code, "404 Not Found");
-        assert_eq!(answer("GET", "/../etc/passwd").code, "404 Not Found");
+        assert_eq!(answer("HEAD", "/").code, hyper::StatusCode::OK);
+        assert_eq!(answer("POST", "/").code, hyper::StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(answer("GET", "/nope").code, hyper::StatusCode::NOT_FOUND);
+        assert_eq!(answer("GET", "/../etc/passwd").code, hyper::StatusCode::NOT_FOUND);
     }
 
     #[test]

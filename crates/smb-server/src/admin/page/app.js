@@ -456,6 +456,13 @@ function update(st) {
   prev = { t, st };
 }
 
+// A page opened from beyond the trusted addresses carries the admin token in its URL
+// (`/?token=...`); the status requests present it as a bearer token.
+function authHeaders() {
+  const token = new URLSearchParams(window.location.search).get('token');
+  return token ? { Authorization: 'Bearer ' + token } : {};
+}
+
 function setState(live, text) {
   const s = document.getElementById('state');
   s.textContent = text;
@@ -466,7 +473,7 @@ async function poll() {
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), TIMEOUT_MS);
   try {
-    const r = await fetch('/status', { cache: 'no-store', signal: abort.signal });
+    const r = await fetch('/status', { cache: 'no-store', signal: abort.signal, headers: authHeaders() });
     if (!r.ok) throw new Error('HTTP ' + r.status);
     update(await r.json());
     polls++;
