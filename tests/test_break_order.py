@@ -179,6 +179,30 @@ def break_key(body) -> bytes:
     return body[8:24]
 
 
+def delete_rounds(a, b, catcher, name, log, lock):
+    """Each round, B makes a file in directory `name`, A takes an RH lease on the directory,
+    and B deletes the file (the removal is at the CLOSE). Yields the round, B's CLOSE
+    message id and what `log` holds once A has its break (emptied before the CLOSE)."""
+    open_dir(b, name, uuid.uuid4().bytes)[0].close()
+    for i in range(ROUNDS):
+        victim = rf"{name}\victim{i}"
+        make_file(b, victim)
+        key = uuid.uuid4().bytes
+        d, state = open_dir(a, name, key)
+        assert state == R | H
+        f = open_for_delete(b, victim)
+        with lock:
+            log.clear()
+        close_id, answer = send_close(b, f)
+        answer()
+        assert break_key(catcher.wait()) == key
+        with lock:
+            seen = list(log)
+        yield i, close_id, seen
+        ack_none(a, key)
+        d.close()
+
+
 def test_on_a_shared_connection_the_break_comes_before_the_answer(server):
     frames, lock = [], threading.Lock()
 
@@ -190,29 +214,12 @@ def test_on_a_shared_connection_the_break_comes_before_the_answer(server):
     try:
         a = login(conn, server.user, server.password)
         b = login(conn, server.user2, server.password2)
-        name = "order-" + secrets.token_hex(4)
-        open_dir(b, name, uuid.uuid4().bytes)[0].close()
         catcher = BreakCatcher(conn)
-        for i in range(ROUNDS):
-            victim = rf"{name}\victim{i}"
-            make_file(b, victim)
-            key = uuid.uuid4().bytes
-            d, state = open_dir(a, name, key)
-            assert state == R | H
-            f = open_for_delete(b, victim)
-            with lock:
-                frames.clear()
-            close_id, answer = send_close(b, f)
-            answer()
-            assert break_key(catcher.wait()) == key
-            with lock:
-                seen = list(frames)
+        for i, close_id, seen in delete_rounds(a, b, catcher, "order-" + secrets.token_hex(4), frames, lock):
             at_break = next(n for n, m in enumerate(seen) if m[0] == SMB2_OPLOCK_BREAK and m[1] == BREAK_ID)
             at_answer = next((n for n, m in enumerate(seen) if m[0] == SMB2_CLOSE and m[1] == close_id), None)
             assert at_answer is not None, (close_id, seen)
             assert at_break < at_answer, f"round {i}: the CLOSE was answered before the lease break ({seen})"
-            ack_none(a, key)
-            d.close()
     finally:
         conn.disconnect(True)
 
@@ -229,29 +236,12 @@ def test_across_connections_the_break_is_written_before_the_answer(server):
     try:
         a = login(holder, server.user, server.password)
         b = login(changer, server.user2, server.password2)
-        name = "order2-" + secrets.token_hex(4)
-        open_dir(b, name, uuid.uuid4().bytes)[0].close()
         catcher = BreakCatcher(holder)
-        for i in range(ROUNDS):
-            victim = rf"{name}\victim{i}"
-            make_file(b, victim)
-            key = uuid.uuid4().bytes
-            d, state = open_dir(a, name, key)
-            assert state == R | H
-            f = open_for_delete(b, victim)
-            with lock:
-                arrived.clear()
-            close_id, answer = send_close(b, f)
-            answer()
-            assert break_key(catcher.wait()) == key
-            with lock:
-                seen = list(arrived)
+        for i, close_id, seen in delete_rounds(a, b, catcher, "order2-" + secrets.token_hex(4), arrived, lock):
             at_break = next(t for m, t in seen if m[0] == SMB2_OPLOCK_BREAK and m[1] == BREAK_ID)
             at_answer = next(t for m, t in seen if m[0] == SMB2_CLOSE and m[1] == close_id)
             assert at_break is not None and at_answer is not None, seen
             assert at_break < at_answer, f"round {i}: A's break arrived {at_break - at_answer} ns after B's answer"
-            ack_none(a, key)
-            d.close()
     finally:
         changer.disconnect(True)
         holder.disconnect(True)
