@@ -241,3 +241,21 @@ def test_limits_show_in_status(server):
     assert by["smb"]["max_per_client"] == PER_CLIENT and by["smb"]["max_unauthenticated"] == UNAUTH
     assert by["nfs"]["max_per_client"] == NFS_PER_CLIENT and by["nfs"]["max_unauthenticated"] is None
     assert by["smb"]["limit_hits"]["connections_per_client"] >= 1
+
+
+def test_tree_connects_of_a_session_are_bounded(server):
+    from smbprotocol.exceptions import SMBResponseException
+    from smbprotocol.tree import TreeConnect
+
+    before = hits(server, "trees_per_session")
+    with harness.Smb(server) as smb:
+        # The harness's own tree is the first; 1,023 more fit.
+        for _ in range(1023):
+            TreeConnect(smb.session, server.unc("data")).connect()
+        with pytest.raises(SMBResponseException) as e:
+            TreeConnect(smb.session, server.unc("data")).connect()
+        assert e.value.status == 0xC000009A, f"{e.value.status:#x}"
+        # The session still works.
+        f = smb.open("", directory=True)
+        f.close()
+    assert hits(server, "trees_per_session") - before == 1

@@ -68,10 +68,16 @@ pub enum Limit {
     /// Refused: a request without the credentials its service asks for (the admin
     /// endpoint's token).
     Unauthorized,
+    /// Refused: a connection already has its maximum of sessions (SMB).
+    SessionsPerConnection,
+    /// Refused: a session already has its maximum of tree connects (SMB).
+    TreesPerSession,
+    /// Refused: a session already has its maximum of open files (SMB).
+    OpensPerSession,
 }
 
 impl Limit {
-    pub const ALL: [Limit; 8] = [
+    pub const ALL: [Limit; 11] = [
         Limit::Connections,
         Limit::PerClient,
         Limit::Unauthenticated,
@@ -80,6 +86,9 @@ impl Limit {
         Limit::FrameTooLarge,
         Limit::CallsPerClient,
         Limit::Unauthorized,
+        Limit::SessionsPerConnection,
+        Limit::TreesPerSession,
+        Limit::OpensPerSession,
     ];
 
     /// The name used in metrics and logs.
@@ -93,6 +102,9 @@ impl Limit {
             Limit::FrameTooLarge => "frame_too_large",
             Limit::CallsPerClient => "calls_per_client",
             Limit::Unauthorized => "unauthorized",
+            Limit::SessionsPerConnection => "sessions_per_connection",
+            Limit::TreesPerSession => "trees_per_session",
+            Limit::OpensPerSession => "opens_per_session",
         }
     }
 
@@ -106,6 +118,9 @@ impl Limit {
             Limit::FrameTooLarge => "connection closed: frame larger than allowed",
             Limit::CallsPerClient => "calls held back: this client has its maximum running",
             Limit::Unauthorized => "request refused: not from a trusted address and without a valid token",
+            Limit::SessionsPerConnection => "session refused: the connection holds its maximum of sessions",
+            Limit::TreesPerSession => "tree connect refused: the session holds its maximum of tree connects",
+            Limit::OpensPerSession => "open refused: the session holds its maximum of open files",
         }
     }
 }

@@ -22,6 +22,10 @@ pub enum User {
     Anonymous,
 }
 
+/// Tree connects one session may hold: a client connects each share once or a few times;
+/// a loop of TREE_CONNECTs must not grow the server without bound.
+pub const MAX_TREES: usize = 1024;
+
 /// Keys and policy fixed when authentication completes.
 #[derive(Debug)]
 pub struct SessionSecurity {
@@ -161,11 +165,16 @@ impl Session {
         Some(if self.anonymous_reauth.load(Ordering::Acquire) { &ANONYMOUS } else { &sec.user })
     }
 
-    pub fn add_tree(&self, make: impl FnOnce(u32) -> Tree) -> Arc<Tree> {
+    /// Adds a tree connect; None when the session holds [`MAX_TREES`] already.
+    pub fn add_tree(&self, make: impl FnOnce(u32) -> Tree) -> Option<Arc<Tree>> {
+        let mut trees = write(&self.trees);
+        if trees.len() >= MAX_TREES {
+            return None;
+        }
         let id = self.next_tree.fetch_add(1, Ordering::Relaxed);
         let t = Arc::new(make(id));
-        write(&self.trees).insert(id, t.clone());
-        t
+        trees.insert(id, t.clone());
+        Some(t)
     }
 
     pub fn tree(&self, id: u32) -> Option<Arc<Tree>> {

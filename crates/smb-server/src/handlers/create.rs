@@ -275,6 +275,7 @@ fn check_request(cx: &Ctx<'_>, req: &CreateRequest<'_>, tree: &Tree, session: &S
         return Err(NtStatus::INVALID_PARAMETER);
     }
     if session.open_count() >= cx.conn.server.config.max_opens_per_session {
+        cx.conn.server.admission.hit(braid_admission::Limit::OpensPerSession, cx.conn.peer.ip());
         return Err(NtStatus::INSUFFICIENT_RESOURCES);
     }
     let granted = map_generic(req.desired_access, tree.maximal_access);

@@ -119,6 +119,7 @@ fn session_for(cx: &Ctx<'_>) -> Result<Arc<Session>, NtStatus> {
         None if cx.hdr.session_id.0 != 0 => return Err(NtStatus::USER_SESSION_DELETED),
         None => {
             if lock(&conn.sessions).len() >= MAX_SESSIONS_PER_CONNECTION {
+                server.admission.hit(braid_admission::Limit::SessionsPerConnection, conn.peer.ip());
                 return Err(NtStatus::INSUFFICIENT_RESOURCES);
             }
             let id = server.new_session_id();

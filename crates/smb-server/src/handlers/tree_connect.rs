@@ -50,7 +50,10 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     // A continuously available share says so (3.x): clients then ask for persistent handles.
     let ca = matches!(&kind, TreeKind::Disk(s) if s.config.continuous_availability) && smb_wire::dialect::is_smb3(cx.conn.dialect());
     let capabilities = if ca { smb_wire::msg::tree::share_caps::CONTINUOUS_AVAILABILITY } else { 0 };
-    let tree = session.add_tree(|id| Tree { id, kind, maximal_access, read_only, encrypt, qos });
+    let Some(tree) = session.add_tree(|id| Tree { id, kind, maximal_access, read_only, encrypt, qos }) else {
+        cx.conn.server.admission.hit(braid_admission::Limit::TreesPerSession, cx.conn.peer.ip());
+        return Err(NtStatus::INSUFFICIENT_RESOURCES);
+    };
     TreeConnectResponse { share_type, share_flags, capabilities, maximal_access }.encode(out);
     Ok(Reply { tree_id: Some(tree.id), ..Reply::success() })
 }
