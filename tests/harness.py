@@ -6,8 +6,10 @@ Also a tiny CLI used by scripts/test.sh:  python3 tests/harness.py nthash PASSWO
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -301,6 +303,25 @@ def start_braid(root: Path, users: dict[str, str], wait: float = 10.0, *, share_
     stop_braid(srv)
     raise RuntimeError(f"braid did not listen on {LOCALHOST}:{port} within {wait}s "
                        f"(status {proc.returncode}); log:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def test_users() -> dict[str, str]:
+    """Users alice and bob with fresh random passwords."""
+    return {"alice": "A-" + secrets.token_urlsafe(12), "bob": "B-" + secrets.token_urlsafe(12)}
+
+
+@contextlib.contextmanager
+def running_braid(prefix: str, **kw):
+    """braid started as start_braid(root, test_users(), **kw) in a fresh directory; at the
+    end stopped, its directory removed, and a crash reported as a failure."""
+    root = tmp_dir(prefix)
+    srv = start_braid(root, test_users(), **kw)
+    try:
+        yield srv
+    finally:
+        problem = stop_braid(srv)
+        shutil.rmtree(root, ignore_errors=True)
+        assert not problem, problem
 
 
 def stop_braid(srv: Server) -> str | None:

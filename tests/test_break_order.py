@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import socket
 import struct
 import threading
@@ -52,15 +51,8 @@ SHARE = ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE | ShareAccess
 
 @pytest.fixture(scope="module")
 def server():
-    users = {"alice": "A-" + secrets.token_urlsafe(12), "bob": "B-" + secrets.token_urlsafe(12)}
-    root = harness.tmp_dir("braid-test-breakorder-")
-    srv = harness.start_braid(root, users, share_specs=[{"name": "data"}])
-    try:
+    with harness.running_braid("braid-test-breakorder-", share_specs=[{"name": "data"}]) as srv:
         yield srv
-    finally:
-        problem = harness.stop_braid(srv)
-        shutil.rmtree(root, ignore_errors=True)
-        assert not problem, problem
 
 
 def messages(frame: bytes):

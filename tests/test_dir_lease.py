@@ -6,7 +6,6 @@ does not; a share with `directory_leases = false` grants directory opens no leas
 
 import os
 import secrets
-import shutil
 import struct
 import uuid
 
@@ -31,15 +30,8 @@ SHARE = ShareAccess.FILE_SHARE_READ | ShareAccess.FILE_SHARE_WRITE | ShareAccess
 
 @pytest.fixture(scope="module")
 def server():
-    users = {"alice": "A-" + secrets.token_urlsafe(12), "bob": "B-" + secrets.token_urlsafe(12)}
-    root = harness.tmp_dir("braid-test-dirlease-")
-    srv = harness.start_braid(root, users, share_specs=[{"name": "data"}, {"name": "nodl", "directory_leases": False}])
-    try:
+    with harness.running_braid("braid-test-dirlease-", share_specs=[{"name": "data"}, {"name": "nodl", "directory_leases": False}]) as srv:
         yield srv
-    finally:
-        problem = harness.stop_braid(srv)
-        shutil.rmtree(root, ignore_errors=True)
-        assert not problem, problem
 
 
 def smb3(server, share="data", capabilities=CAP_DIRECTORY_LEASING):
