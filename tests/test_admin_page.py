@@ -14,7 +14,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import queue
 import re
 import secrets
 import shutil
