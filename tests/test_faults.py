@@ -163,3 +163,75 @@ def test_out_of_descriptors_answers_insufficient_resources_and_recovers():
         problem = harness.stop_braid(srv)
         shutil.rmtree(root, ignore_errors=True)
         assert not problem, problem
+
+
+IO_TIMEOUT = 0xC00000B5
+
+
+def test_a_hung_backend_stalls_only_its_own_share():
+    """A share on a FUSE file system (bindfs) whose daemon is stopped (SIGSTOP): requests on
+    it answer IO_TIMEOUT after storage_timeout, more of them than the share's threads do not
+    starve the others, another share keeps serving, and braid still stops on SIGTERM."""
+    import signal
+    import threading
+    import time
+
+    if not shutil.which("bindfs"):
+        pytest.fail("bindfs missing (scripts/install-deps.sh installs it)")
+    root = harness.tmp_dir("braid-test-hung-")
+    backing, mnt = root / "backing", root / "shares" / "hung"
+    backing.mkdir()
+    mnt.mkdir(parents=True)
+    subprocess.run(["bindfs", "--no-allow-other", str(backing), str(mnt)], check=True)
+    pid = int(subprocess.run(["pgrep", "-f", f"bindfs.*{backing}"], capture_output=True, text=True).stdout.split()[0])
+    users = {"alice": "A-" + secrets.token_urlsafe(12), "bob": "B-" + secrets.token_urlsafe(12)}
+    extra = ['storage_timeout = "2s"', "storage_threads_per_share = 4"]
+    specs = [{"name": "hung", "lines": ["nfs = true", "nfs_all_squash = true"]}, {"name": "good"}]
+    srv = nfs_harness.start(root, users, specs, server_extra=extra)
+    stopped = False
+    try:
+        clients = [harness.Smb(srv, share="hung") for _ in range(3)]
+        nfs = nfs_harness.client(srv)
+        nfs_root = nfs.root("/hung")
+        os.kill(pid, signal.SIGSTOP)
+        stopped = True
+        results, t0 = [], time.monotonic()
+
+        def one(c, i):
+            try:
+                c.open(f"new{i}.bin", disposition=CreateDisposition.FILE_OVERWRITE_IF)
+                results.append("opened")
+            except SMBResponseException as e:
+                results.append(e.status)
+
+        threads = [threading.Thread(target=one, args=(clients[i % 3], i)) for i in range(9)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        # Nine calls on a share allowed four at once: the other share is served meanwhile.
+        t1 = time.monotonic()
+        with harness.Smb(srv, share="good") as good:
+            f = good.open("fine.bin", disposition=CreateDisposition.FILE_OVERWRITE_IF)
+            f.write(b"fine", 0)
+            f.close()
+        assert time.monotonic() - t1 < 1.0
+        for t in threads:
+            t.join(30)
+        assert results == [IO_TIMEOUT] * 9, results
+        assert time.monotonic() - t0 < 10
+        # NFS on the same share: "try again later" in time.
+        t2 = time.monotonic()
+        assert nfs.create(nfs_root, "nfs-new.bin").status == nfs_rpc.NFS3ERR_JUKEBOX
+        assert time.monotonic() - t2 < 5
+        # A stop does not wait for the stuck calls.
+        srv.proc.send_signal(signal.SIGTERM)
+        srv.proc.wait(30)
+        for c in clients:
+            c.close()
+    finally:
+        if stopped:
+            os.kill(pid, signal.SIGCONT)
+        if srv.proc.poll() is None:
+            harness.stop_braid(srv)
+        subprocess.run(["fusermount", "-u", "-z", str(mnt)], check=False)
+        shutil.rmtree(root, ignore_errors=True)

@@ -99,6 +99,8 @@ struct RawServer {
     // Durations: "20s", "500ms", or seconds.
     logon_timeout: Option<Spanned<toml::Value>>,
     frame_timeout: Option<Spanned<toml::Value>>,
+    storage_timeout: Option<Spanned<toml::Value>>,
+    storage_threads_per_share: Option<Spanned<i64>>,
     log: Option<Spanned<String>>,
     signing: Option<Spanned<String>>,
     encryption: Option<Spanned<String>>,
@@ -378,6 +380,30 @@ impl Ctx<'_> {
         Ok(())
     }
 
+    /// The limits that protect the server: connections per client and not logged on, the
+    /// logon, frame and storage time limits, storage calls per share.
+    fn apply_limits(&self, s: &RawServer, server: &mut ServerConfig) -> Result<(), ConfigError> {
+        if let Some(n) = &s.max_connections_per_client {
+            server.max_connections_per_client = self.bounded_count(n, "server.max_connections_per_client", 1_000_000)?;
+        }
+        if let Some(n) = &s.max_unauthenticated {
+            server.max_unauthenticated = self.bounded_count(n, "server.max_unauthenticated", 1_000_000)?;
+        }
+        if let Some(v) = &s.logon_timeout {
+            server.logon_timeout = self.timeout(v, "server.logon_timeout")?;
+        }
+        if let Some(v) = &s.frame_timeout {
+            server.frame_timeout = self.timeout(v, "server.frame_timeout")?;
+        }
+        if let Some(v) = &s.storage_timeout {
+            server.storage_timeout = self.timeout(v, "server.storage_timeout")?;
+        }
+        if let Some(n) = &s.storage_threads_per_share {
+            server.storage_threads_per_share = self.bounded_count(n, "server.storage_threads_per_share", 4096)?;
+        }
+        Ok(())
+    }
+
     /// A count from 1 to `max`.
     pub(super) fn bounded_count(&self, n: &Spanned<i64>, key: &str, max: i64) -> Result<usize, ConfigError> {
         let value = *n.get_ref();
@@ -397,6 +423,7 @@ impl Ctx<'_> {
     }
 
     fn apply_server(&self, s: RawServer, server: &mut ServerConfig, log: &mut Option<String>) -> Result<(), ConfigError> {
+        self.apply_limits(&s, server)?;
         if let Some(listen) = s.listen {
             self.apply_listen(listen, server)?;
         }
@@ -418,18 +445,6 @@ impl Ctx<'_> {
                 return Err(self.err(n.span(), format!("server.max_connections: {value} is out of range (1..1000000)")));
             }
             server.max_connections = value as usize;
-        }
-        if let Some(n) = s.max_connections_per_client {
-            server.max_connections_per_client = self.bounded_count(&n, "server.max_connections_per_client", 1_000_000)?;
-        }
-        if let Some(n) = s.max_unauthenticated {
-            server.max_unauthenticated = self.bounded_count(&n, "server.max_unauthenticated", 1_000_000)?;
-        }
-        if let Some(v) = s.logon_timeout {
-            server.logon_timeout = self.timeout(&v, "server.logon_timeout")?;
-        }
-        if let Some(v) = s.frame_timeout {
-            server.frame_timeout = self.timeout(&v, "server.frame_timeout")?;
         }
         self.apply_security(s.signing, s.encryption, s.ciphers, server)?;
         if let Some(a) = s.admin {

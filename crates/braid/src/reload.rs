@@ -125,7 +125,14 @@ pub fn exports(cfg: &ServerConfig, nfs: &NfsSettings, shares: &[ShareInfo]) -> V
         .filter_map(|(i, rules)| {
             let name = &cfg.shares.get(*i)?.name;
             let s = shares.iter().find(|s| s.name.eq_ignore_ascii_case(name))?;
-            Some(nfs_server::Export { share: s.index, name: name.clone(), backend: s.backend.clone(), rules: rules.clone(), qos: s.qos.clone() })
+            Some(nfs_server::Export {
+                share: s.index,
+                name: name.clone(),
+                backend: s.backend.clone(),
+                rules: rules.clone(),
+                qos: s.qos.clone(),
+                storage: s.storage.clone(),
+            })
         })
         .collect()
 }

@@ -163,6 +163,9 @@ pub struct Export {
     pub rules: ExportRules,
     /// The share's limiter, the same one SMB uses, so the limits hold across protocols.
     pub qos: Arc<braid_qos::ShareLimiter>,
+    /// The bound on the share's storage calls, the same one SMB uses: a hung backend holds
+    /// a bounded number of threads, and calls give up after its time limit (JUKEBOX).
+    pub storage: Arc<braid_qos::StorageGate>,
 }
 
 #[cfg(test)]

@@ -103,7 +103,8 @@ mod tests {
     use crate::config::ExportRules;
 
     fn export(name: &str, share: usize, backend: &Arc<dyn braid_vfs::Backend>, qos: &Arc<braid_qos::ShareLimiter>) -> Export {
-        Export { share, name: name.into(), backend: backend.clone(), rules: ExportRules::default(), qos: qos.clone() }
+        let storage = braid_qos::StorageGate::new(name, 64, std::time::Duration::from_secs(45));
+        Export { share, name: name.into(), backend: backend.clone(), rules: ExportRules::default(), qos: qos.clone(), storage }
     }
 
     #[test]

@@ -49,18 +49,18 @@ impl Ctx {
     /// Runs storage work on the blocking pool as the caller (the kernel checks permissions
     /// and new files are the caller's).
     pub async fn as_caller<T: Send + 'static>(&self, f: impl FnOnce(&dyn Backend) -> braid_vfs::Result<T> + Send + 'static) -> HResult<T> {
-        let backend = self.export()?.export.backend.clone();
-        let id = self.id.clone();
-        let r = tokio::task::spawn_blocking(move || run_as(&id, || f(&*backend)).and_then(|r| r)).await;
-        finish(r)
+        let export = &self.export()?.export;
+        let (backend, id) = (export.backend.clone(), self.id.clone());
+        finish(export.storage.run(move || run_as(&id, || f(&*backend)).and_then(|r| r)).await)
     }
 
     /// Runs storage work on the blocking pool as the server itself: resolving handles
     /// (`open_by_handle_at` needs privileges the caller's identity drops) and reading
     /// attributes the server then checks itself.
     pub async fn as_server<T: Send + 'static>(&self, f: impl FnOnce(&dyn Backend) -> braid_vfs::Result<T> + Send + 'static) -> HResult<T> {
-        let backend = self.export()?.export.backend.clone();
-        finish(tokio::task::spawn_blocking(move || f(&*backend)).await)
+        let export = &self.export()?.export;
+        let backend = export.backend.clone();
+        finish(export.storage.run(move || f(&*backend)).await)
     }
 
     /// The backend token inside a handle of this call's export (NFS3ERR_BADHANDLE if the
@@ -199,10 +199,12 @@ pub fn run_as<T>(id: &Identity, f: impl FnOnce() -> T) -> braid_vfs::Result<T> {
     with_creds(id, f)
 }
 
-fn finish<T>(r: Result<braid_vfs::Result<T>, tokio::task::JoinError>) -> HResult<T> {
+fn finish<T>(r: Result<braid_vfs::Result<T>, braid_qos::Stalled>) -> HResult<T> {
     match r {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(nfs_status(&e)),
-        Err(_) => Err(Nfsstat3::Serverfault),
+        // The share's storage did not answer in time: the client retries later.
+        Err(braid_qos::Stalled::TimedOut) => Err(Nfsstat3::Jukebox),
+        Err(braid_qos::Stalled::Died) => Err(Nfsstat3::Serverfault),
     }
 }

@@ -35,6 +35,7 @@ fn start_with(coord: Arc<dyn Coordinator>) -> (tokio::runtime::Runtime, SocketAd
         backend: Arc::new(braid_vfs::MemoryBackend::new(1 << 24, false)),
         rules,
         qos: braid_qos::ShareLimiter::new(name, Default::default()),
+        storage: braid_qos::StorageGate::new(name, 16, Duration::from_secs(30)),
     };
     let refused = ExportRules { clients: vec![ClientNet::parse("192.0.2.0/24").unwrap()], ..rules.clone() };
     let exports = vec![mem("mem", rules, 0), mem("other", refused, 1)];

@@ -11,6 +11,7 @@
 
 mod bucket;
 pub mod cost;
+pub mod gate;
 pub mod limiter;
 pub mod limits;
 pub mod presets;
@@ -19,6 +20,7 @@ pub mod status;
 mod usage;
 
 pub use cost::{io_units, Io, IO_UNIT};
+pub use gate::{Stalled, StorageGate};
 pub use limiter::{ClientSlot, ShareLimiter};
 pub use limits::Limits;
 pub use presets::{provisioned, Model};

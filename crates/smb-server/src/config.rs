@@ -27,6 +27,11 @@ pub struct ServerConfig {
     pub logon_timeout: std::time::Duration,
     /// How long a frame may take to arrive whole once its transport header has.
     pub frame_timeout: std::time::Duration,
+    /// How long a request waits for its share's storage before it answers IO_TIMEOUT.
+    pub storage_timeout: std::time::Duration,
+    /// Storage calls of one share running at once (a hung backend holds this many threads
+    /// at most).
+    pub storage_threads_per_share: usize,
     /// Cap on open handles per session.
     pub max_opens_per_session: usize,
     /// Every session (but guest and anonymous ones) must sign its requests.
@@ -222,6 +227,8 @@ impl Default for ServerConfig {
             max_unauthenticated: 256,
             logon_timeout: std::time::Duration::from_secs(20),
             frame_timeout: std::time::Duration::from_secs(30),
+            storage_timeout: std::time::Duration::from_secs(45),
+            storage_threads_per_share: 64,
             max_opens_per_session: 16384,
             signing_required: false,
             encryption: EncryptionMode::Offered,

@@ -145,6 +145,8 @@ pub struct ShareInfo {
     pub name: String,
     pub backend: Arc<dyn braid_vfs::Backend>,
     pub qos: Arc<braid_qos::ShareLimiter>,
+    /// The bound on its storage calls, shared with the other protocols.
+    pub storage: Arc<braid_qos::StorageGate>,
 }
 
 /// Reloads and stops a running server.
@@ -161,8 +163,13 @@ impl ServerHandle {
 
     /// The shares served now, in configuration order.
     pub fn shares(&self) -> Vec<ShareInfo> {
-        let info =
-            |s: Arc<crate::server::Share>| ShareInfo { index: s.index, name: s.config.name.clone(), backend: s.backend.clone(), qos: s.qos.clone() };
+        let info = |s: Arc<crate::server::Share>| ShareInfo {
+            index: s.index,
+            name: s.config.name.clone(),
+            backend: s.backend.clone(),
+            qos: s.qos.clone(),
+            storage: s.storage.clone(),
+        };
         self.state.shares.iter().map(info).collect()
     }
 

@@ -181,7 +181,11 @@ async fn process_one(
         None => match gate(&mut cx, cmd, related, &prev_tree, auth.verified) {
             Err(st) => Err(st),
             Ok(()) => match crate::qos::admit(&mut cx, cmd, out).await {
-                Ok(()) => commands::dispatch(&mut cx, cmd, out).await,
+                // Storage calls of a request on a share are bounded by its gate.
+                Ok(()) => match cx.tree.as_ref().and_then(|t| t.share()).map(|s| s.storage.clone()) {
+                    Some(gate) => crate::storage::on_share(gate, commands::dispatch(&mut cx, cmd, out)).await,
+                    None => commands::dispatch(&mut cx, cmd, out).await,
+                },
                 Err(st) => Err(st),
             },
         },

@@ -161,12 +161,18 @@ fn plan_shares(state: &ServerState, new: &ServerConfig, report: &mut ReloadRepor
                     s.clone()
                 } else {
                     // Trees already connected keep the settings they connected with.
-                    Arc::new(Share { config: cfg.clone(), backend: s.backend.clone(), index: s.index, qos: s.qos.clone() })
+                    Arc::new(Share {
+                        config: cfg.clone(),
+                        backend: s.backend.clone(),
+                        index: s.index,
+                        qos: s.qos.clone(),
+                        storage: s.storage.clone(),
+                    })
                 }
             }
             None => {
                 let index = state.next_share_index.fetch_add(1, Ordering::Relaxed);
-                let s = Arc::new(Share::open(cfg, index)?);
+                let s = Arc::new(Share::open(cfg, index, &state.config)?);
                 report.shares_added.push(cfg.name.clone());
                 opened.push(s.clone());
                 s
@@ -274,6 +280,8 @@ fn needs_restart(old: &ServerConfig, new: &ServerConfig) -> Vec<String> {
         max_unauthenticated,
         logon_timeout,
         frame_timeout,
+        storage_timeout,
+        storage_threads_per_share,
         max_opens_per_session,
         signing_required,
         encryption,

@@ -468,25 +468,59 @@ pub async fn blocking_or_pending<T: Send + 'static>(
     out: &mut Vec<u8>,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, NtStatus> {
-    pending_after(cx, out, tokio::task::spawn_blocking(f)).await
+    let work = std::pin::pin!(crate::storage::run_blocking(f));
+    pending_after(cx, out, work).await
 }
 
 /// Awaits work already started elsewhere (the blocking pool, a file's write queue); past
-/// [`ASYNC_AFTER`] the request is answered STATUS_PENDING first. An error from `work` means
-/// the work died (panicked) without a result.
-async fn pending_after<T, E>(
+/// [`ASYNC_AFTER`] the request is answered STATUS_PENDING first. An error from `work` is
+/// its status ([`WorkError`]). On a share, the wait ends at the share's storage timeout
+/// (IO_TIMEOUT; the work goes on without the request).
+async fn pending_after<T, E: WorkError>(
     cx: &mut Ctx<'_>,
     out: &mut Vec<u8>,
     mut work: impl std::future::Future<Output = Result<T, E>> + Unpin,
 ) -> Result<T, NtStatus> {
-    let r = tokio::select! {
-        r = &mut work => r,
-        _ = tokio::time::sleep(ASYNC_AFTER) => {
-            go_async(cx, out).await;
-            work.await
+    let gate = crate::storage::current_gate();
+    let deadline = gate.as_ref().map(|g| g.deadline());
+    let bounded = async {
+        match deadline {
+            Some(d) => tokio::time::timeout_at(d, &mut work).await.ok(),
+            None => Some((&mut work).await),
         }
     };
-    r.map_err(|_| NtStatus::INTERNAL_ERROR)
+    tokio::pin!(bounded);
+    let r = tokio::select! {
+        r = &mut bounded => r,
+        _ = tokio::time::sleep(ASYNC_AFTER) => {
+            go_async(cx, out).await;
+            bounded.await
+        }
+    };
+    match (r, gate) {
+        (Some(r), _) => r.map_err(WorkError::status),
+        (None, Some(g)) => Err(crate::storage::stalled_status(g.timed_out())),
+        (None, None) => Err(NtStatus::INTERNAL_ERROR),
+    }
+}
+
+/// How the failure of work awaited by [`pending_after`] becomes a status.
+pub(crate) trait WorkError {
+    fn status(self) -> NtStatus;
+}
+
+/// The blocking pool's own answer (IO_TIMEOUT on a stuck share).
+impl WorkError for NtStatus {
+    fn status(self) -> NtStatus {
+        self
+    }
+}
+
+/// A write queue that dropped the job without an answer: it died.
+impl WorkError for tokio::sync::oneshot::error::RecvError {
+    fn status(self) -> NtStatus {
+        NtStatus::INTERNAL_ERROR
+    }
 }
 
 /// [`storage_or_pending`] for a write: `f` runs after the file's earlier writes, on the

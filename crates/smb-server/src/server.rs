@@ -24,6 +24,8 @@ pub struct Share {
     pub index: usize,
     /// Its provisioned limits and use, shared with the other protocols serving it.
     pub qos: Arc<braid_qos::ShareLimiter>,
+    /// The bound on its storage calls (threads at once, time to answer).
+    pub storage: Arc<crate::storage::StorageGate>,
 }
 
 /// Everything connections share.
@@ -116,7 +118,7 @@ fn cached(local: Arc<dyn Backend>, path: &std::path::Path, m: &crate::config::Me
 
 impl Share {
     /// Opens the storage of share `s` and gives it `index`.
-    pub(crate) fn open(s: &ShareConfig, index: usize) -> std::io::Result<Share> {
+    pub(crate) fn open(s: &ShareConfig, index: usize, server: &ServerConfig) -> std::io::Result<Share> {
         let backend: Arc<dyn Backend> = match &s.storage {
             crate::config::ShareStorage::Directory(path) => {
                 let local: Arc<dyn Backend> = Arc::new(
@@ -128,7 +130,8 @@ impl Share {
             crate::config::ShareStorage::Memory { capacity } => Arc::new(MemoryBackend::new(*capacity, s.read_only)),
         };
         let qos = braid_qos::ShareLimiter::new(&s.name, s.limits.clone());
-        Ok(Share { config: s.clone(), backend, index, qos })
+        let storage = crate::storage::StorageGate::new(&s.name, server.storage_threads_per_share, server.storage_timeout);
+        Ok(Share { config: s.clone(), backend, index, qos, storage })
     }
 
     /// Whether `user` may connect to the share (its `users` list, or `guest_ok`).
@@ -151,7 +154,7 @@ impl ServerState {
     pub fn new(config: ServerConfig) -> std::io::Result<Self> {
         let mut shares = Vec::new();
         for (index, s) in config.shares.iter().enumerate() {
-            shares.push(Arc::new(Share::open(s, index)?));
+            shares.push(Arc::new(Share::open(s, index, &config)?));
         }
         let users = crate::reload::user_table(&config.users);
         let persistent = crate::persistent::PersistentOpens::open(&config)?;

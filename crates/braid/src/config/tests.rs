@@ -186,12 +186,13 @@ fn admission_keys() {
     let d = dir();
     let text = example().replace(
         "log = \"debug\"",
-        "log = \"debug\"\nmax_connections_per_client = 8\nmax_unauthenticated = 16\nlogon_timeout = \"5s\"\nframe_timeout = 2\nnfs_max_connections_per_client = 4\nnfs_max_calls_per_client = 99",
+        "log = \"debug\"\nmax_connections_per_client = 8\nmax_unauthenticated = 16\nlogon_timeout = \"5s\"\nframe_timeout = 2\nnfs_max_connections_per_client = 4\nnfs_max_calls_per_client = 99\nstorage_timeout = \"9s\"\nstorage_threads_per_share = 12",
     );
     let loaded = parse(&text, "braid.toml", d.path()).unwrap();
     let c = &loaded.server;
     assert_eq!((c.max_connections_per_client, c.max_unauthenticated), (8, 16));
     assert_eq!((c.logon_timeout, c.frame_timeout), (std::time::Duration::from_secs(5), std::time::Duration::from_secs(2)));
+    assert_eq!((c.storage_timeout, c.storage_threads_per_share), (std::time::Duration::from_secs(9), 12));
     let n = &loaded.nfs.config;
     assert_eq!((n.max_connections_per_client, n.max_calls_per_client, n.record_timeout), (4, 99, std::time::Duration::from_secs(2)));
     error(&with_line(7, "max_unauthenticated = 0"), 7, &["server.max_unauthenticated", "out of range"]);
