@@ -59,8 +59,13 @@ impl StorageGate {
     /// Runs `f` on the blocking pool within this share's bound.
     pub async fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Result<T, Stalled> {
         let deadline = self.deadline();
-        let Ok(Ok(permit)) = tokio::time::timeout_at(deadline, self.calls.clone().acquire_owned()).await else {
-            return Err(self.timed_out());
+        // A free place is taken without a timer; only a full share waits for one.
+        let permit = match self.calls.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => match tokio::time::timeout_at(deadline, self.calls.clone().acquire_owned()).await {
+                Ok(Ok(p)) => p,
+                _ => return Err(self.timed_out()),
+            },
         };
         // The permit goes with the call: a call stuck in the backend keeps its place.
         let call = tokio::task::spawn_blocking(move || {

@@ -468,20 +468,21 @@ pub async fn blocking_or_pending<T: Send + 'static>(
     out: &mut Vec<u8>,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, NtStatus> {
+    // `run_blocking` keeps the share's time limit itself.
     let work = std::pin::pin!(crate::storage::run_blocking(f));
-    pending_after(cx, out, work).await
+    pending_after(cx, out, work, None).await
 }
 
 /// Awaits work already started elsewhere (the blocking pool, a file's write queue); past
 /// [`ASYNC_AFTER`] the request is answered STATUS_PENDING first. An error from `work` is
-/// its status ([`WorkError`]). On a share, the wait ends at the share's storage timeout
-/// (IO_TIMEOUT; the work goes on without the request).
+/// its status ([`WorkError`]). With `gate` (the request's share), the wait ends at the
+/// share's storage timeout (IO_TIMEOUT; the work goes on without the request).
 async fn pending_after<T, E: WorkError>(
     cx: &mut Ctx<'_>,
     out: &mut Vec<u8>,
     mut work: impl std::future::Future<Output = Result<T, E>> + Unpin,
+    gate: Option<std::sync::Arc<crate::storage::StorageGate>>,
 ) -> Result<T, NtStatus> {
-    let gate = crate::storage::current_gate();
     let deadline = gate.as_ref().map(|g| g.deadline());
     let bounded = async {
         match deadline {
@@ -531,7 +532,7 @@ pub async fn write_or_pending<T: Send + 'static>(
     queue: &crate::write_queue::WriteQueue,
     f: impl FnOnce() -> braid_vfs::Result<T> + Send + 'static,
 ) -> Result<T, NtStatus> {
-    pending_after(cx, out, queue.submit(f)).await?.map_err(storage_status)
+    pending_after(cx, out, queue.submit(f), crate::storage::current_gate()).await?.map_err(storage_status)
 }
 
 /// [`blocking_or_pending`] for storage calls, mapping storage errors to NTSTATUS.
