@@ -177,10 +177,6 @@ impl Admission {
         Arc::new(Admission { protocol, limits, held: Mutex::default(), hits: Default::default(), logged: Mutex::default() })
     }
 
-    pub fn limits(&self) -> Limits {
-        self.limits
-    }
-
     /// Admits a connection from `peer`, evicting the oldest unauthenticated connection if
     /// the pool is full; or says which limit refuses it (counted and logged here).
     pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Ticket, Limit> {
@@ -355,14 +351,6 @@ impl Ticket {
         }
         self.admission.hit(Limit::CallsPerClient, self.peer);
         self.calls.clone().acquire_owned().await.ok()
-    }
-
-    pub fn admission(&self) -> &Arc<Admission> {
-        &self.admission
-    }
-
-    pub fn peer(&self) -> IpAddr {
-        self.peer
     }
 }
 

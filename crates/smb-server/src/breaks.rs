@@ -114,8 +114,8 @@ const WRITE_WAIT: Duration = Duration::from_millis(250);
 /// cached under a lease the change ended (the Linux client answers `readdir` from its
 /// cached directory as soon as `unlink` returns). Returned by whatever changes state
 /// (`changes.rs`, [`break_level2`]), carried out by [`Notices::send`] in the request's
-/// own flow, or by [`Notices::send_later`] where nothing answers.
-#[must_use = "break notifications go out before the answer: call send (or send_later)"]
+/// own flow (callers with no answer to order them before hand them to [`deliver_later`]).
+#[must_use = "break notifications go out before the answer: call send"]
 #[derive(Debug, Default)]
 pub struct Notices(Vec<Notice>);
 
@@ -149,12 +149,6 @@ impl Notices {
         if tokio::time::timeout(WRITE_WAIT, task).await.is_err() {
             tracing::warn!(wait = ?WRITE_WAIT, "break notifications not written in time (a client not reading?); answering before them");
         }
-    }
-
-    /// Sends the notifications in their own task, for callers with no answer to order
-    /// them before.
-    pub fn send_later(self, server: &Arc<ServerState>) {
-        deliver_later(server, self.0);
     }
 }
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 #[cfg(test)]
 use std::time::Duration;
 
+pub use braid_qos::StorageGate;
 use smb_wire::NtStatus;
 
 /// The NTSTATUS for a storage error (logged at debug level).
@@ -19,8 +20,6 @@ pub fn storage_status(e: braid_vfs::VfsError) -> NtStatus {
     tracing::debug!(error = %e, "storage error");
     crate::status_map::vfs_status(&e)
 }
-
-pub use braid_qos::StorageGate;
 
 tokio::task_local! {
     static GATE: Arc<StorageGate>;
