@@ -259,3 +259,33 @@ def test_tree_connects_of_a_session_are_bounded(server):
         f = smb.open("", directory=True)
         f.close()
     assert hits(server, "trees_per_session") - before == 1
+
+
+def test_requests_waiting_on_one_connection_are_bounded(server):
+    """CHANGE_NOTIFY requests go async and hand their credits back, so credits do not bound
+    them: past 512 waiting on one connection, more get INSUFFICIENT_RESOURCES."""
+    from smbprotocol.change_notify import CompletionFilter, SMB2ChangeNotifyRequest
+
+    pending, refused = 0x00000103, 0xC000009A
+    before = hits(server, "async_per_connection")
+    with harness.Smb(server) as smb:
+        smb.conn.echo(sid=smb.session.session_id, credit_request=1024)
+        d = smb.open("", directory=True)
+        reqs = []
+        for _ in range(520):
+            req = SMB2ChangeNotifyRequest()
+            req["file_id"] = d.file_id
+            req["output_buffer_length"] = 4096
+            req["completion_filter"] = CompletionFilter.FILE_NOTIFY_CHANGE_FILE_NAME
+            reqs.append(smb.conn.send(req, smb.session.session_id, smb.tree.tree_connect_id))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(r.response is None for r in reqs):
+            time.sleep(0.1)
+        statuses = [r.response["status"].get_value() if r.response is not None else None for r in reqs]
+        assert statuses.count(pending) == 512, statuses
+        assert statuses.count(refused) == 8, statuses
+        # The connection still serves, and closing the directory ends the waiting ones.
+        f = smb.open("x-after-async-limit")
+        f.close()
+        d.close()
+    assert hits(server, "async_per_connection") - before == 8

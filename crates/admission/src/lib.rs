@@ -74,10 +74,13 @@ pub enum Limit {
     TreesPerSession,
     /// Refused: a session already has its maximum of open files (SMB).
     OpensPerSession,
+    /// Refused (INSUFFICIENT_RESOURCES): a connection already has its maximum of requests
+    /// waiting asynchronously (SMB: notifications, blocking locks, creates waiting on breaks).
+    AsyncPerConnection,
 }
 
 impl Limit {
-    pub const ALL: [Limit; 11] = [
+    pub const ALL: [Limit; 12] = [
         Limit::Connections,
         Limit::PerClient,
         Limit::Unauthenticated,
@@ -89,6 +92,7 @@ impl Limit {
         Limit::SessionsPerConnection,
         Limit::TreesPerSession,
         Limit::OpensPerSession,
+        Limit::AsyncPerConnection,
     ];
 
     /// The name used in metrics and logs.
@@ -105,6 +109,7 @@ impl Limit {
             Limit::SessionsPerConnection => "sessions_per_connection",
             Limit::TreesPerSession => "trees_per_session",
             Limit::OpensPerSession => "opens_per_session",
+            Limit::AsyncPerConnection => "async_per_connection",
         }
     }
 
@@ -121,6 +126,7 @@ impl Limit {
             Limit::SessionsPerConnection => "session refused: the connection holds its maximum of sessions",
             Limit::TreesPerSession => "tree connect refused: the session holds its maximum of tree connects",
             Limit::OpensPerSession => "open refused: the session holds its maximum of open files",
+            Limit::AsyncPerConnection => "request refused: the connection holds its maximum of requests waiting asynchronously",
         }
     }
 }

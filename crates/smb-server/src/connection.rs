@@ -18,8 +18,11 @@ use crate::outbox::{FileTail, Outbox};
 use crate::server::ServerState;
 
 /// Requests one connection may have in progress at once; the reader stops reading (TCP
-/// back-pressure) beyond it.
-pub(crate) const MAX_IN_FLIGHT: u32 = 256;
+/// back-pressure) beyond it. Requests waiting asynchronously for an event are at most
+/// [`MAX_ASYNC_PER_CONNECTION`] of them, so 256 places always remain for the requests that
+/// end those waits (CLOSE, CANCEL, an unlock): without that room, a client whose waiting
+/// requests filled them could never be answered again.
+pub(crate) const MAX_IN_FLIGHT: u32 = 256 + MAX_ASYNC_PER_CONNECTION as u32;
 
 /// What NEGOTIATE settled (MS-SMB2 3.3.5.4).
 #[derive(Debug)]
@@ -33,6 +36,22 @@ pub struct Negotiated {
     /// What the NEGOTIATE response said, for FSCTL_VALIDATE_NEGOTIATE_INFO.
     pub server_capabilities: u32,
     pub server_security_mode: u16,
+}
+
+/// Most requests of one connection that may wait asynchronously at once (CHANGE_NOTIFY,
+/// blocking locks, creates waiting on breaks, throttled I/O). Each holds a task and its
+/// buffers, and an interim response hands the client its credits back, so credits alone do
+/// not bound them. Windows servers use the same figure.
+pub const MAX_ASYNC_PER_CONNECTION: usize = 512;
+
+/// What [`Connection::register_pending`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Registration {
+    Registered,
+    /// A CANCEL naming the request came before it: it ends at once.
+    CancelledAhead,
+    /// The connection holds [`MAX_ASYNC_PER_CONNECTION`] waiting requests already.
+    Full,
 }
 
 /// A request that went async (STATUS_PENDING) and may be cancelled.
@@ -321,16 +340,22 @@ impl Connection {
         ahead.push_back(mid);
     }
 
-    /// Registers request `mid` for CANCEL; returns false if a CANCEL for it came already.
-    pub(crate) fn register_pending(&self, mid: u64, op: PendingOp) -> bool {
+    /// Registers request `mid` for CANCEL, unless a CANCEL for it came already or the
+    /// connection holds [`MAX_ASYNC_PER_CONNECTION`] registered requests.
+    pub(crate) fn register_pending(&self, mid: u64, op: PendingOp) -> Registration {
         let mut pending = crate::sync::lock(&self.pending);
         let mut ahead = crate::sync::lock(&self.cancelled_ahead);
         if let Some(i) = ahead.iter().position(|&m| m == mid) {
             ahead.remove(i);
-            return false;
+            return Registration::CancelledAhead;
+        }
+        if pending.len() >= MAX_ASYNC_PER_CONNECTION && !pending.contains_key(&mid) {
+            drop((pending, ahead));
+            self.server.admission.hit(braid_admission::Limit::AsyncPerConnection, self.peer.ip());
+            return Registration::Full;
         }
         pending.insert(mid, op);
-        true
+        Registration::Registered
     }
 
     /// A CLOSE (MessageId `mid`) is closing the handle with volatile id `volatile`.

@@ -17,7 +17,7 @@ use braid_qos::Io;
 use smb_wire::{Command, NtStatus, HEADER_LEN};
 use tokio::sync::Notify;
 
-use crate::connection::PendingOp;
+use crate::connection::{PendingOp, Registration};
 use crate::open::OpenKind;
 use crate::request::{go_async, Ctx, ASYNC_AFTER};
 use crate::sync::lock;
@@ -77,8 +77,15 @@ pub async fn admit(cx: &mut Ctx<'_>, cmd: Command, out: &mut Vec<u8>) -> Result<
     // (the reader waits for every request in flight before it closes the session's opens).
     let cancel = Arc::new(Notify::new());
     let mid = cx.hdr.message_id.0;
-    if !cx.conn.register_pending(mid, PendingOp { async_id: cx.async_id.unwrap_or(0), cancel: cancel.clone() }) {
-        return Err(NtStatus::CANCELLED);
+    match cx.conn.register_pending(mid, PendingOp { async_id: cx.async_id.unwrap_or(0), cancel: cancel.clone() }) {
+        Registration::Registered => {}
+        Registration::CancelledAhead => return Err(NtStatus::CANCELLED),
+        // The connection holds its maximum of waiting requests: this one waits without
+        // going async, so it keeps its credits and the client's credits bound the rest.
+        Registration::Full => {
+            wait.await;
+            return Ok(());
+        }
     }
     let r = wait_or_cancel(cx, out, wait, &cancel).await;
     lock(&cx.conn.pending).remove(&mid);

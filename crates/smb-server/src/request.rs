@@ -450,15 +450,20 @@ pub(crate) const ASYNC_AFTER: std::time::Duration = std::time::Duration::from_mi
 /// Answers STATUS_PENDING (MS-SMB2 3.3.4.2) and registers the request so CANCEL and a lost
 /// connection can wake it through `cancel` (at once, if a CANCEL by MessageId overtook the
 /// request); returns its MessageId, to remove from `Connection::pending` when it completes.
-pub async fn go_pending(cx: &mut Ctx<'_>, out: &mut Vec<u8>, cancel: &std::sync::Arc<tokio::sync::Notify>) -> u64 {
+/// A connection holding its maximum of waiting requests gets INSUFFICIENT_RESOURCES instead
+/// (MS-SMB2 3.3.4.2 allows it when resources are constrained).
+pub async fn go_pending(cx: &mut Ctx<'_>, out: &mut Vec<u8>, cancel: &std::sync::Arc<tokio::sync::Notify>) -> Result<u64, NtStatus> {
+    use crate::connection::Registration;
     let mid = cx.hdr.message_id.0;
     // Registered before the interim response goes out (which sets the AsyncId).
     let async_id = cx.async_id.unwrap_or(0);
-    if !cx.conn.register_pending(mid, crate::connection::PendingOp { async_id, cancel: cancel.clone() }) {
-        cancel.notify_one();
+    match cx.conn.register_pending(mid, crate::connection::PendingOp { async_id, cancel: cancel.clone() }) {
+        Registration::Registered => {}
+        Registration::CancelledAhead => cancel.notify_one(),
+        Registration::Full => return Err(NtStatus::INSUFFICIENT_RESOURCES),
     }
     go_async(cx, out).await;
-    mid
+    Ok(mid)
 }
 
 /// Runs blocking work on the blocking pool; if it outlasts [`ASYNC_AFTER`], the request is

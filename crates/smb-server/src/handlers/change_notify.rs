@@ -9,7 +9,7 @@ use smb_wire::msg::notify::{encode_response, NotifyRequest, WATCH_TREE};
 use smb_wire::NtStatus;
 
 use super::find_open;
-use crate::connection::PendingOp;
+use crate::connection::{PendingOp, Registration};
 use crate::notify::Watch;
 use crate::request::{Ctx, HResult, Reply};
 use crate::sync::lock;
@@ -65,8 +65,10 @@ pub async fn handle(cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> HResult {
     // Registered before the first look: a CANCEL that arrives before the request has gone
     // async names it by MessageId, and must find it (the interim response replaces the entry
     // with one carrying the AsyncId). One that overtook the request cancels it now.
-    if !cx.conn.register_pending(mid, PendingOp { async_id: 0, cancel: cancel.clone() }) {
-        return Err(NtStatus::CANCELLED);
+    match cx.conn.register_pending(mid, PendingOp { async_id: 0, cancel: cancel.clone() }) {
+        Registration::Registered => {}
+        Registration::CancelledAhead => return Err(NtStatus::CANCELLED),
+        Registration::Full => return Err(NtStatus::INSUFFICIENT_RESOURCES),
     }
     let who = (mid, cx.conn.id);
     watch.enqueue(who);
@@ -117,7 +119,8 @@ async fn wait(cx: &mut Ctx<'_>, out: &mut Vec<u8>, watch: &Watch, max: usize, ca
             }
         }
         if !pending {
-            super::go_pending(cx, out, cancel).await;
+            // Registered already (the entry is this request's own): never full here.
+            super::go_pending(cx, out, cancel).await?;
             pending = true;
             if cx.conn.is_closed() {
                 return Err(NtStatus::CANCELLED);

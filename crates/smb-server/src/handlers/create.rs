@@ -792,7 +792,10 @@ pub(super) async fn wait_breaks(
         }
         let Some(until) = b.wait_until else { break Ok(acted) };
         if registered.is_none() {
-            registered = Some(super::go_pending(cx, out, &cancel).await);
+            match super::go_pending(cx, out, &cancel).await {
+                Ok(mid) => registered = Some(mid),
+                Err(st) => break Err(st),
+            }
         }
         let lost = cx.conn.is_closed();
         if lost && !(outlive && other_channel_alive(cx)) {

@@ -139,7 +139,10 @@ async fn wait_for_lock(cx: &mut Ctx<'_>, open: &Arc<Open>, node: &Arc<FileNode>,
             Err(e) => break Err(state_status(e)),
         }
         if registered.is_none() {
-            registered = Some(super::go_pending(cx, out, &cancel).await);
+            match super::go_pending(cx, out, &cancel).await {
+                Ok(mid) => registered = Some(mid),
+                Err(st) => break Err(st),
+            }
             if cx.conn.is_closed() {
                 break Err(NtStatus::CANCELLED);
             }
