@@ -86,7 +86,7 @@ for r in $(seq "$ROUNDS"); do
 done
 
 # Medians over the rounds; the ratio line; Braid's targets.
-med() { jq -s "map($2) | sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end" "$WORK/$1.jsonl"; }
+med() { jq -s "map($2) | sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end | . * 10000 | round / 10000" "$WORK/$1.jsonl"; }
 bi=$(med braid .iops); si=$(med samba .iops)
 bp=$(med braid .latency_us.p99); sp=$(med samba .latency_us.p99)
 bj=$(med braid .fairness.jain); sj=$(med samba .fairness.jain)
