@@ -6,6 +6,7 @@
 //! client ([`smb`]) and for an in-memory mock used by the tests.
 
 pub mod chart;
+pub mod clients;
 pub mod copy;
 pub mod cpu;
 pub mod csv;

@@ -160,6 +160,69 @@ pub struct Report {
     pub timeline: Vec<Point>,
     /// Times the session reconnected after losing its connection (durable opens only).
     pub reconnects: u64,
+    /// How evenly the clients were served (`--clients` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fairness: Option<Fairness>,
+}
+
+/// How evenly a server served independent clients: Jain's index over the operations each
+/// completed in the measured window, and the spread of those counts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Fairness {
+    /// Clients measured.
+    pub clients: u32,
+    /// Jain's fairness index, (Σx)² / (n·Σx²): 1 when every client did the same, 1/n when
+    /// one client did everything.
+    pub jain: f64,
+    /// Operations of the slowest client.
+    pub min_ops: u64,
+    /// Median operations per client.
+    pub median_ops: f64,
+    /// Operations of the fastest client.
+    pub max_ops: u64,
+    /// Slowest client over the median one.
+    pub slowest_to_median: f64,
+    /// Operations of every client, in client order (the order they connected in).
+    pub per_client_ops: Vec<u64>,
+}
+
+/// Jain's fairness index of `xs`, (Σx)² / (n·Σx²). Zero when empty or all zero: a run in
+/// which no client got anything done is not a fair one.
+pub fn jain_index(xs: &[u64]) -> f64 {
+    let sum: f64 = xs.iter().map(|&x| x as f64).sum();
+    let squares: f64 = xs.iter().map(|&x| (x as f64) * (x as f64)).sum();
+    if squares == 0.0 {
+        return 0.0;
+    }
+    sum * sum / (xs.len() as f64 * squares)
+}
+
+/// The median of `xs` (the mean of the middle two for an even count; 0 when empty).
+pub fn median(xs: &[u64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_unstable();
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2] as f64,
+        n => (v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0,
+    }
+}
+
+impl Fairness {
+    /// The fairness of per-client operation counts.
+    pub fn from_counts(ops: Vec<u64>) -> Self {
+        let med = median(&ops);
+        let min = ops.iter().copied().min().unwrap_or(0);
+        Self {
+            clients: ops.len() as u32,
+            jain: (jain_index(&ops) * 10_000.0).round() / 10_000.0,
+            min_ops: min,
+            median_ops: med,
+            max_ops: ops.iter().copied().max().unwrap_or(0),
+            slowest_to_median: if med > 0.0 { (min as f64 / med * 1000.0).round() / 1000.0 } else { 0.0 },
+            per_client_ops: ops,
+        }
+    }
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -202,12 +265,19 @@ impl Report {
             workload: workload.clone(),
             timeline: Vec::new(),
             reconnects: 0,
+            fairness: None,
         }
     }
 
     /// The report with its per-second series.
     pub fn with_timeline(mut self, timeline: Vec<Point>) -> Self {
         self.timeline = timeline;
+        self
+    }
+
+    /// The report with the clients' fairness.
+    pub fn with_fairness(mut self, fairness: Fairness) -> Self {
+        self.fairness = Some(fairness);
         self
     }
 
@@ -272,6 +342,15 @@ pub fn table(reports: &[Report]) -> String {
         }
         out.push_str(line.trim_end());
         out.push('\n');
+    }
+    for r in reports {
+        if let Some(f) = &r.fairness {
+            let _ = writeln!(
+                out,
+                "fairness {}: {} clients, Jain {:.4}, ops per client min {} / median {} / max {}, slowest/median {:.3}",
+                r.target, f.clients, f.jain, f.min_ops, f.median_ops, f.max_ops, f.slowest_to_median
+            );
+        }
     }
     out
 }
@@ -342,6 +421,36 @@ mod tests {
         }
         assert!(v["by_op"]["read"]["ops_per_s"].is_number());
         assert_eq!(v["errors"], 2);
+    }
+
+    #[test]
+    fn jain_and_median() {
+        assert_eq!(jain_index(&[5, 5, 5, 5]), 1.0);
+        // One client of four did everything: 1/n.
+        assert_eq!(jain_index(&[8, 0, 0, 0]), 0.25);
+        // (1+2+3+4)^2 / (4 * (1+4+9+16)) = 100 / 120.
+        assert!((jain_index(&[1, 2, 3, 4]) - 100.0 / 120.0).abs() < 1e-12);
+        assert_eq!(jain_index(&[]), 0.0);
+        assert_eq!(jain_index(&[0, 0]), 0.0);
+        assert_eq!(median(&[3, 1, 2]), 2.0);
+        assert_eq!(median(&[4, 1, 3, 2]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+        let f = Fairness::from_counts(vec![50, 100, 100, 120]);
+        assert_eq!((f.clients, f.min_ops, f.median_ops, f.max_ops), (4, 50, 100.0, 120));
+        assert_eq!(f.slowest_to_median, 0.5);
+        assert!((f.jain - 0.9275).abs() < 1e-4, "{f:?}");
+        assert_eq!(Fairness::from_counts(vec![0, 0]).slowest_to_median, 0.0);
+    }
+
+    #[test]
+    fn fairness_in_table_and_json() {
+        let r = sample().with_fairness(Fairness::from_counts(vec![10, 10]));
+        assert!(table(std::slice::from_ref(&r)).contains("fairness smb://u@h:445/s: 2 clients, Jain 1.0000"));
+        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(v["fairness"]["jain"], 1.0);
+        assert_eq!(v["fairness"]["per_client_ops"][1], 10);
+        // Runs without --clients have no fairness key.
+        assert!(serde_json::from_str::<serde_json::Value>(&sample().to_json()).unwrap().get("fairness").is_none());
     }
 
     #[test]

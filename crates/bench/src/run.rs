@@ -1,5 +1,6 @@
 //! The engine: connect, add channels, prepare files, run the data or metadata workload for
-//! warm-up + duration with `threads x queue depth` workers, and build the report.
+//! warm-up + duration with `threads x queue depth` workers, and build the report. The
+//! many-clients mode (`--clients`) is [`crate::clients`].
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,7 +20,7 @@ use crate::workload::Workload;
 use crate::BenchError;
 
 /// Consecutive failures after which a worker stops (the connection is most likely gone).
-const MAX_CONSECUTIVE_ERRORS: u32 = 16;
+pub(crate) const MAX_CONSECUTIVE_ERRORS: u32 = 16;
 
 /// Live counters shared by the workers and the progress line, and the per-second timeline.
 pub(crate) struct Live {
@@ -69,6 +70,12 @@ impl Window {
 pub async fn run_target<T: Target>(target: &T, wl: &Workload, progress: bool) -> Result<Report, BenchError> {
     wl.validate()?;
     let name = target.describe();
+    if wl.clients > 0 {
+        let bar = progress_bar(progress);
+        let result = crate::clients::run(target, wl, &name, &bar).await;
+        bar.finish_and_clear();
+        return result;
+    }
     let first = target.connect().await?;
     let mut channels = vec![first.clone()];
     for _ in 1..wl.channels {
@@ -119,13 +126,13 @@ pub(crate) fn spawn_ticker(bar: ProgressBar, live: Arc<Live>, win: Window, name:
     })
 }
 
-fn file_path(wl: &Workload, i: u32) -> String {
+pub(crate) fn file_path(wl: &Workload, i: u32) -> String {
     format!("{}/file{i}.dat", wl.dir)
 }
 
 /// Creates the directory and any data file that is missing or too small, filling it with
 /// the pattern's generation 0 (so `--verify` knows every block). `--verify` always rewrites.
-async fn prepare<S: Session>(s: &S, wl: &Workload, bar: &ProgressBar) -> Result<(), BenchError> {
+pub(crate) async fn prepare<S: Session>(s: &S, wl: &Workload, bar: &ProgressBar) -> Result<(), BenchError> {
     s.mkdir(&wl.dir).await?;
     let chunk = u64::from(s.max_io()).clamp(4096, 1 << 20);
     for i in 0..wl.files {

@@ -3,6 +3,7 @@
 //! in-memory [`mock`] implement them, so the whole engine is testable without a network.
 
 use std::future::Future;
+use std::net::IpAddr;
 
 use crate::BenchError;
 
@@ -27,6 +28,17 @@ pub trait Target: Send + Sync {
 
     /// Connects, authenticates and connects the share.
     fn connect(&self) -> impl Future<Output = Result<Self::Session, BenchError>> + Send;
+
+    /// [`Target::connect`] from local address `source` (None: the system picks), so many
+    /// clients of one machine look like many hosts to the server (`--source-ips`).
+    fn connect_from(&self, source: Option<IpAddr>) -> impl Future<Output = Result<Self::Session, BenchError>> + Send {
+        async move {
+            match source {
+                None => self.connect().await,
+                Some(ip) => Err(BenchError::NotSupported(format!("{}: cannot choose the source address ({ip})", self.describe()))),
+            }
+        }
+    }
 }
 
 /// One channel of an authenticated session with the share connected. Clones share the

@@ -1,6 +1,6 @@
 //! The [`Target`]/[`Session`]/[`BenchFile`] traits for Braid's SMB client.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -126,8 +126,13 @@ impl Target for SmbTarget {
     }
 
     async fn connect(&self) -> Result<SmbSession, BenchError> {
+        self.connect_from(None).await
+    }
+
+    async fn connect_from(&self, source: Option<IpAddr>) -> Result<SmbSession, BenchError> {
+        let cfg = ClientConfig { local_addr: source.or(self.cfg.local_addr), ..self.cfg.clone() };
         let work = async {
-            let client = Client::connect(self.addr, &self.cfg).await.map_err(|e| self.connect_error(e))?;
+            let client = Client::connect(self.addr, &cfg).await.map_err(|e| self.connect_error(e))?;
             let tree = client.tree_connect(&self.url.share).await.map_err(|e| self.connect_error(e))?;
             let link = self.durable.then(|| {
                 Arc::new(Link {

@@ -116,6 +116,15 @@ pub struct Workload {
     pub meta: Option<Vec<(MetaOp, u32)>>,
     /// Directory in the share holding the benchmark files.
     pub dir: String,
+    /// Independent clients (`--clients`): each its own connection, session and tree, one
+    /// operation at a time (see [`crate::clients`]); 0: `threads x queue_depth` workers over
+    /// one session.
+    pub clients: u32,
+    /// With `clients`: reads and writes between an open and its close (`--ios-per-open`).
+    pub ios_per_open: u32,
+    /// With `clients`: the local IPv4 addresses the clients connect from, `FIRST[-LAST]` as
+    /// given (`--source-ips`); client `i` uses the `i`-th, wrapping round.
+    pub source_ips: Option<String>,
 }
 
 impl Default for Workload {
@@ -138,6 +147,9 @@ impl Default for Workload {
             verify: false,
             meta: None,
             dir: "braid-bench".into(),
+            clients: 0,
+            ios_per_open: 8,
+            source_ips: None,
         }
     }
 }
@@ -176,8 +188,38 @@ impl Workload {
         if self.verify && self.meta.is_some() {
             return bad("--verify applies to data I/O, not to --meta".into());
         }
+        self.validate_clients()?;
         if self.dir.is_empty() || self.dir.starts_with('/') || self.dir.split('/').any(|c| c.is_empty() || c == "..") {
             return bad(format!("--dir {:?}: must be a relative path inside the share", self.dir));
+        }
+        Ok(())
+    }
+
+    /// The checks of the many-clients mode.
+    fn validate_clients(&self) -> Result<(), BenchError> {
+        let bad = |m: String| Err(BenchError::BadInput(m));
+        if self.clients == 0 {
+            if self.source_ips.is_some() {
+                return bad("--source-ips needs --clients".into());
+            }
+            return Ok(());
+        }
+        if self.clients > 100_000 {
+            return bad(format!("--clients {}: must be 1..100000", self.clients));
+        }
+        if self.ios_per_open == 0 || self.ios_per_open > 1_000_000 {
+            return bad(format!("--ios-per-open {}: must be 1..1000000", self.ios_per_open));
+        }
+        // Each client is one connection with one operation at a time: the knobs of the
+        // shared-session mode would silently mean something else here.
+        if self.threads != 1 || self.queue_depth != 1 || self.channels != 1 {
+            return bad("--clients runs one operation at a time per client: leave -t, -o and --channels at 1".into());
+        }
+        if self.meta.is_some() {
+            return bad("--clients runs the open/read/write/close loop, not --meta".into());
+        }
+        if let Some(s) = &self.source_ips {
+            crate::clients::SourceRange::parse(s)?;
         }
         Ok(())
     }
@@ -192,11 +234,13 @@ impl Workload {
         } else {
             format!("{} {} {}% write", format_size(self.block_size), if self.random { "random" } else { "sequential" }, self.write_pct)
         };
+        let who = if self.clients > 0 {
+            format!("{} client(s) x QD 1, open + {} I/O(s) + close", self.clients, self.ios_per_open)
+        } else {
+            format!("{} thread(s) x QD {}, {} channel(s)", self.threads, self.queue_depth, self.channels)
+        };
         format!(
-            "{kind}, {} thread(s) x QD {}, {} channel(s), {} file(s) of {}{}{}{}",
-            self.threads,
-            self.queue_depth,
-            self.channels,
+            "{kind}, {who}, {} file(s) of {}{}{}{}",
             self.files,
             format_size(self.file_size),
             if self.sign { ", signed" } else { "" },

@@ -162,3 +162,46 @@ async fn timeline_adds_up_to_the_report() {
     assert_eq!(r.timeline[0].iops as u64, r.ops);
     assert_eq!((r.timeline[0].read_iops, r.timeline[0].mib_per_s), (0.0, 0.0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_clients_with_verify() {
+    let t = MockTarget::new("mock", MockConfig { delay: Some(Duration::from_micros(50)), ..Default::default() });
+    let wl = Workload { clients: 20, ios_per_open: 4, write_pct: 50, verify: true, files: 3, threads: 1, queue_depth: 1, ..quick() };
+    let r = run_target(&t, &wl, false).await.unwrap();
+    assert_eq!(r.errors, 0);
+    for op in ["open", "read", "write", "close"] {
+        assert!(r.by_op.contains_key(op), "no {op}: {:?}", r.by_op.keys());
+    }
+    // An open carries at most ios_per_open reads and writes.
+    let (opens, ios) = (r.by_op["open"].count, r.by_op["read"].count + r.by_op["write"].count);
+    assert!(ios <= 4 * opens + 20 && ios >= opens, "{opens} opens, {ios} I/Os");
+    let f = r.fairness.clone().expect("fairness");
+    assert_eq!(f.clients, 20);
+    assert_eq!(f.per_client_ops.iter().sum::<u64>(), r.ops);
+    assert!(f.min_ops > 0 && f.jain > 0.5 && f.jain <= 1.0, "{f:?}");
+    assert!(table(&[r]).contains("fairness mock: 20 clients"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_clients_verify_catches_corruption() {
+    let t = MockTarget::new("mock", MockConfig { corrupt_after_writes: Some(200), ..Default::default() });
+    let wl = Workload { clients: 8, write_pct: 50, verify: true, file_size: 64 << 10, threads: 1, queue_depth: 1, ..quick() };
+    let e = run_target(&t, &wl, false).await.unwrap_err();
+    assert!(matches!(e, BenchError::Verify(_)), "{e}");
+}
+
+#[tokio::test]
+async fn many_clients_checks() {
+    let t = MockTarget::new("mock", MockConfig::default());
+    // The mock cannot pick a source address; the SMB target can.
+    let wl = Workload { clients: 2, source_ips: Some("127.2.0.1-127.2.0.2".into()), threads: 1, queue_depth: 1, ..quick() };
+    assert!(matches!(run_target(&t, &wl, false).await.unwrap_err(), BenchError::NotSupported(_)));
+    assert!(Workload { clients: 2, ..quick() }.validate().is_err(), "-t 2 -o 4 with --clients");
+    let wl = Workload { clients: 2, threads: 1, queue_depth: 1, ..quick() };
+    assert!(Workload { source_ips: Some("bogus".into()), ..wl.clone() }.validate().is_err());
+    assert!(Workload { ios_per_open: 0, ..wl.clone() }.validate().is_err());
+    assert!(Workload { source_ips: Some("127.0.0.1".into()), clients: 0, ..quick() }.validate().is_err());
+    // --verify needs a block of every file per client: 64 blocks, 100 clients.
+    let wl = Workload { clients: 100, verify: true, file_size: 64 << 12, ..wl };
+    assert!(run_target(&t, &wl, false).await.unwrap_err().to_string().contains("--verify"));
+}

@@ -134,13 +134,16 @@ async fn single(a: BenchRunArgs) -> anyhow::Result<()> {
         channels: count("--channels", &a.channels)?,
         verify: a.verify,
         meta: a.meta.as_deref().map(parse_meta_mix).transpose()?,
+        clients: a.clients.as_deref().map(|n| count("--clients", n)).transpose()?.unwrap_or(0),
+        ios_per_open: count("--ios-per-open", &a.ios_per_open)?,
+        source_ips: a.source_ips.clone(),
         ..base_workload(&a.common)?
     };
     wl.validate()?;
     // A durable open holds a batch oplock, which a second open of the same data file (one
     // per thread or channel) would break, and the client does not acknowledge breaks.
-    if (a.common.durable || a.common.persistent) && wl.meta.is_none() && wl.threads * wl.channels > 1 {
-        bail!("--durable on data I/O needs -t 1 --channels 1 (each thread opens every file)");
+    if (a.common.durable || a.common.persistent) && wl.meta.is_none() && (wl.threads * wl.channels > 1 || wl.clients > 1) {
+        bail!("--durable on data I/O needs -t 1 --channels 1 and at most one client (each thread or client opens the files)");
     }
     let targets = targets(&a.common)?;
     let timeline = TimelineFiles::new(&a, targets.len())?;

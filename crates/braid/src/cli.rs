@@ -140,6 +140,7 @@ pub enum Command {
             braid bench --meta create,open,close,delete,stat -t 4 URL\n  \
             braid bench --meta list -f 10000 -t 4 URL   (listings of a 10,000-entry directory)\n  \
             braid bench -d 60 -t 4 -o 8 --timeline burst.csv --timeline-chart burst.png URL\n  \
+            braid bench --clients 1000 --source-ips 127.2.0.1-127.2.3.232 -w 30 -f 16 -d 60 URL\n  \
             braid bench sweep --rw 100:0,70:30,0:100 --bs 4k,64k,1m --out results URL1 URL2"
     )]
     Bench(Box<BenchCmd>),
@@ -343,6 +344,28 @@ pub struct BenchRunArgs {
     /// also mkdir, rmdir, and list: listings of one directory of --files entries).
     #[arg(long, value_name = "OPS")]
     pub meta: Option<String>,
+
+    /// Many independent clients instead of -t x -o requests over one session: N clients,
+    /// each with its own TCP connection, NEGOTIATE, SESSION_SETUP and TREE_CONNECT, each
+    /// running one operation at a time in a loop: open one of the -f data files (picked at
+    /// random; in turn with -s), --ios-per-open reads and writes of -b bytes at random
+    /// offsets (-w percent writes), close. Opens, reads, writes and closes all count as
+    /// operations. Clients connect 16 at a time before the clock starts. The report adds
+    /// fairness: Jain's index over the clients' operation counts and the slowest client's
+    /// count over the median's.
+    #[arg(long, value_name = "N")]
+    pub clients: Option<String>,
+
+    /// With --clients: reads and writes between an open and its close.
+    #[arg(long = "ios-per-open", value_name = "K", default_value = "8", requires = "clients")]
+    pub ios_per_open: String,
+
+    /// With --clients: local IPv4 addresses to connect from, FIRST[-LAST]; client i uses the
+    /// i-th address, wrapping round. On loopback any 127.0.0.0/8 address works without
+    /// setup, so 127.2.0.1-127.2.3.232 makes 1,000 clients look like 1,000 hosts (a server
+    /// limits connections per client address: Braid to 256 by default).
+    #[arg(long = "source-ips", value_name = "RANGE", requires = "clients")]
+    pub source_ips: Option<String>,
 
     /// Print one JSON object per target instead of the table.
     #[arg(long)]

@@ -173,6 +173,29 @@ fn verified_mixed_workload_reports_json() {
     assert!(std::fs::read_to_string(outdir.join("mib_per_s_vs_rw__bs64k.svg")).unwrap().starts_with("<svg"));
 }
 
+/// `--clients`: more clients than Braid admits from one address (256), each from its own
+/// loopback address, every byte checked; the JSON carries the fairness figures.
+#[test]
+fn many_clients_from_their_own_addresses() {
+    let Some(srv) = start_server("clients") else { return };
+    let url = format!("smb://alice:pw-alice@127.0.0.1:{}/data", srv.port);
+    let args = ["--clients", "300", "--ios-per-open", "4", "-w", "30", "-c", "2m", "-f", "2"];
+    let out = bench(&[&args[..], &["--source-ips", "127.3.0.1-127.3.1.44", "-d", "2", "--verify", "--json", &url]].concat());
+    assert_clean_run(&out);
+    let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    let f = &v["fairness"];
+    assert_eq!(f["clients"], 300, "{v}");
+    assert_eq!(f["per_client_ops"].as_array().map(Vec::len), Some(300));
+    assert!(f["min_ops"].as_u64().unwrap() > 0, "a client did nothing: {f}");
+    assert!(f["jain"].as_f64().unwrap() > 0.0 && f["slowest_to_median"].as_f64().unwrap() > 0.0, "{f}");
+    for op in ["open", "read", "write", "close"] {
+        assert!(v["by_op"][op]["count"].as_u64().unwrap() > 0, "{op}: {v}");
+    }
+    // From one address, the same run meets the per-address limit.
+    let out = bench(&[&args[..], &["-d", "1", "--json", &url]].concat());
+    assert!(!out.status.success(), "300 clients from one address were all admitted");
+}
+
 /// `--durable`: the metadata mix and a verified single-thread data run with durable v2 opens
 /// (the server's on-disk files are the same); data I/O over several handles of one file is
 /// refused before anything runs.

@@ -1,6 +1,6 @@
 //! [`Client`]: connection + session, tree connect, logoff, channel binding.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use smb_crypto::{Cipher, Sealer, SessionKeys, Signer, SigningAlgorithm};
@@ -11,7 +11,7 @@ use smb_wire::msg::session_setup::{SESSION_FLAG_ENCRYPT_DATA, SESSION_FLAG_IS_GU
 use smb_wire::msg::simple;
 use smb_wire::msg::tree::{share_flags, TreeConnectRequest, TreeConnectResponse};
 use smb_wire::{Command, FileId};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 use crate::conn::{Conn, Request, Response, Security, SendOpts};
 use crate::session::{self, Authenticated, Negotiated};
@@ -55,6 +55,10 @@ pub struct ClientConfig {
     pub max_io: u32,
     /// Credits to keep requesting until granted: bounds requests in flight.
     pub credits_target: u16,
+    /// Local address the connections are made from (None: the system picks). A load
+    /// generator gives each client its own, e.g. one of 127.0.0.0/8 on loopback, so a server
+    /// sees many hosts and applies its per-address limits to each.
+    pub local_addr: Option<IpAddr>,
 }
 
 impl Default for ClientConfig {
@@ -69,11 +73,20 @@ impl Default for ClientConfig {
             ciphers: session::DEFAULT_CIPHERS.to_vec(),
             max_io: 8 << 20,
             credits_target: 512,
+            local_addr: None,
         }
     }
 }
 
 impl ClientConfig {
+    /// A TCP connection to `addr` from [`ClientConfig::local_addr`], if set.
+    pub(crate) async fn dial(&self, addr: SocketAddr) -> std::io::Result<TcpStream> {
+        let Some(local) = self.local_addr else { return TcpStream::connect(addr).await };
+        let socket = if local.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+        socket.bind(SocketAddr::new(local, 0))?;
+        socket.connect(addr).await
+    }
+
     pub(crate) fn effective_dialects(&self) -> Vec<u16> {
         if self.dialects.is_empty() {
             vec![SMB210, SMB300, SMB302, SMB311]
@@ -143,7 +156,7 @@ impl Client {
     }
 
     async fn connect_as(addr: SocketAddr, cfg: &ClientConfig, client_guid: [u8; 16], previous: u64) -> Result<Client, ClientError> {
-        let stream = TcpStream::connect(addr).await?;
+        let stream = cfg.dial(addr).await?;
         let conn = Conn::start(stream, cfg.credits_target.max(io_credits(cfg.max_io)));
         let neg = session::negotiate(&conn, cfg, client_guid).await?;
         let (max_read, max_write, max_transact) = limits(&neg, cfg);
@@ -249,7 +262,7 @@ impl Client {
         if !me.session.keyed {
             return Err(ClientError::NotSupported("guest sessions cannot be bound"));
         }
-        let stream = TcpStream::connect(addr).await?;
+        let stream = me.cfg.dial(addr).await?;
         let conn = Conn::start(stream, me.cfg.credits_target.max(io_credits(me.cfg.max_io)));
         let mut cfg = me.cfg.clone();
         // The channel must use the session's dialect (MS-SMB2 3.3.5.5.2).
