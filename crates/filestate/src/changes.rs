@@ -272,6 +272,15 @@ impl<X> Watchers<X> {
         Some(w)
     }
 
+    /// Watchers now, on every volume.
+    pub fn len(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Watchers on `volume` now.
     pub fn on_volume(&self, volume: usize) -> usize {
         lock(&self.table).per_volume.get(&volume).copied().unwrap_or(0)

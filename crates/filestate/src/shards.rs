@@ -26,4 +26,9 @@ impl<K: Hash + Eq, V> Sharded<K, V> {
         let h = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(k);
         f(&mut lock(&self.shards[(h as usize) % self.shards.len()]))
     }
+
+    /// Entries in all shards (each shard locked in turn: a census, not a snapshot).
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).len()).sum()
+    }
 }

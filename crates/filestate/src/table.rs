@@ -118,6 +118,15 @@ impl<X> FileTable<X> {
         self.nodes.with(&key, |m| m.get(&key).cloned())
     }
 
+    /// Files held open now (stateful fuzzing checks that the table empties).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Releases `open` of file `key`: drops its claim and locks, runs `after` (the protocol
     /// server's own release of the open) while no other open of the file can come or go,
     /// and drops the node when no open remains.

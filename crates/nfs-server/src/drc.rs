@@ -140,6 +140,17 @@ impl Drc {
         }
     }
 
+    /// Calls claimed and not yet finished or forgotten (stateful fuzzing checks that none
+    /// is left once every call has ended).
+    pub fn in_progress(&self) -> usize {
+        self.lock().map.values().filter(|e| matches!(e.slot, Slot::InProgress)).count()
+    }
+
+    /// Most entries kept.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Entries held (tests, metrics).
     pub fn len(&self) -> usize {
         self.lock().map.len()

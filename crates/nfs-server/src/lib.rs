@@ -20,6 +20,9 @@ mod attrs;
 mod connection;
 mod cookies;
 mod dispatch;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod handlers;
 mod listener;
 mod mount;

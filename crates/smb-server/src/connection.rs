@@ -214,8 +214,8 @@ impl Connection {
         self.fd >= 0
     }
 
-    /// The bytes a memory connection has sent so far, taken (pipeline tests).
-    #[cfg(test)]
+    /// The bytes a memory connection has sent so far, taken (pipeline tests, fuzzing).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) async fn take_sent(&self) -> Vec<u8> {
         match &mut *self.writer.lock().await {
             Writer::Memory(v) => std::mem::take(v),

@@ -45,6 +45,18 @@ impl DirLeases {
         self.count.store(held.len(), Ordering::Release);
     }
 
+    /// Leased directory opens still alive.
+    pub fn len(&self) -> usize {
+        let mut held = lock(&self.held);
+        Self::prune(&mut held);
+        self.count.store(held.len(), Ordering::Release);
+        held.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Drops the opens that are gone, so the list is as long as the leased opens are many.
     fn prune(held: &mut Vec<(usize, Weak<Open>)>) {
         held.retain(|(_, o)| o.strong_count() > 0);

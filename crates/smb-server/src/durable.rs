@@ -138,6 +138,21 @@ impl DurableOpens {
         entries.insert(persistent, Entry { grant, state: State::Connected(session), app: None, durable: true, resilient });
     }
 
+    /// Entries, connected or not (stateful fuzzing checks that the table empties).
+    pub fn len(&self) -> usize {
+        lock(&self.entries).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The persistent ids of the disconnected opens (their timeouts are what ends them;
+    /// stateful fuzzing ends them at once instead).
+    pub fn disconnected_ids(&self) -> Vec<u64> {
+        lock(&self.entries).iter().filter(|(_, e)| matches!(e.state, State::Disconnected { .. })).map(|(id, _)| *id).collect()
+    }
+
     /// The open is closed (CLOSE, or a disconnected open ending): nothing to reconnect.
     pub fn forget(&self, persistent: u64) {
         if let Some(Entry { state: State::Disconnected { .. }, .. }) = lock(&self.entries).remove(&persistent) {

@@ -29,6 +29,9 @@ mod credits;
 mod dir_leases;
 mod durable;
 mod foreign;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod handlers;
 mod identity;
 mod interfaces;

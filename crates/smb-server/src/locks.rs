@@ -170,6 +170,12 @@ impl FileTable {
         self.stream_holds.load(std::sync::atomic::Ordering::Relaxed) > 0
     }
 
+    /// How many files are open, lease keys bound, and stream holds taken: all zero once
+    /// every open has closed (stateful fuzzing checks it).
+    pub fn census(&self) -> (usize, usize, usize) {
+        (self.nodes.len(), self.leases.len(), self.stream_holds.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// The node for `key`, created if absent.
     pub fn node(&self, key: FileKey) -> Arc<FileNode> {
         self.nodes.node(key)

@@ -181,6 +181,15 @@ impl Watches {
         })
     }
 
+    /// Watches now (one per watched open).
+    pub fn len(&self) -> usize {
+        self.watchers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The open closed: its waiting CHANGE_NOTIFY requests answer NOTIFY_CLEANUP. Returns
     /// the watch, if it had one (its requests may still be sending their answers).
     pub fn closed(&self, open: u64) -> Option<Arc<Watch>> {

@@ -95,6 +95,15 @@ impl ReplayCache {
         }
     }
 
+    /// CreateGuids remembered (pending or naming an open).
+    pub fn len(&self) -> usize {
+        lock(&self.entries).by_key.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The reserving CREATE failed: the CreateGuid is free again.
     pub fn release(&self, r: Reservation) {
         let mut e = lock(&self.entries);

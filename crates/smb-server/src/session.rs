@@ -93,6 +93,9 @@ pub struct Session {
     trees: RwLock<HashMap<u32, Arc<Tree>>>,
     next_tree: AtomicU32,
     opens: RwLock<HashMap<u64, Arc<Open>>>,
+    /// The session has ended and its opens were taken for closing ([`Session::end_opens`]):
+    /// no open may be added. Read and written with `opens` write-locked.
+    opens_ended: std::sync::atomic::AtomicBool,
     /// Set once a request of this session arrived encrypted (for `braid status`).
     pub encrypted_seen: std::sync::atomic::AtomicBool,
     /// The last re-authentication was anonymous: the session acts as anonymous (new tree
@@ -118,6 +121,7 @@ impl Session {
             trees: RwLock::new(HashMap::new()),
             next_tree: AtomicU32::new(1),
             opens: RwLock::new(HashMap::new()),
+            opens_ended: std::sync::atomic::AtomicBool::new(false),
             encrypted_seen: std::sync::atomic::AtomicBool::new(false),
             anonymous_reauth: std::sync::atomic::AtomicBool::new(false),
         }
@@ -189,8 +193,17 @@ impl Session {
         read(&self.opens).len()
     }
 
-    pub fn add_open(&self, o: Arc<Open>) {
-        write(&self.opens).insert(o.id.volatile, o);
+    /// Adds an open; false once the session has ended. A CREATE may finish after that (it
+    /// waited for a break or for storage while a LOGOFF or the loss of the last channel
+    /// ended the session): its caller must close the open, which nothing else would.
+    #[must_use]
+    pub fn add_open(&self, o: Arc<Open>) -> bool {
+        let mut opens = write(&self.opens);
+        if self.opens_ended.load(Ordering::Relaxed) {
+            return false;
+        }
+        opens.insert(o.id.volatile, o);
+        true
     }
 
     pub fn open(&self, volatile: u64) -> Option<Arc<Open>> {
@@ -211,6 +224,13 @@ impl Session {
         let mut opens = write(&self.opens);
         let ids: Vec<u64> = opens.iter().filter(|(_, o)| tree.is_none_or(|t| o.tree.id == t)).map(|(k, _)| *k).collect();
         ids.into_iter().filter_map(|k| opens.remove(&k)).collect()
+    }
+
+    /// The session ends: removes every open for closing, and refuses new ones.
+    pub fn end_opens(&self) -> Vec<Arc<Open>> {
+        let mut opens = write(&self.opens);
+        self.opens_ended.store(true, Ordering::Relaxed);
+        opens.drain().map(|(_, o)| o).collect()
     }
 
     /// The tree connects as they are now.
@@ -258,7 +278,7 @@ async fn end(server: &Arc<crate::server::ServerState>, s: &Arc<Session>, keep: O
     // Removed first, so no new request finds the session while its opens close.
     server.sessions.remove(&s.id);
     crate::channel::end_all(server, s);
-    for o in s.take_opens(None) {
+    for o in s.end_opens() {
         if !keep.is_some_and(|resilient| server.durable.disconnect_keeping(server, s, &o, resilient)) {
             crate::open::close_open(server, &o).await;
         }

@@ -39,6 +39,15 @@ impl<K: std::hash::Hash + Eq, V: Clone> Sharded<K, V> {
     }
 
     /// A snapshot of every value (for rare whole-table scans).
+    /// Entries in all shards (each locked in turn).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn values(&self) -> Vec<V> {
         self.shards.iter().flat_map(|s| lock(s).values().cloned().collect::<Vec<_>>()).collect()
     }

@@ -146,7 +146,11 @@ async fn open_new(
         lease: lease_id.filter(|_| oplock_level == oplock::LEASE),
         written: AtomicBool::new(false),
     });
-    session.add_open(open.clone());
+    if !session.add_open(open.clone()) {
+        // The session ended while this CREATE waited: nothing else would close the open.
+        crate::open::close_open(&server, &open).await;
+        return Err(NtStatus::USER_SESSION_DELETED);
+    }
     if let Some(r) = reserved {
         server.replay.opened(r, session.id, volatile, create_action);
     }
@@ -668,7 +672,9 @@ fn open_pipe(cx: &mut Ctx<'_>, req: &CreateRequest<'_>, granted: u32, out: &mut 
         lease: None,
         written: AtomicBool::new(false),
     });
-    session.add_open(open);
+    if !session.add_open(open) {
+        return Err(NtStatus::USER_SESSION_DELETED);
+    }
     let info = FileInfo { attributes: smb_fscc::FILE_ATTRIBUTE_NORMAL, allocation_size: 4096, ..FileInfo::default() };
     CreateResponse {
         oplock_level: 0,

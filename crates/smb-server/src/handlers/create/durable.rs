@@ -182,7 +182,14 @@ async fn reclaim(
     });
     let owner = Owner { session: session.id, conn: cx.conn.id, encrypt: tree.encrypt };
     node.oplocks.set_reach(open.id.volatile, Reach { owner, file_id: open.id });
-    session.add_open(open.clone());
+    if !session.add_open(open.clone()) {
+        // The session ended while the reconnect waited for the old one's teardown: the
+        // open waits disconnected again (or closes), as the session's other opens did.
+        if !server.durable.disconnect(&server, session, &open) {
+            crate::open::close_open(&server, &open).await;
+        }
+        return Err(NtStatus::USER_SESSION_DELETED);
+    }
     tracing::debug!(open = open.id.persistent, "durable open reconnected");
     Ok((open, grant))
 }
