@@ -21,6 +21,7 @@ missing=()
 need() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
 need smbclient smbclient
 need bindfs bindfs     # tests/test_metadata_cache.py (a FUSE share)
+/usr/bin/python3 -c "import fuse" >/dev/null 2>&1 || missing+=(python3-fuse)  # tests/faultfs.py (a FUSE file system that fails on demand)
 need smbd samba
 need pdbedit samba
 need smbtorture samba-testsuite

@@ -1,4 +1,5 @@
-"""Storage that fails: a full file system and a process out of file descriptors.
+"""Storage that fails: a full file system, a process out of file descriptors, a file system
+that answers EIO, and one that stops answering.
 
 - A share on a 4 MiB tmpfs: writes past its end get STATUS_DISK_FULL (SMB) and
   NFS3ERR_NOSPC (NFS); bytes written before stay as they were, other files too, and the
@@ -10,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -235,3 +237,75 @@ def test_a_hung_backend_stalls_only_its_own_share():
             harness.stop_braid(srv)
         subprocess.run(["fusermount", "-u", "-z", str(mnt)], check=False)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def faultfs(root):
+    """tests/faultfs.py (FUSE, Debian's python3-fuse) mounted where the harness puts share
+    `faulty`, over root/backing; yields (backing, set_mode)."""
+    backing, mnt, ctl = root / "backing", root / "shares" / "faulty", root / "faultfs.mode"
+    backing.mkdir()
+    mnt.mkdir(parents=True)
+    ctl.write_text("ok\n")
+    subprocess.run(["/usr/bin/python3", str(harness.REPO / "tests" / "faultfs.py"), str(backing), str(mnt), str(ctl),
+                    "-o", "direct_io"],
+                   check=True, timeout=30)
+    try:
+        yield backing, lambda mode: ctl.write_text(mode + "\n")
+    finally:
+        ctl.write_text("ok\n")
+        subprocess.run(["fusermount", "-u", "-z", str(mnt)], check=False)
+
+
+def test_io_errors_reach_the_client_and_leave_nothing_behind():
+    """A share on faultfs: while reads and writes fail with EIO, SMB and NFS clients get an
+    error (the connection stays), and opens that fail leave nothing open; once the file
+    system works again, the bytes written before are intact, and the file can be opened
+    exclusively and locked (no handle or lock was left behind)."""
+    root = harness.tmp_dir("braid-test-eio-")
+    users = {"alice": "A-" + secrets.token_urlsafe(12), "bob": "B-" + secrets.token_urlsafe(12)}
+    srv = None
+    try:
+        with faultfs(root) as (backing, set_mode):
+            srv = nfs_harness.start(root, users, [{"name": "faulty", "lines": ["nfs = true", "nfs_root_squash = false"]}])
+            data = pattern(CHUNK, 3)
+            with harness.Smb(srv, share="faulty") as smb:
+                f = smb.open("a.bin", disposition=CreateDisposition.FILE_OVERWRITE_IF)
+                f.write(data, 0)
+                f.flush()
+                lock_range(f, 0, 100, 0x2 | 0x10)  # exclusive, fail immediately
+                nfs = nfs_harness.client(srv)
+                fh = nfs.lookup(nfs.root("/faulty"), "a.bin").fh
+                set_mode("eio")
+                for call in (lambda: f.read(0, 4096), lambda: f.write(b"new", 0)):
+                    with pytest.raises(SMBResponseException) as e:
+                        call()
+                    assert e.value.status >= 0xC0000000, f"{e.value.status:#x}"
+                assert nfs.read(fh, 0, 4096).status == nfs_rpc.NFS3ERR_IO
+                assert nfs.write(fh, 0, b"new").status == nfs_rpc.NFS3ERR_IO
+                set_mode("eio-open")
+                with pytest.raises(SMBResponseException):
+                    smb.open("b.bin", disposition=CreateDisposition.FILE_OVERWRITE_IF)
+                assert not nfs.create(nfs.root("/faulty"), "c.bin").ok
+                # Closed while the file system still fails: the handle and its lock go.
+                f.close()
+                set_mode("ok")
+                nfs.close()
+            assert (backing / "a.bin").read_bytes() == data
+            with harness.Smb(srv, share="faulty") as smb:
+                g = smb.open("a.bin", share_access=0)
+                lock_range(g, 0, 100, 0x2 | 0x10)
+                assert g.read(0, CHUNK) == data
+                g.close()
+    finally:
+        problem = harness.stop_braid(srv) if srv else None
+        shutil.rmtree(root, ignore_errors=True)
+        assert not problem, problem
+
+
+def lock_range(f, offset, length, flags):
+    from smbprotocol.open import SMB2LockElement
+
+    el = SMB2LockElement()
+    el["offset"], el["length"], el["flags"] = offset, length, flags
+    f.lock([el])
