@@ -11,15 +11,17 @@ come and go all the time:
 
 Every minute the server is sampled: resident memory (VmRSS), open descriptors, threads, and
 from /metrics the metadata cache (entries, bytes), connections and sessions. At the end the
-growth from minute GROWTH_FROM (5) to the last minute is printed per quantity, with every
+growth from minute GROWTH_FROM (5) to the last minute is printed per quantity (the two
+samples, and the medians of the first and last 11 minutes), with every
 round that failed (a --verify mismatch makes `braid bench` exit non-zero).
 
 The share has a provisioned limit (--iops, default 3000, SMB and NFS together; 0 = none):
 the soak looks for growth, not speed, and the limit keeps it from taking the machine.
 
 usage: bench/soak.py [--minutes 60] [--round 30] [--iops 3000] [--root DIR] [--csv FILE]
-  --root  where the share lives (default: a fresh directory under /dev/shm, i.e. tmpfs);
-          give a directory on a disk file system to soak that instead.
+  --root  where the share lives (default: $SHARE_ROOT, else /dev/shm, i.e. tmpfs); a
+          directory on a disk file system soaks that instead, e.g.
+          bench/diskfs.sh -- bench/soak.py (an ext4 loop image on the machine's disk).
 Last line: "soak: N rounds, N failed; growth ..." ; exit status 1 if any round failed.
 """
 from __future__ import annotations
@@ -29,6 +31,7 @@ import csv
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -42,6 +45,7 @@ import harness  # noqa: E402
 import nfs_harness  # noqa: E402
 
 GROWTH_FROM = 5
+WINDOW = 11
 GAUGES = {
     "cache_entries": "braid_metadata_cache_entries",
     "cache_bytes": "braid_metadata_cache_bytes",
@@ -103,13 +107,20 @@ def metrics(admin_port: int) -> dict[str, float]:
     return out
 
 
+def pct(a: float, b: float) -> str:
+    p = (b - a) / a * 100 if a else (0.0 if b == 0 else float("inf"))
+    return f"{a:.1f} -> {b:.1f} ({p:+.1f}%)"
+
+
 def growth(rows: list[dict], key: str) -> str:
-    first = next((r for r in rows if r["minute"] == GROWTH_FROM), None)
-    if first is None or not rows:
+    """Growth of `key` from minute GROWTH_FROM to the last: the two samples, and the medians
+    of the WINDOW minutes from each (one sample catches whatever is in flight that second;
+    RSS swings by tens of MiB with the buffers of the requests running)."""
+    after = [r[key] for r in rows if r["minute"] >= GROWTH_FROM]
+    if len(after) < 2:
         return "n/a"
-    a, b = first[key], rows[-1][key]
-    pct = (b - a) / a * 100 if a else (0.0 if b == 0 else float("inf"))
-    return f"{a:.1f} -> {b:.1f} ({pct:+.1f}%)"
+    w = min(WINDOW, len(after) // 2)
+    return f"{pct(after[0], after[-1])}, medians {pct(statistics.median(after[:w]), statistics.median(after[-w:]))}"
 
 
 def sample_until(srv, admin_port: int, minutes: int, writer) -> list[dict]:
@@ -133,7 +144,7 @@ def main() -> int:
     ap.add_argument("--root", type=Path, help="parent directory of the share (default tmpfs)")
     ap.add_argument("--csv", type=Path, default=REPO / "target" / "soak.csv")
     a = ap.parse_args()
-    root = Path(a.root or "/dev/shm") / f"braid-soak-{os.getpid()}"
+    root = Path(a.root or os.environ.get("SHARE_ROOT") or "/dev/shm") / f"braid-soak-{os.getpid()}"
     root.mkdir(parents=True)
     admin_port = harness.free_port()
     lines = ["nfs = true", "nfs_root_squash = false", *([f"iops = {a.iops}"] if a.iops else [])]
