@@ -8,7 +8,7 @@ may not. A graceful stop (SIGTERM) keeps them the same way; a lease break in pro
 the crash comes back as the state it offered; a file deleted or replaced while the server
 was down drops its open. Ordinary shares grant no persistence and create no store; a CA share whose state directory cannot be used stops the
 server at startup, naming the key; an unreclaimed persistent open times out and is closed
-after a restart too."""
+after a restart too; a damaged store is moved aside and the server starts without it."""
 
 import os
 import secrets
@@ -421,3 +421,31 @@ def test_unusable_state_dir_stops_startup_naming_the_key():
         assert "server.state_dir" in out and "continuously available" in out, out
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_damaged_handle_store_is_moved_aside_and_the_server_starts(braid):
+    """handles.redb overwritten with garbage while braid is down: the restart logs it, moves
+    the file aside as handles.redb.unreadable, and serves, persistent handles included; the
+    handles the store held are gone (their reconnect fails), the rule docs/status.md gives."""
+    guid, cg = uuid.uuid4(), uuid.uuid4()
+    a = Client(braid, guid)
+    f, resp = persistent_open(a, "kept.bin", cg)
+    assert persistent_flag(resp) is True
+    braid.term()
+    a.close()
+    store = braid.state / "handles.redb"
+    size = store.stat().st_size
+    store.write_bytes(os.urandom(size))
+    damaged = store.read_bytes()
+    braid.restart()
+    log = braid.srv.log.read_text(errors="replace")
+    assert "persistent handle store unreadable" in log, log[-2000:]
+    assert (braid.state / "handles.redb.unreadable").read_bytes() == damaged
+    b = Client(braid, guid)
+    try:
+        assert status_of(lambda: reconnect(b, "kept.bin", f.file_id, cg)) == STATUS_OBJECT_NAME_NOT_FOUND
+        g, resp = persistent_open(b, "after.bin", uuid.uuid4())
+        assert persistent_flag(resp) is True
+        g.close()
+    finally:
+        b.close()
