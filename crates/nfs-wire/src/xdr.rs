@@ -226,6 +226,15 @@ impl<'a> Xdr<'a> for u32 {
     }
 }
 
+impl<'a> Xdr<'a> for i32 {
+    fn decode_xdr(r: &mut XdrReader<'a>) -> Result<Self> {
+        r.i32()
+    }
+    fn encode_xdr(&self, w: &mut XdrWriter<'_>) {
+        w.i32(*self);
+    }
+}
+
 impl<'a> Xdr<'a> for u64 {
     fn decode_xdr(r: &mut XdrReader<'a>) -> Result<Self> {
         r.u64()
@@ -261,6 +270,40 @@ impl<'a> Xdr<'a> for &'a [u8] {
     }
     fn encode_xdr(&self, w: &mut XdrWriter<'_>) {
         w.opaque(self);
+    }
+}
+
+/// A variable-length opaque or string of at most `MAX` bytes (`opaque x<MAX>`), copied out.
+/// Decoding refuses a longer length before taking any bytes, so the copy never exceeds `MAX`.
+/// Encoding writes what it holds: a caller that builds one longer than `MAX` sends bytes a
+/// peer refuses, as it would with any other out-of-range field.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Bounded<const MAX: u32>(pub Vec<u8>);
+
+impl<const MAX: u32> Bounded<MAX> {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl<const MAX: u32> From<&[u8]> for Bounded<MAX> {
+    fn from(b: &[u8]) -> Self {
+        Bounded(b.to_vec())
+    }
+}
+
+impl<const MAX: u32> From<Vec<u8>> for Bounded<MAX> {
+    fn from(b: Vec<u8>) -> Self {
+        Bounded(b)
+    }
+}
+
+impl<'a, const MAX: u32> Xdr<'a> for Bounded<MAX> {
+    fn decode_xdr(r: &mut XdrReader<'a>) -> Result<Self> {
+        Ok(Bounded(r.opaque(MAX)?.to_vec()))
+    }
+    fn encode_xdr(&self, w: &mut XdrWriter<'_>) {
+        w.opaque(&self.0);
     }
 }
 
