@@ -1,5 +1,6 @@
 //! Sans-IO codec for NFS version 3 over ONC RPC: XDR (RFC 4506), RPC messages and record
-//! marking (RFC 5531), NFSv3 and MOUNT v3 (RFC 1813). Both directions of every message are
+//! marking (RFC 5531), NFSv3 and MOUNT v3 (RFC 1813), portmapper v2 and rpcbind v3/v4
+//! (RFC 1833). Both directions of every message are
 //! here, so a server and a client can share it. Nothing does I/O; every decoder is bounded
 //! by its input (no panics, no allocation beyond what the input describes) and is fuzzed.
 //!
@@ -55,6 +56,7 @@
 
 pub mod mount3;
 pub mod nfs3;
+pub mod portmap;
 pub mod record;
 pub mod rpc;
 pub mod xdr;
