@@ -294,7 +294,8 @@ mod tests {
 
     #[test]
     fn lists_round_trip() {
-        let maps = [Mapping { prog: 100_000, vers: 2, prot: IPPROTO_UDP, port: 111 }, Mapping { prog: 100_003, vers: 3, prot: IPPROTO_TCP, port: 2049 }];
+        let maps =
+            [Mapping { prog: 100_000, vers: 2, prot: IPPROTO_UDP, port: 111 }, Mapping { prog: 100_003, vers: 3, prot: IPPROTO_TCP, port: 2049 }];
         let v = args(|w| encode_pmaplist(&maps, w));
         assert_eq!(v.len(), 4 + 2 * 20);
         assert_eq!(decode_pmaplist(&mut XdrReader::new(&v)).unwrap(), maps);
