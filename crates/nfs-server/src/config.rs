@@ -48,6 +48,16 @@ pub enum PortmapperMode {
 }
 
 impl PortmapperMode {
+    /// The configuration word.
+    pub fn word(self) -> &'static str {
+        match self {
+            PortmapperMode::Auto => "auto",
+            PortmapperMode::Register => "register",
+            PortmapperMode::Serve => "serve",
+            PortmapperMode::Off => "off",
+        }
+    }
+
     /// The configuration word: "auto", "register", "serve", "off".
     pub fn parse(s: &str) -> Option<PortmapperMode> {
         Some(match s {
