@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -100,6 +101,17 @@ def programs(wait: float = 0) -> set[tuple[int, int, str, int]]:
     return out
 
 
+def udp_call(proc: int, args: bytes) -> tuple[int, bytes]:
+    """A portmapper v2 call over UDP to 127.0.0.1:111: (accept_stat, results)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(5)
+        s.sendto(struct.pack(">10I", 0x1234, 0, 2, 100000, 2, proc, 0, 0, 0, 0) + args, ("127.0.0.1", 111))
+        reply = s.recv(65536)
+    xid, mtype, stat, _flavor, _len, accept = struct.unpack(">6I", reply[:24])
+    assert (xid, mtype, stat) == (0x1234, 1, 0), reply
+    return accept, reply[24:]
+
+
 def start(tmp_path: Path, mode: str):
     """braid with `nfs_portmapper = mode`, once port 111 names its NFS port (the NFS port
     opens first: port 111 is set up after it)."""
@@ -142,6 +154,12 @@ def test_serve_answers_rpcinfo_showmount_and_libnfs(free_111, tmp_path):
             assert r.returncode == 0 and "ready and waiting" in r.stdout, r.stdout + r.stderr
         r = run(tool("rpcinfo"), "-T", "tcp", "127.0.0.1", "100003", "3")
         assert r.returncode == 0 and "ready and waiting" in r.stdout, r.stdout + r.stderr
+        # Over UDP: GETPORT answers (NFS over TCP; MOUNT over UDP is not served), DUMP does
+        # not (its reply would make port 111 a reflector).
+        nfs_port = srv.extra["nfs_port"]
+        assert udp_call(3, struct.pack(">4I", 100003, 3, 6, 0)) == (0, struct.pack(">I", nfs_port))
+        assert udp_call(3, struct.pack(">4I", 100005, 3, 17, 0)) == (0, struct.pack(">I", 0))
+        assert udp_call(4, b"") == (3, b""), "PROC_UNAVAIL"
         # Garbage on port 111 gets a clean close, and braid goes on answering.
         with socket.create_connection(("127.0.0.1", 111), timeout=5) as s:
             s.sendall(b"\xff\xff\xff\xff" + b"x" * 64)

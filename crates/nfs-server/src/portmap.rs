@@ -207,7 +207,7 @@ async fn tcp_conn(mut sock: TcpStream, peer: SocketAddr, table: &Table) {
         };
         let mut out = Vec::with_capacity(256);
         let at = reserve_mark(&mut out);
-        if answer(table, &rec, local, peer, &mut out) {
+        if answer(table, &rec, (local, true), peer, &mut out) {
             set_mark(&mut out, at);
             if sock.write_all(&out).await.is_err() {
                 return;
@@ -230,7 +230,7 @@ async fn udp_loop(sock: UdpSocket, table: Arc<Table>) {
         };
         let local = if bound.ip().is_unspecified() { route_to(peer).unwrap_or(bound) } else { bound };
         let mut out = Vec::with_capacity(256);
-        if answer(&table, &buf[..n], local, peer, &mut out) {
+        if answer(&table, &buf[..n], (local, false), peer, &mut out) {
             let _ = sock.send_to(&out, peer).await;
         }
     }
@@ -246,9 +246,9 @@ fn route_to(peer: SocketAddr) -> Option<SocketAddr> {
     s.local_addr().ok()
 }
 
-/// Appends the reply to call record `rec`, which arrived at `local` from `peer`; false
-/// when nothing is to be sent (not a call at all).
-fn answer(table: &Table, rec: &[u8], local: SocketAddr, peer: SocketAddr, out: &mut Vec<u8>) -> bool {
+/// Appends the reply to call record `rec`, which arrived at `local` from `peer` (over TCP
+/// or UDP); false when nothing is to be sent (not a call at all).
+fn answer(table: &Table, rec: &[u8], (local, tcp): (SocketAddr, bool), peer: SocketAddr, out: &mut Vec<u8>) -> bool {
     let (hdr, args) = match rpc::decode_call(rec) {
         Ok(x) => x,
         Err(RpcError::RpcMismatch { xid, .. }) => return denied(xid, RejectStat::RpcMismatch { low: 2, high: 2 }, out),
@@ -275,6 +275,13 @@ fn answer(table: &Table, rec: &[u8], local: SocketAddr, peer: SocketAddr, out: &
             return true;
         }
     };
+    if !tcp && matches!(call, Call::Dump | Call::RpcbDump) {
+        // A DUMP's reply is many times its call: over UDP, whose source address anyone can
+        // forge, it would make port 111 a reflector. rpcinfo and libtirpc ask over TCP.
+        tracing::info!(%peer, "portmapper DUMP over UDP refused");
+        rpc::encode_accepted(hdr.xid, AcceptStat::ProcUnavail, out);
+        return true;
+    }
     tracing::debug!(%peer, vers = hdr.vers, ?call, "portmapper call");
     rpc::encode_accepted(hdr.xid, AcceptStat::Success, out);
     results(table, &call, local, &mut XdrWriter::new(out));

@@ -10,13 +10,17 @@ fn table() -> Table {
 /// Sends `call` (version `vers`) to the table as if it came to 10.1.2.3:111; the reply's
 /// result bytes or why there are none.
 fn ask(vers: u32, proc_: u32, args: &[u8]) -> Result<Vec<u8>, ReplyError> {
+    ask_over(true, vers, proc_, args)
+}
+
+fn ask_over(tcp: bool, vers: u32, proc_: u32, args: &[u8]) -> Result<Vec<u8>, ReplyError> {
     let mut rec = Vec::new();
     let hdr = CallHeader { xid: 7, prog: PROG_PORTMAP, vers, proc_, cred: Auth::None, verf: Auth::None };
     rpc::encode_call(&hdr, &mut rec);
     rec.extend_from_slice(args);
     let mut out = Vec::new();
     let (local, peer) = ("10.1.2.3:111".parse().unwrap(), "10.9.9.9:900".parse().unwrap());
-    assert!(answer(&table(), &rec, local, peer, &mut out));
+    assert!(answer(&table(), &rec, (local, tcp), peer, &mut out));
     let (xid, res) = rpc::decode_reply(&out).unwrap();
     assert_eq!(xid, 7);
     res.map(<[u8]>::to_vec)
@@ -73,6 +77,10 @@ fn dumps_list_braids_programs() {
     let list = pm::decode_rpcblist(&mut XdrReader::new(&res)).unwrap();
     assert_eq!(list.len(), 2 * 6 + 2 * 2);
     assert!(list.iter().any(|b| b.prog == PROG_MOUNT && b.netid == "tcp6" && b.addr == "::1.8.2"));
+    // Not over UDP (a reflector's favourite), where GETADDR still answers.
+    assert_eq!(ask_over(false, 2, pm::PROC_DUMP, &[]), Err(ReplyError::ProcUnavail));
+    assert_eq!(ask_over(false, 4, pm::PROC_DUMP, &[]), Err(ReplyError::ProcUnavail));
+    assert!(ask_over(false, 4, pm::PROC_GETADDR, &args(&Call::Getaddr(Rpcb::default()))).is_ok());
 }
 
 #[test]
@@ -88,7 +96,7 @@ fn refusals() {
     rpc::encode_call(&CallHeader { xid: 1, prog: PROG_NFS, vers: 3, proc_: 0, cred: Auth::None, verf: Auth::None }, &mut rec);
     let (local, peer) = ("127.0.0.1:111".parse().unwrap(), "127.0.0.1:1".parse().unwrap());
     let mut out = Vec::new();
-    assert!(answer(&table(), &rec, local, peer, &mut out));
+    assert!(answer(&table(), &rec, (local, true), peer, &mut out));
     assert_eq!(rpc::decode_reply(&out).unwrap().1, Err(ReplyError::ProgUnavail));
-    assert!(!answer(&table(), &[0, 0, 0, 1], local, peer, &mut Vec::new()));
+    assert!(!answer(&table(), &[0, 0, 0, 1], (local, false), peer, &mut Vec::new()));
 }
