@@ -33,7 +33,8 @@ const IDLE: Duration = Duration::from_secs(30);
 /// The owner shown in rpcbind DUMP results.
 const OWNER: &str = "braid";
 /// Where the system's rpcbind listens: its local socket (as libtirpc's `rpcb_set` uses:
-/// rpcbind then knows the caller is root), else loopback TCP.
+/// rpcbind then knows the caller's uid, and takes SET and UNSET there), else loopback TCP
+/// (where Debian's rpcbind refuses them unless started with `-L`).
 const RPCBIND_SOCKET: &str = "/run/rpcbind.sock";
 const RPCBIND_TCP: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), pm::PMAP_PORT);
 /// How long a call to the system's rpcbind may take.
