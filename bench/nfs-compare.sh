@@ -44,6 +44,7 @@ cat >"$WORK/braid.toml" <<CFG
 listen = ["127.0.0.1:$smb_port"]
 admin = "off"
 nfs_listen = ["127.0.0.1:$BRAID_NFS_PORT"]
+nfs_portmapper = "off"
 state_dir = "$WORK/state"
 
 [[share]]

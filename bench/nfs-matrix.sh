@@ -49,6 +49,7 @@ cat >"$WORK/braid.toml" <<CFG
 listen = ["127.0.0.1:$SMB_PORT"]
 admin = "off"
 nfs_listen = ["127.0.0.1:$NFS_PORT"]
+nfs_portmapper = "off"
 state_dir = "$WORK/state"
 
 [[user]]

@@ -176,6 +176,7 @@ start_braid() {
 listen = ["$ADDR_S:$BRAID_SMB_PORT"]
 admin = "off"
 nfs_listen = ["$ADDR_S:$BRAID_NFS_PORT"]
+nfs_portmapper = "off"
 state_dir = "$TMP/state"
 
 [[share]]

@@ -68,6 +68,7 @@ write_config() {   # $1: the share's limit keys
 listen = ["127.0.0.1:$PORT"]
 admin = "off"
 nfs_listen = ["127.0.0.1:$((PORT + 1))"]
+nfs_portmapper = "off"
 state_dir = "$WORK/state"
 
 [[share]]

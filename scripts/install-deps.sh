@@ -31,6 +31,9 @@ need bc bc            # bench/smbclient-1g.sh
 need bindfs bindfs    # bench/meta.sh (a FUSE file system under the shares)
 need iptables iptables  # smbtorture multichannel channel blocking
 need nfs-ls libnfs-utils       # tests/test_nfs.py (libnfs's nfs-ls, nfs-cp, nfs-cat)
+need rpcbind rpcbind            # tests/test_portmap.py (Debian's rpcbind to register with)
+need rpcinfo rpcbind            # tests/test_portmap.py (rpcinfo -p)
+need showmount nfs-common       # tests/test_portmap.py (showmount -e)
 need ganesha.nfsd nfs-ganesha  # bench/ganesha.sh (the NFS peer)
 [[ -e /usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so || -n $(find /usr/lib* -name 'libfsalvfs.so*' -print -quit 2>/dev/null) ]] \
   || missing+=(nfs-ganesha-vfs)  # ganesha's FSAL_VFS

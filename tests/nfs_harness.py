@@ -35,6 +35,9 @@ def start(root: Path, users: dict[str, str], share_specs: list[dict], *, state_d
     state_dir = state_dir or root / "state"
     extra = [f'nfs_listen = ["{LOCALHOST}:{nfs_port}"]', f"state_dir = {harness._toml_str(str(state_dir))}",
              *server_extra]
+    # Port 111 and the machine's rpcbind are left alone unless a test asks (tests/test_portmap.py).
+    if not any(line.startswith("nfs_portmapper") for line in extra):
+        extra.append('nfs_portmapper = "off"')
     srv = harness.start_braid(root, users, share_specs=share_specs, server_extra=extra)
     srv.extra["nfs_port"] = nfs_port
     srv.extra["state_dir"] = state_dir

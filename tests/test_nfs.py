@@ -214,6 +214,11 @@ def test_rpc_level_errors(srv, c):
         assert low <= 3 <= high and not low <= vers <= high, e.detail
     e = denied(c.mrpc.call, n.PROG_MOUNT, 4, 0)
     assert (e.kind, e.stat) == ("accepted", n.PROG_MISMATCH)
+    # MOUNT v1's EXPORT (what showmount asks) is answered; its MNT (NFSv2 handles) is not.
+    exports = c.mrpc.call(n.PROG_MOUNT, 1, 5)
+    assert exports.u32() == 1, "an export list with entries"
+    e = denied(c.mrpc.call, n.PROG_MOUNT, 1, 1, n.Packer().string(b"/data").bytes())
+    assert (e.kind, e.stat) == ("accepted", n.PROC_UNAVAIL)
     e = denied(rpc.call, n.PROG_NFS, 3, 22)
     assert (e.kind, e.stat) == ("accepted", n.PROC_UNAVAIL)
     e = denied(c.mrpc.call, n.PROG_MOUNT, 3, 6)

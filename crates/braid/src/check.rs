@@ -80,6 +80,7 @@ fn nfs_summary(loaded: &config::Loaded, s: &mut String) {
     }
     let listen: Vec<String> = n.config.listen.iter().map(ToString::to_string).collect();
     let _ = writeln!(s, "  nfs:          {} (state in {})", listen.join(", "), n.config.state_dir.display());
+    let _ = writeln!(s, "  portmapper:   {} (port 111: nfs_portmapper)", n.config.portmapper.word());
     if n.exports.is_empty() {
         let _ = writeln!(s, "  nfs exports:  (none: no share has nfs = true)");
     }
@@ -101,6 +102,7 @@ mod tests {
         let loaded = config::parse(text, "braid.toml", &dir).unwrap();
         let s = summary(Path::new("braid.toml"), &loaded);
         assert!(s.contains("  nfs:          127.0.0.1:2049 (state in "), "{s}");
+        assert!(s.contains("  portmapper:   auto (port 111"), "{s}");
         assert!(s.contains("nfs export /data: every client; all squashed to 65534:65534; read-only"), "{s}");
         let off = config::parse("", "braid.toml", &dir).unwrap();
         assert!(summary(Path::new("braid.toml"), &off).contains("nfs:          off"));

@@ -121,6 +121,7 @@ struct RawServer {
     state_dir: Option<Spanned<String>>,
     nfs_max_connections_per_client: Option<Spanned<i64>>,
     nfs_max_calls_per_client: Option<Spanned<i64>>,
+    nfs_portmapper: Option<Spanned<String>>,
 }
 
 /// `[[server.interface]]`: one interface reported to multichannel clients.
@@ -240,6 +241,7 @@ impl Ctx<'_> {
                 state_dir: s.state_dir.take(),
                 max_connections_per_client: s.nfs_max_connections_per_client.take(),
                 max_calls_per_client: s.nfs_max_calls_per_client.take(),
+                portmapper: s.nfs_portmapper.take(),
             };
             self.apply_server(s, &mut server, &mut log)?;
             self.apply_nfs_server(nfs_keys, &server.listen, base_dir, &mut nfs)?;

@@ -63,7 +63,9 @@ fn start_server_with(tag: &str, nfs: bool) -> Option<Server> {
     std::fs::create_dir_all(dir.join("data")).unwrap();
     let cfg = dir.join("braid.toml");
     let (nfs_listen, export) = match nfs_port {
-        Some(p) => (format!("nfs_listen = [\"127.0.0.1:{p}\"]\nstate_dir = \"state\"\n"), "nfs = true\nnfs_root_squash = false\n"),
+        Some(p) => {
+            (format!("nfs_listen = [\"127.0.0.1:{p}\"]\nnfs_portmapper = \"off\"\nstate_dir = \"state\"\n"), "nfs = true\nnfs_root_squash = false\n")
+        }
         None => (String::new(), ""),
     };
     std::fs::write(&cfg, format!("[server]\nlisten = [\"127.0.0.1:{port}\"]\n{nfs_listen}\n[[share]]\nname = \"data\"\npath = \"data\"\n{export}"))

@@ -24,6 +24,50 @@ pub struct NfsConfig {
     pub max_calls_per_client: usize,
     /// How long an RPC record may take to arrive whole once its first bytes have.
     pub record_timeout: std::time::Duration,
+    /// How clients learn the port: Braid's own portmapper, the system's rpcbind, or neither.
+    pub portmapper: PortmapperMode,
+    /// The port Braid's own portmapper listens on (111; tests use another).
+    pub portmapper_port: u16,
+}
+
+/// `[server] nfs_portmapper`: how clients that ask a portmapper (port 111) first find
+/// NFS and MOUNT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PortmapperMode {
+    /// `register` when an rpcbind answers on this host, otherwise `serve`; a port 111 that
+    /// cannot be had is a warning, not an error.
+    Auto,
+    /// Register NFS and MOUNT with the system's rpcbind at start, unregister at stop.
+    Register,
+    /// Answer portmapper v2 and rpcbind v3/v4 queries on port 111 (TCP and UDP) for
+    /// Braid's own programs.
+    Serve,
+    /// Nothing: clients name the port (`port=2049,mountport=2049`).
+    #[default]
+    Off,
+}
+
+impl PortmapperMode {
+    /// The configuration word.
+    pub fn word(self) -> &'static str {
+        match self {
+            PortmapperMode::Auto => "auto",
+            PortmapperMode::Register => "register",
+            PortmapperMode::Serve => "serve",
+            PortmapperMode::Off => "off",
+        }
+    }
+
+    /// The configuration word: "auto", "register", "serve", "off".
+    pub fn parse(s: &str) -> Option<PortmapperMode> {
+        Some(match s {
+            "auto" => PortmapperMode::Auto,
+            "register" => PortmapperMode::Register,
+            "serve" => PortmapperMode::Serve,
+            "off" => PortmapperMode::Off,
+            _ => return None,
+        })
+    }
 }
 
 impl Default for NfsConfig {
@@ -35,6 +79,10 @@ impl Default for NfsConfig {
             max_connections_per_client: 64,
             max_calls_per_client: 1024,
             record_timeout: std::time::Duration::from_secs(30),
+            // Off unless the configuration asks: a library user or a test binds no
+            // privileged port and touches no system rpcbind by accident.
+            portmapper: PortmapperMode::Off,
+            portmapper_port: nfs_wire::portmap::PMAP_PORT,
         }
     }
 }

@@ -36,10 +36,15 @@ pub async fn call(state: &Arc<NfsState>, peer: IpAddr, slots: &crate::qos::Slots
         }
     };
     let v3 = hdr.vers == 3;
+    // MOUNT v1 and v2's procedures other than MNT have v3's encoding; `showmount` asks
+    // v1's EXPORT. Their MNT (NFSv2's file handles) and v2's PATHCONF are not served.
+    let v1 = (hdr.vers == 1 || hdr.vers == 2) && hdr.proc_ != MountProc3::Mnt as u32;
     match hdr.prog {
         PROG_NFS if v3 => nfs(state, peer, slots, &hdr, args, &record, out).await,
-        PROG_MOUNT if v3 => mount_call(state, peer, &hdr, args, out).await,
-        PROG_NFS | PROG_MOUNT => accepted(hdr.xid, AcceptStat::ProgMismatch { low: 3, high: 3 }, out),
+        PROG_MOUNT if v3 || v1 => mount_call(state, peer, &hdr, args, out).await,
+        PROG_MOUNT if hdr.vers == 1 || hdr.vers == 2 => accepted(hdr.xid, AcceptStat::ProcUnavail, out),
+        PROG_MOUNT => accepted(hdr.xid, AcceptStat::ProgMismatch { low: 1, high: 3 }, out),
+        PROG_NFS => accepted(hdr.xid, AcceptStat::ProgMismatch { low: 3, high: 3 }, out),
         _ => accepted(hdr.xid, AcceptStat::ProgUnavail, out),
     }
 }

@@ -5,7 +5,8 @@
 //!   [`auth`] (credentials, squash, permission bits);
 //! - state: [`drc`] (the duplicate request cache), `paths` (where handles point), `cookies`
 //!   (READDIR positions), [`exports`] (replaced on reload), [`state`];
-//! - the seam to other protocols: [`coordinator`].
+//! - the seam to other protocols: [`coordinator`];
+//! - `portmap`: port 111 (Braid's own portmapper, or registration with the system's rpcbind).
 
 pub mod auth;
 pub mod config;
@@ -14,7 +15,7 @@ pub mod drc;
 pub mod exports;
 pub mod handle;
 
-pub use config::{ClientNet, Export, ExportRules, NfsConfig, DEFAULT_STATE_DIR};
+pub use config::{ClientNet, Export, ExportRules, NfsConfig, PortmapperMode, DEFAULT_STATE_DIR};
 pub use coordinator::{Alone, BoxFut, Coordinator, Intent, Refusal};
 mod attrs;
 mod connection;
@@ -28,6 +29,7 @@ mod listener;
 mod mount;
 mod open_files;
 mod paths;
+mod portmap;
 mod qos;
 mod request;
 pub mod state;

@@ -52,15 +52,21 @@ pub async fn serve_state(state: Arc<NfsState>, shutdown: impl Future<Output = ()
     for l in listeners {
         tasks.spawn(accept_loop(l, state.clone()));
     }
+    // After the NFS ports are bound, so that what the portmapper names answers.
+    let portmapper = crate::portmap::start(&state.config).await?;
     let sweeper = tokio::spawn(sweep_open_files(Arc::downgrade(&state)));
     let _stop_sweeper = AbortOnDrop(sweeper);
     tokio::select! {
         _ = shutdown => {}
-        Some(r) = tasks.join_next() => return match r {
-            Ok(r) => r,
-            Err(e) => Err(std::io::Error::other(format!("NFS listener failed: {e}"))),
-        },
+        Some(r) = tasks.join_next() => {
+            portmapper.stop().await;
+            return match r {
+                Ok(r) => r,
+                Err(e) => Err(std::io::Error::other(format!("NFS listener failed: {e}"))),
+            };
+        }
     }
+    portmapper.stop().await;
     // Dropping the accept loops closes the listening sockets.
     drop(tasks);
     stop(&state, STOP_BOUND).await;

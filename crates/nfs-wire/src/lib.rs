@@ -1,8 +1,9 @@
 //! Sans-IO codec for NFS version 3 over ONC RPC: XDR (RFC 4506), RPC messages and record
-//! marking (RFC 5531), NFSv3 and MOUNT v3 (RFC 1813), and the lock protocols NLM v4
-//! ([`nlm4`]) and NSM v1 ([`nsm1`]). Both directions of every message are here, so a server
-//! and a client can share it. Nothing does I/O; every decoder is bounded by its input (no
-//! panics, no allocation beyond what the input describes) and is fuzzed.
+//! marking (RFC 5531), NFSv3 and MOUNT v3 (RFC 1813), portmapper v2 and rpcbind v3/v4
+//! (RFC 1833, [`portmap`]), and the lock protocols NLM v4 ([`nlm4`]) and NSM v1 ([`nsm1`]).
+//! Both directions of every message are here, so a server and a client can share it.
+//! Nothing does I/O; every decoder is bounded by its input (no panics, no allocation beyond
+//! what the input describes) and is fuzzed.
 //!
 //! Names follow the XDR names in CamelCase (`fattr3` -> [`nfs3::Fattr3`], `GETATTR3args` ->
 //! [`nfs3::GetattrArgs`]). Where the Rust names differ from the plan of record:
@@ -58,6 +59,7 @@ pub mod mount3;
 pub mod nfs3;
 pub mod nlm4;
 pub mod nsm1;
+pub mod portmap;
 pub mod record;
 pub mod rpc;
 pub mod xdr;

@@ -1,11 +1,11 @@
 //! The NFS keys: `[server] nfs_listen`, `state_dir`, `nfs_max_connections_per_client`,
-//! `nfs_max_calls_per_client`, and per share `nfs`, `nfs_clients`,
+//! `nfs_max_calls_per_client`, `nfs_portmapper`, and per share `nfs`, `nfs_clients`,
 //! `nfs_root_squash`, `nfs_all_squash`, `nfs_anonuid`, `nfs_anongid`, `nfs_auth_none`.
 
 use std::net::SocketAddr;
 use std::path::Path;
 
-use nfs_server::{ClientNet, ExportRules, NfsConfig};
+use nfs_server::{ClientNet, ExportRules, NfsConfig, PortmapperMode};
 use toml::Spanned;
 
 use super::{ConfigError, Ctx, RawShare};
@@ -32,6 +32,7 @@ pub(super) struct RawNfsServer {
     pub state_dir: Option<Spanned<String>>,
     pub max_connections_per_client: Option<Spanned<i64>>,
     pub max_calls_per_client: Option<Spanned<i64>>,
+    pub portmapper: Option<Spanned<String>>,
 }
 
 impl Ctx<'_> {
@@ -39,7 +40,14 @@ impl Ctx<'_> {
     /// `server.state_dir` (relative to the file's directory; created when missing), and
     /// `nfs_max_connections_per_client`, `nfs_max_calls_per_client`.
     pub(super) fn apply_nfs_server(&self, raw: RawNfsServer, smb: &[SocketAddr], base_dir: &Path, nfs: &mut NfsSettings) -> Result<(), ConfigError> {
-        let RawNfsServer { listen, state_dir, max_connections_per_client, max_calls_per_client } = raw;
+        let RawNfsServer { listen, state_dir, max_connections_per_client, max_calls_per_client, portmapper } = raw;
+        // "auto" unless said otherwise; it matters only when NFS is served.
+        nfs.config.portmapper = match portmapper {
+            None => PortmapperMode::Auto,
+            Some(p) => PortmapperMode::parse(p.get_ref().trim()).ok_or_else(|| {
+                self.err(p.span(), format!("server.nfs_portmapper: {:?} is not one of \"auto\", \"register\", \"serve\", \"off\"", p.get_ref()))
+            })?,
+        };
         if let Some(n) = max_connections_per_client {
             nfs.config.max_connections_per_client = self.bounded_count(&n, "server.nfs_max_connections_per_client", 1_000_000)?;
         }

@@ -42,6 +42,7 @@ fn nfs_keys_parse() {
     assert!(n.enabled());
     assert_eq!(n.config.listen, vec!["127.0.0.1:2049".parse::<SocketAddr>().unwrap()]);
     assert_eq!(n.config.state_dir, d.path().join("state"));
+    assert_eq!(n.config.portmapper, nfs_server::PortmapperMode::Auto, "the default with nfs_listen");
     assert_eq!(n.exports.len(), 2, "smbonly is not exported");
     let (i, data) = &n.exports[0];
     assert_eq!(*i, 0);
@@ -85,4 +86,16 @@ fn memory_share_may_be_exported() {
     let text = "[server]\nnfs_listen = [\"127.0.0.1:2049\"]\n[[share]]\nname = \"m\"\nbackend = \"memory\"\nnfs = true\n";
     let loaded = parse(text, "braid.toml", d.path()).unwrap();
     assert_eq!(loaded.nfs.exports.len(), 1);
+}
+
+#[test]
+fn nfs_portmapper_modes() {
+    let d = dir();
+    for (word, mode) in
+        [("serve", nfs_server::PortmapperMode::Serve), ("register", nfs_server::PortmapperMode::Register), ("off", nfs_server::PortmapperMode::Off)]
+    {
+        let loaded = parse(&nfs_line(4, &format!("state_dir = \"state\"\nnfs_portmapper = \"{word}\"")), "braid.toml", d.path()).unwrap();
+        assert_eq!(loaded.nfs.config.portmapper, mode);
+    }
+    error(&nfs_line(4, "state_dir = \"state\"\nnfs_portmapper = \"rpcbind\""), 5, &["server.nfs_portmapper", "\"serve\""]);
 }
