@@ -8,6 +8,8 @@ directory lease and serves the second read from that cache, so it is right only 
 server's lease break reaches it before the answer to the change. Samba passes by granting
 no directory lease; Braid grants one (directory_leases defaults to true) and must write
 the break first.
+
+The kernel's NFSv3 client mounts Braid with no port options, through Braid's portmapper.
 """
 
 from __future__ import annotations
@@ -73,3 +75,37 @@ def test_a_listing_kept_open_sees_each_change_at_once(default_server):
     if TARGET == "braid":
         log = default_server.log.read_text(errors="replace")
         assert "not written in time" not in log, "a break was written after its answer"
+
+
+@pytest.mark.time_limit(660)
+@pytest.mark.skipif(TARGET != "braid", reason="Braid's portmapper and NFS server")
+def test_the_kernel_mounts_nfs_with_no_port_options():
+    """The kernel's NFSv3 client mounts `SERVER:/data` with `vers=3,nolock,nconnect=8` and no
+    port, mountport or mountproto: it asks Braid's portmapper (`nfs_portmapper = "serve"`, port
+    111 forwarded into the guest) where MOUNT and NFS are, then writes, reads back, creates,
+    renames and deletes files over 8 connections. (`nolock`: the guest has no rpcbind of its
+    own for its lockd to register with.)"""
+    import nfs_harness
+    from test_portmap import port_111_holders
+
+    holders = port_111_holders()
+    if holders:
+        pytest.skip(f"port 111 is in use (a system rpcbind?): {holders}")
+    root = harness.tmp_dir("braid-test-kclient-nfs-")
+    srv = nfs_harness.start(root, harness.test_users(), [{"name": "data", "lines": ["nfs = true", "nfs_root_squash = false"]}],
+                            server_extra=['nfs_portmapper = "serve"'])
+    run_dir = harness.log_dir() / "kclient-nfs-portmapper"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    try:
+        env = dict(os.environ, KC_NFS_OPTS="vers=3,nolock,nconnect=8", KC_FWD_EXTRA="111", KC_EXPECT_CONNS="8",
+                   KC_QUIET="1", KC_SIZE_MB="8", KC_NFILES="20", KC_TIMEOUT="540", KC_RUNDIR=str(run_dir))
+        p = subprocess.run([str(RUN), "nfs", str(srv.extra["nfs_port"]), "/data"], env=env,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+        out = p.stdout + p.stderr
+        mount = re.search(r"^KCLIENT-INFO mountline=.*$", out, re.M)
+        assert mount and "mountproto=tcp" in mount.group(0) and "nconnect=8" in mount.group(0), out[-4000:]
+        assert "KCLIENT-RESULT step=nconnect ok=1" in out, out[-4000:]
+        assert p.returncode == 0 and "0 failed" in out, out[-4000:]
+    finally:
+        problem = nfs_harness.stop(srv, "braid-kclient-nfs")
+        assert not problem, problem
