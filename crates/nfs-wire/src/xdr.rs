@@ -365,6 +365,31 @@ macro_rules! xdr_struct {
 }
 pub(crate) use xdr_struct;
 
+/// What the codec tests of every module share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{Xdr, XdrReader, XdrWriter};
+
+    /// The bytes `f` writes.
+    pub fn encode(f: impl FnOnce(&mut XdrWriter<'_>)) -> Vec<u8> {
+        let mut out = Vec::new();
+        f(&mut XdrWriter::new(&mut out));
+        out
+    }
+
+    /// Encodes `v`, decodes it back whole, and checks every shorter prefix fails to decode.
+    pub fn round_trip<T: for<'a> Xdr<'a> + PartialEq + std::fmt::Debug>(v: &T) -> Vec<u8> {
+        let bytes = encode(|w| v.encode_xdr(w));
+        let mut r = XdrReader::new(&bytes);
+        assert_eq!(T::decode_xdr(&mut r).as_ref(), Ok(v));
+        assert_eq!(r.remaining(), 0);
+        for n in 0..bytes.len() {
+            assert!(T::decode_xdr(&mut XdrReader::new(&bytes[..n])).is_err(), "prefix {n} of {v:?}");
+        }
+        bytes
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

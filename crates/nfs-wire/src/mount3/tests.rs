@@ -1,11 +1,6 @@
 use super::*;
-use crate::xdr::{XdrError, XdrReader, XdrWriter};
-
-fn encode(f: impl FnOnce(&mut XdrWriter<'_>)) -> Vec<u8> {
-    let mut out = Vec::new();
-    f(&mut XdrWriter::new(&mut out));
-    out
-}
+use crate::xdr::testing::encode;
+use crate::xdr::{XdrError, XdrReader};
 
 #[test]
 fn mnt_layout_and_round_trip() {

@@ -1,23 +1,6 @@
 use super::*;
-use crate::xdr::{Xdr, XdrError, XdrReader, XdrWriter};
-
-fn encode(f: impl FnOnce(&mut XdrWriter<'_>)) -> Vec<u8> {
-    let mut out = Vec::new();
-    f(&mut XdrWriter::new(&mut out));
-    out
-}
-
-/// Encodes `v`, decodes it back whole, and checks every shorter prefix fails to decode.
-fn round_trip<T: for<'a> Xdr<'a> + PartialEq + std::fmt::Debug>(v: &T) -> Vec<u8> {
-    let bytes = encode(|w| v.encode_xdr(w));
-    let mut r = XdrReader::new(&bytes);
-    assert_eq!(T::decode_xdr(&mut r).as_ref(), Ok(v));
-    assert_eq!(r.remaining(), 0);
-    for n in 0..bytes.len() {
-        assert!(T::decode_xdr(&mut XdrReader::new(&bytes[..n])).is_err(), "prefix {n} of {v:?}");
-    }
-    bytes
-}
+use crate::xdr::testing::{encode, round_trip};
+use crate::xdr::{XdrError, XdrReader};
 
 fn lock() -> Nlm4Lock {
     Nlm4Lock {
