@@ -8,7 +8,6 @@ mod first_run;
 mod fsutil;
 mod logging;
 mod names;
-mod nfs_smb;
 mod password;
 mod reload;
 mod serve;

@@ -59,7 +59,10 @@ pub fn run(args: ServeArgs, verbose: u8) -> anyhow::Result<()> {
 }
 
 async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings, path: std::path::PathBuf, listen: Vec<SocketAddr>) -> anyhow::Result<()> {
-    let mut smb = smb_server::Server::new(cfg.clone())?;
+    // One file table for every protocol: SMB's opens, NFS's reads and writes and NLM's
+    // locks all meet in it.
+    let files = Arc::new(smb_server::SharedFiles::default());
+    let mut smb = smb_server::Server::with_files(cfg.clone(), files.clone())?;
     let nfs_ops = Arc::new(nfs_server::op_table());
     let nfs_peers = Arc::new(nfs_server::peer_table());
     let nfs_admission = nfs_server::state::admission(&nfs.config);
@@ -68,13 +71,11 @@ async fn serve_until_signal(cfg: ServerConfig, nfs: NfsSettings, path: std::path
         smb.add_peer_table(nfs_peers.clone());
         smb.add_admission(nfs_admission.clone());
     }
-    // After add_op_table, which needs the server state unshared.
-    let coord: Arc<dyn nfs_server::Coordinator> = Arc::new(crate::nfs_smb::SmbCoordinator::new(smb.foreign()));
     let handle = smb.handle();
     let nfs_state = if nfs.enabled() {
         let key = nfs_server::handle::HandleKey::load_or_create(&nfs.config.state_dir)?;
         let exports = reload::exports(&cfg, &nfs, &handle.shares());
-        let mut state = nfs_server::state::NfsState::new(nfs.config.clone(), exports, key, coord, nfs_ops)?;
+        let mut state = nfs_server::state::NfsState::new(nfs.config.clone(), exports, key, files, nfs_ops)?;
         state.peers = nfs_peers;
         state.admission = nfs_admission;
         Some(Arc::new(state))

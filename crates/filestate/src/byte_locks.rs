@@ -6,6 +6,22 @@ use std::sync::Mutex;
 use crate::shards::lock;
 use crate::{OpenId, StateError};
 
+/// Lock owners with POSIX semantics (NLM's, for NFS clients' `fcntl` locks) carry this bit
+/// in their id; SMB's open ids count up from 1 and never reach it. A POSIX owner's own locks
+/// never refuse its new one (the new one replaces them where they overlap, as `fcntl`
+/// does), an unlock may cover any part of what it holds, and its locks are advisory: they
+/// refuse other locks, of either protocol, but not reads or writes.
+pub const POSIX_OWNER: OpenId = 1 << 62;
+
+/// Locks one file may hold: POSIX owners can split their locks into many pieces, and a
+/// client must not grow the list without bound.
+pub const MAX_LOCKS_PER_FILE: usize = 16_384;
+
+/// Whether `open` is a POSIX lock owner.
+pub fn is_posix(open: OpenId) -> bool {
+    open & POSIX_OWNER != 0
+}
+
 /// One granted byte-range lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ByteLock {
@@ -39,6 +55,9 @@ impl ByteLock {
     /// conflicts with every contending lock, even its own open's; a shared one only with
     /// another open's exclusive lock.
     fn blocks(&self, new: &ByteLock) -> bool {
+        if is_posix(new.open) && self.open == new.open {
+            return false;
+        }
         self.contends(new) && (new.exclusive || (self.exclusive && self.open != new.open))
     }
 
@@ -48,6 +67,9 @@ impl ByteLock {
         let (Some(last), Some(io_last)) = (self.last(), length.checked_sub(1).map(|l| offset.saturating_add(l))) else {
             return false;
         };
+        if is_posix(self.open) {
+            return false;
+        }
         let overlap = self.offset <= io_last && offset <= last;
         // Any shared lock, even the writer's own, makes the range read-only.
         overlap && if self.exclusive { self.open != open } else { write }
@@ -79,6 +101,44 @@ impl ByteRangeLocks {
         Ok(())
     }
 
+    /// The first lock that refuses `l` (what NLM's TEST reports), if any.
+    pub fn conflict(&self, l: &ByteLock) -> Option<ByteLock> {
+        lock(&self.locks).iter().find(|e| e.blocks(l)).copied()
+    }
+
+    /// Takes a POSIX owner's lock (`l.open` has [`POSIX_OWNER`]): refused with the holder
+    /// when another owner's lock conflicts; otherwise it replaces whatever the owner held
+    /// in its range, so an upgrade or downgrade is one call, as with `fcntl`.
+    pub fn lock_posix(&self, l: ByteLock) -> Result<(), PosixRefusal> {
+        if l.length == 0 || l.offset.checked_add(l.length - 1).is_none() {
+            return Err(PosixRefusal::Invalid(StateError::InvalidLockRange));
+        }
+        let mut locks = lock(&self.locks);
+        if let Some(holder) = locks.iter().find(|e| e.blocks(&l)) {
+            return Err(PosixRefusal::Held(*holder));
+        }
+        if locks.len() + 2 > MAX_LOCKS_PER_FILE {
+            return Err(PosixRefusal::Invalid(StateError::TooManyLocks));
+        }
+        cut_out(&mut locks, l.open, l.offset, l.length);
+        locks.push(l);
+        self.any.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Removes whatever POSIX owner `open` holds in `offset..offset+length`, splitting
+    /// locks that reach past it. Unlocking a range not held is not an error (`fcntl`).
+    pub fn unlock_posix(&self, open: OpenId, offset: u64, length: u64) {
+        let mut locks = lock(&self.locks);
+        cut_out(&mut locks, open, offset, length);
+        self.any.store(!locks.is_empty(), Ordering::Release);
+    }
+
+    /// Whether no lock is held.
+    pub fn is_empty(&self) -> bool {
+        !self.any.load(Ordering::Acquire)
+    }
+
     /// Removes one lock `open` holds at exactly `offset`/`length`. When an exclusive and a
     /// shared lock are stacked on the same range the exclusive one goes first, so the range
     /// becomes readable by others after one unlock (as on Windows).
@@ -105,6 +165,40 @@ impl ByteRangeLocks {
         let mut locks = lock(&self.locks);
         locks.retain(|l| l.open != open);
         self.any.store(!locks.is_empty(), Ordering::Release);
+    }
+}
+
+/// Why a POSIX lock was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PosixRefusal {
+    /// Another owner's lock conflicts (NLM reports it to TEST).
+    Held(ByteLock),
+    /// The range is invalid or the file holds too many locks.
+    Invalid(StateError),
+}
+
+/// Removes the part of `open`'s locks inside `offset..offset+length` (length 0: nothing),
+/// keeping the pieces of each lock before and after it.
+fn cut_out(locks: &mut Vec<ByteLock>, open: OpenId, offset: u64, length: u64) {
+    let Some(last) = length.checked_sub(1).map(|l| offset.saturating_add(l)) else { return };
+    let mut i = 0;
+    while i < locks.len() {
+        let e = locks[i];
+        let Some(e_last) = e.last() else {
+            i += 1;
+            continue;
+        };
+        if e.open != open || e_last < offset || e.offset > last {
+            i += 1;
+            continue;
+        }
+        locks.swap_remove(i);
+        if e.offset < offset {
+            locks.push(ByteLock { length: offset - e.offset, ..e });
+        }
+        if e_last > last {
+            locks.push(ByteLock { offset: last + 1, length: e_last - last, ..e });
+        }
     }
 }
 
@@ -221,6 +315,39 @@ mod tests {
             assert!(n.io_allowed(who, 110, 10, write), "past the range");
             assert!(n.io_allowed(who, 90, 10, write), "before the range");
         }
+    }
+
+    fn posix(owner: u64, offset: u64, length: u64, exclusive: bool) -> ByteLock {
+        l(POSIX_OWNER | owner, offset, length, exclusive)
+    }
+
+    #[test]
+    fn a_posix_owner_replaces_and_splits_its_own_locks() {
+        let n = ByteRangeLocks::default();
+        n.lock_posix(posix(1, 0, 100, false)).unwrap();
+        n.lock_posix(posix(1, 40, 20, true)).expect("an upgrade of part of its own lock");
+        assert_eq!(n.lock_posix(posix(2, 0, 10, false)), Ok(()), "shared beside shared");
+        assert_eq!(n.lock_posix(posix(2, 50, 1, false)), Err(PosixRefusal::Held(posix(1, 40, 20, true))));
+        assert!(n.lock_posix(posix(2, 45, 5, true)).is_err());
+        n.unlock_posix(POSIX_OWNER | 1, 45, 5);
+        n.lock_posix(posix(2, 45, 5, true)).expect("the hole owner 1's unlock left");
+        assert!(n.lock_posix(posix(2, 44, 2, true)).is_err(), "owner 1 still holds 44");
+        n.unlock_posix(POSIX_OWNER | 1, 0, u64::MAX);
+        assert!(n.conflict(&posix(3, 10, 35, true)).is_none(), "owner 1 holds nothing now");
+        assert_eq!(n.conflict(&posix(3, 10, 90, true)), Some(posix(2, 45, 5, true)));
+    }
+
+    #[test]
+    fn posix_and_smb_locks_refuse_each_other_but_posix_locks_are_advisory() {
+        let n = ByteRangeLocks::default();
+        n.lock_posix(posix(1, 0, 100, true)).unwrap();
+        assert_eq!(n.try_lock(ex(7, 50, 10)), Err(StateError::LockConflict));
+        assert_eq!(n.try_lock(l(7, 50, 10, false)), Err(StateError::LockConflict));
+        assert!(n.io_allowed(7, 0, 100, true), "NLM locks do not stop I/O");
+        n.try_lock(ex(7, 200, 10)).unwrap();
+        assert_eq!(n.lock_posix(posix(1, 205, 1, false)), Err(PosixRefusal::Held(ex(7, 200, 10))));
+        assert!(!n.io_allowed(POSIX_OWNER | 1, 205, 1, false), "an SMB exclusive lock stops everyone else's reads");
+        assert_eq!(n.lock_posix(posix(1, 0, 0, true)), Err(PosixRefusal::Invalid(StateError::InvalidLockRange)));
     }
 
     #[test]

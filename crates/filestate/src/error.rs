@@ -16,6 +16,9 @@ pub enum StateError {
     /// No lock of this open has exactly this offset and length.
     #[error("range not locked")]
     RangeNotLocked,
+    /// The file holds as many byte-range locks as it may.
+    #[error("too many byte-range locks on the file")]
+    TooManyLocks,
     /// A break acknowledgment names no oplock or lease on this file.
     #[error("no such caching holder")]
     NoSuchHolder,

@@ -203,7 +203,7 @@ impl fmt::Display for ExportRules {
 /// One share served over NFS, at export path `/<name>`.
 #[derive(Debug, Clone)]
 pub struct Export {
-    /// The share's index in the configuration (what [`crate::Coordinator`] is told).
+    /// The share's index in the configuration (with the file id, the key of the shared file table).
     pub share: usize,
     pub name: String,
     /// The same backend the other protocols use, so they share its metadata cache.

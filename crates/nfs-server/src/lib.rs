@@ -5,18 +5,18 @@
 //!   [`auth`] (credentials, squash, permission bits);
 //! - state: [`drc`] (the duplicate request cache), `paths` (where handles point), `cookies`
 //!   (READDIR positions), [`exports`] (replaced on reload), [`state`];
-//! - the seam to other protocols: [`coordinator`];
+//! - the file state shared with other protocols: `braid_filestate::Files`, and `announce`
+//!   (how often data changes are told);
 //! - `portmap`: port 111 (Braid's own portmapper, or registration with the system's rpcbind).
 
 pub mod auth;
 pub mod config;
-pub mod coordinator;
 pub mod drc;
 pub mod exports;
 pub mod handle;
 
 pub use config::{ClientNet, Export, ExportRules, NfsConfig, PortmapperMode, DEFAULT_STATE_DIR};
-pub use coordinator::{Alone, BoxFut, Coordinator, Intent, Refusal};
+mod announce;
 mod attrs;
 mod connection;
 mod cookies;

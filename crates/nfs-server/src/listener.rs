@@ -7,7 +7,6 @@ use tokio::net::TcpListener;
 
 use crate::config::{Export, NfsConfig};
 use crate::connection;
-use crate::coordinator::Coordinator;
 use crate::handle::HandleKey;
 use crate::state::NfsState;
 
@@ -17,11 +16,11 @@ use crate::state::NfsState;
 pub async fn serve(
     cfg: NfsConfig,
     exports: Vec<Export>,
-    coord: Arc<dyn Coordinator>,
+    files: Arc<dyn braid_filestate::Files>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
     let seen = (Arc::new(crate::state::op_table()), Arc::new(crate::state::peer_table()));
-    serve_with_metrics(cfg, exports, coord, seen, shutdown).await
+    serve_with_metrics(cfg, exports, files, seen, shutdown).await
 }
 
 /// [`serve`], counting into `ops` and `peers` (tables from [`crate::op_table`] and
@@ -29,12 +28,12 @@ pub async fn serve(
 pub async fn serve_with_metrics(
     cfg: NfsConfig,
     exports: Vec<Export>,
-    coord: Arc<dyn Coordinator>,
+    files: Arc<dyn braid_filestate::Files>,
     (ops, peers): (Arc<braid_opmetrics::OpTable>, Arc<braid_opmetrics::PeerTable>),
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
     let key = HandleKey::load_or_create(&cfg.state_dir)?;
-    let mut state = NfsState::new(cfg, exports, key, coord, ops)?;
+    let mut state = NfsState::new(cfg, exports, key, files, ops)?;
     state.peers = peers;
     let state = Arc::new(state);
     serve_state(state, shutdown).await

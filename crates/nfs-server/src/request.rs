@@ -1,6 +1,6 @@
 //! What a handler sees of its call (`Ctx`: the export and the caller's identity) and the
 //! services handlers share: storage on the blocking pool (as the caller or as the server),
-//! handle checks, permission checks from attributes, and the coordinator.
+//! handle checks, permission checks from attributes, and the shared file state.
 
 use std::sync::Arc;
 
@@ -10,7 +10,7 @@ use nfs_wire::nfs3::{NfsFh3, Nfsstat3, PostOpAttr, WccData};
 
 use crate::attrs;
 use crate::auth::{self, Identity};
-use crate::coordinator::{Intent, Refusal};
+use braid_filestate::{Intent, Refusal};
 use crate::state::{ExportState, NfsState};
 use crate::status::nfs_status;
 
@@ -147,23 +147,32 @@ impl Ctx {
         WccData { before: attrs::pre_op(before), after: self.post_op(after) }
     }
 
-    /// Asks the other protocols to make way for `intent` on the file `file_id`; a share mode
-    /// conflict becomes `on_share_mode`, anything else NFS3ERR_JUKEBOX (try again later).
-    pub async fn prepare(&self, file_id: u64, intent: Intent, on_share_mode: Nfsstat3) -> HResult<()> {
+    /// Asks the file state to make way for `intent` on the file `file_id` (for reads and
+    /// writes, of the range `io`): share modes, other protocols' caching, byte-range locks.
+    /// A share mode conflict becomes `on_share_mode`; another holder's byte-range lock over
+    /// the range NFS3ERR_ACCES (it fails at once, as I/O under a Windows lock does; JUKEBOX
+    /// would make a hard mount retry for as long as the lock is held); breaks that did not
+    /// complete NFS3ERR_JUKEBOX (try again later).
+    pub async fn prepare(&self, file_id: u64, intent: Intent, io: Option<(u64, u64)>, on_share_mode: Nfsstat3) -> HResult<()> {
         let share = self.export()?.export.share;
-        match self.state.coord.prepare(share, file_id, intent).await {
+        match self.state.files.prepare((share, file_id), intent, io).await {
             Ok(()) => Ok(()),
             Err(Refusal::ShareMode) => Err(on_share_mode),
+            Err(Refusal::Locked) => Err(Nfsstat3::Acces),
             Err(Refusal::Busy) => Err(Nfsstat3::Jukebox),
         }
     }
 
     /// Tells the other protocols about a change NFS made; returns once what they send
-    /// about it (SMB lease breaks) is written, so the reply follows it.
+    /// about it (SMB lease breaks) is written, so the reply follows it. Data changes of one
+    /// file are told at most once a second (`announce.rs`).
     pub async fn changed(&self, path: &SharePath, kind: ChangeKind, is_dir: bool, what: u32) {
         if let Some(e) = &self.export {
             let change = Change { path: path.clone(), kind, is_dir, what };
-            self.state.coord.changed(e.export.share, &change).await;
+            if self.state.announced.skip(e.export.share, &change) {
+                return;
+            }
+            self.state.files.changed(e.export.share, &change).await;
         }
     }
 }

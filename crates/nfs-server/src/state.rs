@@ -1,10 +1,9 @@
 //! State every connection shares: the exports, the handle key, the duplicate request cache,
-//! the coordinator, the write verifier and the metrics.
+//! the shared file table, the write verifier and the metrics.
 
 use std::sync::Arc;
 
 use crate::config::{Export, NfsConfig};
-use crate::coordinator::Coordinator;
 use crate::drc::Drc;
 use crate::handle::HandleKey;
 use braid_opmetrics::OpTable;
@@ -30,7 +29,11 @@ pub struct NfsState {
     pub exports: crate::exports::Exports,
     pub key: HandleKey,
     pub drc: Drc,
-    pub coord: Arc<dyn Coordinator>,
+    /// The file table every protocol shares (share modes, byte-range locks, other
+    /// protocols' caching): READ, WRITE and namespace changes check it; NLM's locks live in it.
+    pub files: Arc<dyn braid_filestate::Files>,
+    /// When each file's data change was last told to the other protocols.
+    pub announced: crate::announce::Announced,
     /// Counts and latencies per NFS procedure (MOUNT procedures count as MNT, UMNT, ...).
     pub ops: Arc<OpTable>,
     /// Client addresses with their live connections and traffic (`braid status`).
@@ -76,12 +79,13 @@ pub const MOUNT_OPS: usize = nfs_wire::nfs3::PROC3_NAMES.len();
 
 impl NfsState {
     /// Builds the state; fails when two exports' names hash to the same id (rename one).
-    pub fn new(config: NfsConfig, exports: Vec<Export>, key: HandleKey, coord: Arc<dyn Coordinator>, ops: Arc<OpTable>) -> std::io::Result<Self> {
+    pub fn new(config: NfsConfig, exports: Vec<Export>, key: HandleKey, files: Arc<dyn braid_filestate::Files>, ops: Arc<OpTable>) -> std::io::Result<Self> {
         let exports = crate::exports::Exports::new(exports)?;
         let stop = tokio::sync::watch::Sender::new(false);
         let admission = admission(&config);
         let peers = Arc::new(peer_table());
-        Ok(NfsState { config, exports, key, drc: Drc::default(), coord, ops, peers, write_verf: rand::random(), stop, admission })
+        let announced = crate::announce::Announced::default();
+        Ok(NfsState { config, exports, key, drc: Drc::default(), files, announced, ops, peers, write_verf: rand::random(), stop, admission })
     }
 
     /// The export with handle id `id`.

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use nfs_server::handle::HandleKey;
 use nfs_server::state::NfsState;
-use nfs_server::{Alone, BoxFut, ClientNet, Coordinator, Export, ExportRules, Intent, NfsConfig, Refusal};
+use braid_filestate::{Access, BoxFut, ByteLock, CachingHooks, FileKey, FileTable, Files, Intent, Refusal, Settle, ShareMode};
+use nfs_server::{ClientNet, Export, ExportRules, NfsConfig};
 use nfs_wire::mount3::{MntArgs, MntRes, MountArgs3, MountProc3};
 use nfs_wire::nfs3::*;
 use nfs_wire::record;
@@ -22,10 +23,11 @@ fn free_addr() -> SocketAddr {
 
 /// A server with one memory export `/mem` (and `/other`, whose client list excludes us).
 fn start() -> (tokio::runtime::Runtime, SocketAddr) {
-    start_with(Arc::new(Alone))
+    start_with(Arc::new(FileTable::<()>::default()))
 }
 
-fn start_with(coord: Arc<dyn Coordinator>) -> (tokio::runtime::Runtime, SocketAddr) {
+/// A server over `files`, the file table it shares with (here, imagined) other protocols.
+fn start_with(files: Arc<dyn Files>) -> (tokio::runtime::Runtime, SocketAddr) {
     let addr = free_addr();
     let cfg = NfsConfig { listen: vec![addr], ..NfsConfig::default() };
     let rules = ExportRules { root_squash: false, ..ExportRules::default() };
@@ -39,7 +41,7 @@ fn start_with(coord: Arc<dyn Coordinator>) -> (tokio::runtime::Runtime, SocketAd
     };
     let refused = ExportRules { clients: vec![ClientNet::parse("192.0.2.0/24").unwrap()], ..rules.clone() };
     let exports = vec![mem("mem", rules, 0), mem("other", refused, 1)];
-    let state = NfsState::new(cfg, exports, HandleKey::from_bytes([9; 32]), coord, Arc::new(nfs_server::op_table())).unwrap();
+    let state = NfsState::new(cfg, exports, HandleKey::from_bytes([9; 32]), files, Arc::new(nfs_server::op_table())).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.spawn(nfs_server::serve_state(Arc::new(state), std::future::pending()));
     for _ in 0..100 {
@@ -223,7 +225,8 @@ fn oversize_record_closes_the_connection_only() {
     assert_eq!(c.call(rpc::PROG_NFS, 3, 0, |_| {}), Ok(vec![]));
 }
 
-/// Refuses what a test says and records what it is asked and told.
+/// A table whose caching protocol (SMB, in Braid) refuses what a test says and records
+/// what it is asked and told.
 #[derive(Debug, Default)]
 struct Strict {
     refuse: std::sync::Mutex<Vec<(Intent, Refusal)>>,
@@ -231,9 +234,10 @@ struct Strict {
     told: std::sync::Mutex<Vec<(String, braid_vfs::ChangeKind)>>,
 }
 
-impl Coordinator for Strict {
-    fn prepare<'a>(&'a self, share: usize, _file_id: u64, intent: Intent) -> BoxFut<'a, Result<(), Refusal>> {
-        assert_eq!(share, 0);
+impl CachingHooks for Strict {
+    fn settle<'a>(&'a self, key: FileKey, why: Settle) -> BoxFut<'a, Result<(), Refusal>> {
+        assert_eq!(key.0, 0);
+        let Settle::Intent(intent) = why else { return Box::pin(std::future::ready(Ok(()))) };
         self.asked.lock().unwrap().push(intent);
         let r = self.refuse.lock().unwrap().iter().find(|(i, _)| *i == intent).map(|(_, r)| *r);
         Box::pin(async move { r.map_or(Ok(()), Err) })
@@ -245,29 +249,72 @@ impl Coordinator for Strict {
     }
 }
 
+/// A table whose caching protocol is `hooks`.
+fn table_with(hooks: Arc<dyn CachingHooks>) -> Arc<FileTable<()>> {
+    let t = Arc::new(FileTable::<()>::default());
+    t.set_caching(hooks);
+    t
+}
+
+fn file_id(r: &CreateRes) -> u64 {
+    match r {
+        CreateRes::Ok(ok) => ok.obj_attributes.0.as_ref().expect("attributes").fileid,
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
-fn the_coordinator_is_asked_and_told() {
-    let coord = Arc::new(Strict::default());
-    let (_rt, addr) = start_with(coord.clone());
+fn the_caching_protocol_is_asked_and_told() {
+    let hooks = Arc::new(Strict::default());
+    let files = table_with(hooks.clone());
+    let (_rt, addr) = start_with(files.clone());
     let mut c = Client::new(addr);
     let root = c.root();
-    let fh = created_fh(create(&mut c, root, "f"));
-    coord.refuse.lock().unwrap().extend([(Intent::Write, Refusal::Busy), (Intent::Remove, Refusal::ShareMode)]);
+    let made = create(&mut c, root, "f");
+    // An open of another protocol holds the file, so its caching is asked to make way.
+    files.node((0, file_id(&made))).claim(99, Access(0), ShareMode::ALL).unwrap();
+    let fh = created_fh(made);
+    hooks.refuse.lock().unwrap().extend([(Intent::Write, Refusal::Busy), (Intent::Remove, Refusal::ShareMode)]);
     let w = c.nfs(Args3::Write(WriteArgs { file: fh, offset: 0, count: 1, stable: StableHow::Unstable, data: b"x" }));
     assert_eq!(WriteRes::decode(&mut XdrReader::new(&w)).unwrap().status(), Nfsstat3::Jukebox);
     let rm = c.nfs(Args3::Remove(RemoveArgs { object: dirop(root, "f") }));
     assert_eq!(RemoveRes::decode(&mut XdrReader::new(&rm)).unwrap().status(), Nfsstat3::Acces);
-    coord.refuse.lock().unwrap().clear();
+    hooks.refuse.lock().unwrap().clear();
     let r = c.nfs(Args3::Read(ReadArgs { file: fh, offset: 0, count: 10 }));
     assert_eq!(ReadRes::decode(&mut XdrReader::new(&r)).unwrap().status(), Nfsstat3::Ok);
     let rm = c.nfs(Args3::Remove(RemoveArgs { object: dirop(root, "f") }));
     assert_eq!(RemoveRes::decode(&mut XdrReader::new(&rm)).unwrap().status(), Nfsstat3::Ok);
-    let asked = coord.asked.lock().unwrap().clone();
+    let asked = hooks.asked.lock().unwrap().clone();
     for i in [Intent::Write, Intent::Remove, Intent::Read] {
         assert!(asked.contains(&i), "{i:?} in {asked:?}");
     }
-    let told = coord.told.lock().unwrap().clone();
+    let told = hooks.told.lock().unwrap().clone();
     assert_eq!(told, [("f".to_string(), braid_vfs::ChangeKind::Added), ("f".to_string(), braid_vfs::ChangeKind::Removed)]);
+}
+
+/// Another protocol's exclusive byte-range lock makes NFS READs and WRITEs in its range
+/// fail with NFS3ERR_ACCES, and only in its range.
+#[test]
+fn io_under_another_holders_exclusive_lock_fails() {
+    let files = Arc::new(FileTable::<()>::default());
+    let (_rt, addr) = start_with(files.clone());
+    let mut c = Client::new(addr);
+    let root = c.root();
+    let made = create(&mut c, root, "locked");
+    let node = files.node((0, file_id(&made)));
+    node.claim(7, Access::WRITE_DATA, ShareMode::ALL).unwrap();
+    node.try_lock(ByteLock { open: 7, offset: 100, length: 100, exclusive: true }).unwrap();
+    let fh = created_fh(made);
+    let write = |c: &mut Client, offset| {
+        let w = c.nfs(Args3::Write(WriteArgs { file: fh.clone(), offset, count: 1, stable: StableHow::FileSync, data: b"x" }));
+        WriteRes::decode(&mut XdrReader::new(&w)).unwrap().status()
+    };
+    assert_eq!(write(&mut c, 150), Nfsstat3::Acces);
+    assert_eq!(write(&mut c, 10), Nfsstat3::Ok);
+    let r = c.nfs(Args3::Read(ReadArgs { file: fh.clone(), offset: 50, count: 60 }));
+    assert_eq!(ReadRes::decode(&mut XdrReader::new(&r)).unwrap().status(), Nfsstat3::Acces);
+    node.unlock(7, 100, 100).unwrap();
+    assert_eq!(write(&mut c, 150), Nfsstat3::Ok);
 }
 
 /// Takes its time over what it sends about a change, and records when it is done.
@@ -276,8 +323,8 @@ struct SlowToTell {
     told_at: std::sync::Mutex<Vec<std::time::Instant>>,
 }
 
-impl Coordinator for SlowToTell {
-    fn prepare<'a>(&'a self, _share: usize, _file_id: u64, _intent: Intent) -> BoxFut<'a, Result<(), Refusal>> {
+impl CachingHooks for SlowToTell {
+    fn settle<'a>(&'a self, _key: FileKey, _why: Settle) -> BoxFut<'a, Result<(), Refusal>> {
         Box::pin(std::future::ready(Ok(())))
     }
 
@@ -290,20 +337,20 @@ impl Coordinator for SlowToTell {
 }
 
 /// The other protocols' notices about a change (SMB lease breaks) go out before the NFS
-/// reply that completes it: the reply waits for the coordinator.
+/// reply that completes it: the reply waits for them.
 #[test]
 fn a_reply_comes_after_the_other_protocols_are_told() {
-    let coord = Arc::new(SlowToTell::default());
-    let (_rt, addr) = start_with(coord.clone());
+    let hooks = Arc::new(SlowToTell::default());
+    let (_rt, addr) = start_with(table_with(hooks.clone()));
     let mut c = Client::new(addr);
     let root = c.root();
     let fh = created_fh(create(&mut c, root, "f"));
-    assert_eq!(coord.told_at.lock().unwrap().len(), 1, "CREATE answered before the coordinator was done");
+    assert_eq!(hooks.told_at.lock().unwrap().len(), 1, "CREATE answered before the other protocols were told");
     let rm = c.nfs(Args3::Remove(RemoveArgs { object: dirop(root, "f") }));
     let answered = std::time::Instant::now();
     assert_eq!(RemoveRes::decode(&mut XdrReader::new(&rm)).unwrap().status(), Nfsstat3::Ok);
-    let told = coord.told_at.lock().unwrap().clone();
-    assert_eq!(told.len(), 2, "REMOVE answered before the coordinator was done");
+    let told = hooks.told_at.lock().unwrap().clone();
+    assert_eq!(told.len(), 2, "REMOVE answered before the other protocols were told");
     assert!(told[1] <= answered);
     let _ = fh;
 }

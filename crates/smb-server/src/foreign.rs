@@ -1,13 +1,13 @@
-//! Operations of other protocols (NFSv3) on the files SMB serves: before one changes or
-//! reads a file, the caching SMB clients hold that conflicts is broken (and acknowledged,
-//! as an SMB open would wait), and SMB share modes that deny writing or deleting are
-//! respected; after it changed something, SMB's watchers and directory leases are told.
-//! The other protocol holds no opens of its own: it is stateless, like NFSv3.
+//! SMB's hooks on the shared file table (`braid_filestate::CachingHooks`): before another
+//! protocol (NFSv3, which holds no opens) reads or changes a file, the caching SMB clients
+//! hold that conflicts is broken and acknowledged, as an SMB open would wait; after it
+//! changed something, SMB's watchers and directory leases are told. The file table itself
+//! checks share modes and byte-range locks.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use braid_filestate::{Access, ShareMode};
+use braid_filestate::{BoxFut, CachingHooks, FileKey, Intent, Refusal, Settle};
 use braid_vfs::Change;
 use tokio::time::Instant;
 
@@ -16,81 +16,54 @@ use crate::locks::FileNode;
 use crate::oplocks::{Event, BREAK_TIMEOUT};
 use crate::server::ServerState;
 
-/// What another protocol is about to do to a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ForeignIntent {
-    /// Read data: write caching elsewhere must be flushed first.
-    Read,
-    /// Write data: write caching is flushed, read and handle caching end.
-    Write,
-    /// Cut the file's size: everything cached ends.
-    Truncate,
-    /// Remove or rename the name: cached handles must be closed first.
-    Remove,
-    Rename,
+/// Registers SMB's hooks on its file table (when the server binds). Weak: the table lives
+/// in the server state.
+pub fn register(state: &Arc<ServerState>) {
+    state.files.shared().set_caching(Arc::new(SmbCaching(Arc::downgrade(state))));
 }
 
-/// Why SMB's state refuses the operation for now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ForeignRefusal {
-    /// An SMB open's share mode denies it.
-    ShareMode,
-    /// Breaks did not complete in time.
-    Busy,
-}
+#[derive(Debug)]
+struct SmbCaching(Weak<ServerState>);
 
-/// SMB's file state as another protocol serving the same shares meets it
-/// ([`crate::Server::foreign`]).
-#[derive(Debug, Clone)]
-pub struct SmbState(pub(crate) Arc<ServerState>);
-
-impl SmbState {
-    /// Before `intent` on the file `file_id` of share `share`: breaks what SMB clients
-    /// cache that conflicts, waiting for acknowledgments as an SMB open would (bounded by
-    /// the break timeout), and checks SMB share modes.
-    pub async fn prepare_foreign(&self, share: usize, file_id: u64, intent: ForeignIntent) -> Result<(), ForeignRefusal> {
-        let Some(node) = self.0.files.existing((share, file_id)) else { return Ok(()) };
-        let needs = match intent {
-            ForeignIntent::Read => Access::READ_DATA,
-            ForeignIntent::Write | ForeignIntent::Truncate => Access::WRITE_DATA,
-            ForeignIntent::Remove | ForeignIntent::Rename => Access::DELETE,
-        };
-        if node.check_share(needs, ShareMode::ALL).is_err() {
-            // Clients may keep handles open only because they cache them: ask them to
-            // close (as SMB does before failing an open), then look again.
-            settle(&self.0, &node, Event::SharingViolation).await?;
-            let node = self.0.files.existing((share, file_id));
-            if node.is_some_and(|n| n.check_share(needs, ShareMode::ALL).is_err()) {
-                return Err(ForeignRefusal::ShareMode);
-            }
-        }
-        let open = |truncate| Event::Open { truncate, spare_leases: false, share_conflict: false, retry: false };
-        match intent {
-            ForeignIntent::Read => settle(&self.0, &node, open(false)).await,
-            // A write by a protocol without opens changes the data under every cache at
-            // once: everything goes in one break (as for a truncating open), waited for
-            // only where W must be flushed first.
-            ForeignIntent::Write | ForeignIntent::Truncate => {
-                settle(&self.0, &node, open(true)).await?;
-                settle(&self.0, &node, Event::Write).await
-            }
-            ForeignIntent::Remove | ForeignIntent::Rename => settle(&self.0, &node, Event::Namespace).await,
-        }
+impl CachingHooks for SmbCaching {
+    fn settle<'a>(&'a self, key: FileKey, why: Settle) -> BoxFut<'a, Result<(), Refusal>> {
+        Box::pin(async move {
+            let Some(server) = self.0.upgrade() else { return Ok(()) };
+            let Some(node) = server.files.existing(key) else { return Ok(()) };
+            make_way(&server, &node, why).await
+        })
     }
 
-    /// After another protocol changed something: SMB's change notify and directory leases
-    /// hear of it (its own cache was kept true by the backend it went through). Returns
-    /// once the lease breaks it causes are written, so the other protocol answers after
-    /// them, as an SMB request does.
-    pub async fn foreign_changed(&self, share: usize, change: &Change) {
-        crate::changes::changed(&self.0, share, change, Origin::OUTSIDE).send(&self.0).await;
+    fn changed<'a>(&'a self, share: usize, change: &'a Change) -> BoxFut<'a, ()> {
+        Box::pin(async move {
+            if let Some(server) = self.0.upgrade() {
+                crate::changes::changed(&server, share, change, Origin::OUTSIDE).send(&server).await;
+            }
+        })
+    }
+}
+
+/// The breaks `why` calls for, each waited for until acknowledged (bounded).
+async fn make_way(server: &Arc<ServerState>, node: &Arc<FileNode>, why: Settle) -> Result<(), Refusal> {
+    let open = |truncate| Event::Open { truncate, spare_leases: false, share_conflict: false, retry: false };
+    match why {
+        Settle::SharingViolation => settle(server, node, Event::SharingViolation).await,
+        Settle::Intent(Intent::Read) => settle(server, node, open(false)).await,
+        // A write by a protocol without opens changes the data under every cache at once:
+        // everything goes in one break (as for a truncating open), waited for only where
+        // W must be flushed first.
+        Settle::Intent(Intent::Write | Intent::Truncate) => {
+            settle(server, node, open(true)).await?;
+            settle(server, node, Event::Write).await
+        }
+        Settle::Intent(Intent::Remove | Intent::Rename) => settle(server, node, Event::Namespace).await,
     }
 }
 
 /// Starts the breaks `event` calls for and waits until none is pending (acknowledged,
 /// closed or timed out). The break timer bounds the wait; past it (plus a margin) the
 /// caller is told to come back later.
-async fn settle(server: &Arc<ServerState>, node: &Arc<FileNode>, event: Event) -> Result<(), ForeignRefusal> {
+async fn settle(server: &Arc<ServerState>, node: &Arc<FileNode>, event: Event) -> Result<(), Refusal> {
     let give_up = Instant::now() + BREAK_TIMEOUT + Duration::from_secs(5);
     let mut event = event;
     loop {
@@ -102,7 +75,7 @@ async fn settle(server: &Arc<ServerState>, node: &Arc<FileNode>, event: Event) -
         crate::breaks::deliver(server, b.notices).await;
         let Some(until) = b.wait_until else { return Ok(()) };
         if Instant::now() >= give_up {
-            return Err(ForeignRefusal::Busy);
+            return Err(Refusal::Busy);
         }
         tokio::select! {
             _ = &mut changed => {}
@@ -119,22 +92,23 @@ mod tests {
     use super::*;
     use crate::config::{ServerConfig, ShareConfig, ShareStorage};
     use crate::oplocks::{Owner, Reach};
+    use braid_filestate::{Access, Files, ShareMode};
     use smb_wire::msg::oplock::{lease_state as ls, LeaseContext};
     use smb_wire::{FileId, NtStatus, SessionId};
 
-    fn state() -> SmbState {
-        SmbState(Arc::new(crate::server::ServerState::new(config()).expect("state")))
-    }
-
-    fn config() -> ServerConfig {
+    /// SMB's state over a table with its hooks registered, and the table as NFS sees it.
+    fn state() -> (Arc<ServerState>, Arc<dyn Files>) {
         let share = ShareConfig::new("data", ShareStorage::Memory { capacity: 1 << 20 });
-        ServerConfig { shares: vec![share], ..ServerConfig::default() }
+        let s = Arc::new(ServerState::new(ServerConfig { shares: vec![share], ..ServerConfig::default() }).expect("state"));
+        register(&s);
+        let files: Arc<dyn Files> = s.files.shared().clone();
+        (s, files)
     }
 
     /// An SMB open of file 9 with share mode `share` and, when `lease`, an RWH lease
     /// (its break notices go nowhere: no such session).
-    fn smb_open(s: &SmbState, share: ShareMode, lease: bool) -> Arc<FileNode> {
-        let node = s.0.files.node((0, 9));
+    fn smb_open(s: &ServerState, share: ShareMode, lease: bool) -> Arc<FileNode> {
+        let node = s.files.node((0, 9));
         node.claim(1, Access(Access::READ_DATA.0 | Access::WRITE_DATA.0), share).expect("claim");
         if lease {
             let reach = Reach { owner: Owner { session: SessionId(77), conn: 77, encrypt: false }, file_id: FileId { persistent: 1, volatile: 1 } };
@@ -146,29 +120,39 @@ mod tests {
 
     #[tokio::test]
     async fn files_smb_does_not_hold_need_nothing() {
-        let s = state();
-        assert_eq!(s.prepare_foreign(0, 9, ForeignIntent::Remove).await, Ok(()));
+        let (_s, files) = state();
+        assert_eq!(files.prepare((0, 9), Intent::Remove, None).await, Ok(()));
     }
 
     #[tokio::test]
     async fn share_modes_that_deny_writing_or_deleting_refuse() {
-        let s = state();
+        let (s, files) = state();
         smb_open(&s, ShareMode::READ, false);
-        assert_eq!(s.prepare_foreign(0, 9, ForeignIntent::Read).await, Ok(()));
-        assert_eq!(s.prepare_foreign(0, 9, ForeignIntent::Write).await, Err(ForeignRefusal::ShareMode));
-        assert_eq!(s.prepare_foreign(0, 9, ForeignIntent::Remove).await, Err(ForeignRefusal::ShareMode));
-        let s = state();
+        assert_eq!(files.prepare((0, 9), Intent::Read, None).await, Ok(()));
+        assert_eq!(files.prepare((0, 9), Intent::Write, None).await, Err(Refusal::ShareMode));
+        assert_eq!(files.prepare((0, 9), Intent::Remove, None).await, Err(Refusal::ShareMode));
+        let (s, files) = state();
         smb_open(&s, ShareMode::ALL, false);
-        assert_eq!(s.prepare_foreign(0, 9, ForeignIntent::Rename).await, Ok(()));
+        assert_eq!(files.prepare((0, 9), Intent::Rename, None).await, Ok(()));
+    }
+
+    #[tokio::test]
+    async fn an_smb_exclusive_lock_refuses_reads_and_writes_in_its_range() {
+        let (s, files) = state();
+        let node = smb_open(&s, ShareMode::ALL, false);
+        node.try_lock(braid_filestate::ByteLock { open: 1, offset: 100, length: 10, exclusive: true }).expect("lock");
+        assert_eq!(files.prepare((0, 9), Intent::Write, Some((105, 1))).await, Err(Refusal::Locked));
+        assert_eq!(files.prepare((0, 9), Intent::Read, Some((95, 10))).await, Err(Refusal::Locked));
+        assert_eq!(files.prepare((0, 9), Intent::Write, Some((110, 10))).await, Ok(()), "past the range");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_write_waits_for_the_lease_break_to_be_acknowledged() {
-        let s = state();
+        let (s, files) = state();
         let node = smb_open(&s, ShareMode::ALL, true);
         let waiting = tokio::spawn({
-            let s = s.clone();
-            async move { s.prepare_foreign(0, 9, ForeignIntent::Write).await }
+            let files = files.clone();
+            async move { files.prepare((0, 9), Intent::Write, None).await }
         });
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert!(!waiting.is_finished(), "the write waits for the W break");
@@ -183,9 +167,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_unacknowledged_break_ends_at_the_timer() {
-        let s = state();
+        let (s, files) = state();
         let node = smb_open(&s, ShareMode::ALL, true);
-        assert_eq!(s.prepare_foreign(0, 9, ForeignIntent::Truncate).await, Ok(()));
+        assert_eq!(files.prepare((0, 9), Intent::Truncate, None).await, Ok(()));
         assert_eq!(node.oplocks.lease_state(([1; 16], [5; 16])), Some(0));
     }
 }

@@ -27,6 +27,13 @@ impl Server {
         Ok(Server { state: Arc::new(ServerState::new(config)?) })
     }
 
+    /// Opens every share over `files`, the file table the binary shares with other
+    /// protocols (NFS and NLM reach it directly; SMB's breaks are registered on it when the
+    /// server binds).
+    pub fn with_files(config: ServerConfig, files: Arc<crate::SharedFiles>) -> std::io::Result<Self> {
+        Ok(Server { state: Arc::new(ServerState::with_files(config, files)?) })
+    }
+
     /// Each share's storage, in configuration order.
     pub fn backends(&self) -> Vec<Arc<dyn braid_vfs::Backend>> {
         self.state.shares.iter().map(|s| s.backend.clone()).collect()
@@ -46,7 +53,7 @@ impl Server {
     }
 
     /// Shows another protocol's clients beside SMB's sessions. Only before
-    /// [`Server::run`] and [`Server::foreign`].
+    /// [`Server::bind`].
     pub fn add_peer_table(&mut self, table: Arc<braid_opmetrics::PeerTable>) {
         if let Some(state) = Arc::get_mut(&mut self.state) {
             state.other_peers.push(table);
@@ -54,17 +61,11 @@ impl Server {
     }
 
     /// Shows another protocol's connection limits beside SMB's. Only before
-    /// [`Server::run`] and [`Server::foreign`].
+    /// [`Server::bind`].
     pub fn add_admission(&mut self, admission: Arc<braid_admission::Admission>) {
         if let Some(state) = Arc::get_mut(&mut self.state) {
             state.other_admissions.push(admission);
         }
-    }
-
-    /// The seam for other protocols serving the same shares (their operations meet SMB's
-    /// opens, leases and watchers). Take it after [`Server::add_op_table`].
-    pub fn foreign(&self) -> crate::SmbState {
-        crate::SmbState(self.state.clone())
     }
 
     /// What reloads and stops the server while it runs (take it before [`Server::run`]).
@@ -81,6 +82,7 @@ impl Server {
     /// address that could not be bound.
     pub async fn bind(self) -> std::io::Result<Bound> {
         let state = self.state;
+        crate::foreign::register(&state);
         crate::changes::subscribe_all(&state);
         crate::persistent::restore(&state).await;
         if let Some(addr) = state.config.admin {
@@ -140,7 +142,7 @@ pub const STOP_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 /// One share as the other protocols need it.
 #[derive(Debug, Clone)]
 pub struct ShareInfo {
-    /// Its index (the file table's key; what `SmbState` is told).
+    /// Its index (part of the shared file table's key).
     pub index: usize,
     pub name: String,
     pub backend: Arc<dyn braid_vfs::Backend>,

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 
 use braid_filestate::{Access, OpenId};
 use smb_wire::NtStatus;
-use tokio::sync::Notify;
 
 use crate::status_map::state_status;
 use crate::sync::{lock, Sharded};
@@ -22,8 +21,6 @@ pub type FileNode = braid_filestate::FileNode<SmbFile>;
 /// What SMB keeps per file beside the protocol-neutral state.
 #[derive(Debug, Default)]
 pub struct SmbFile {
-    /// Woken whenever a lock or an open is released, for blocked LOCK requests.
-    pub unlocked: Notify,
     /// Opens whose LOCK requests are checked for replays (resilient or durable opens),
     /// keyed by open id; dropped with the open.
     sequences: Mutex<HashMap<OpenId, LockSequences>>,
@@ -54,11 +51,9 @@ pub fn is_stat_open(acc: u32) -> bool {
     braid_filestate::is_stat_open(Access(acc))
 }
 
-/// Removes one byte-range lock of `open` and wakes blocked LOCK requests.
+/// Removes one byte-range lock of `open` and wakes blocked lock requests (SMB's and NLM's).
 pub fn unlock(node: &FileNode, open: OpenId, offset: u64, length: u64) -> Result<(), NtStatus> {
-    node.unlock(open, offset, length).map_err(state_status)?;
-    node.unlocked.notify_waiters();
-    Ok(())
+    node.unlock(open, offset, length).map_err(state_status)
 }
 
 impl SmbFile {
@@ -91,14 +86,13 @@ impl SmbFile {
         }
     }
 
-    /// The SMB side of an open going away: its lock sequences, oplock or lease; wakes
-    /// blocked LOCK requests (a pending lock of this very open must notice that its handle
-    /// is gone). Returns the lease freed, if this was its last open.
+    /// The SMB side of an open going away: its lock sequences, oplock or lease (the
+    /// file-state release before it woke blocked lock requests, so a pending lock of this
+    /// very open notices that its handle is gone). Returns the lease freed, if this was
+    /// its last open.
     fn release(&self, open: OpenId) -> Option<crate::oplocks::LeaseId> {
         lock(&self.sequences).remove(&open);
-        let freed = self.oplocks.release(open);
-        self.unlocked.notify_waiters();
-        freed
+        self.oplocks.release(open)
     }
 }
 
@@ -124,10 +118,14 @@ pub fn stream_file_key(key: FileKey, name: &str) -> FileKey {
     (key.0, stream_key_id(key.1, name))
 }
 
+/// The shared file table with SMB's state in its nodes (built by the binary and handed to
+/// every protocol server; see `braid_filestate::Files`).
+pub type SharedFiles = braid_filestate::FileTable<SmbFile>;
+
 /// All files currently open, and the lease table.
 #[derive(Debug)]
 pub struct FileTable {
-    nodes: braid_filestate::FileTable<SmbFile>,
+    nodes: Arc<SharedFiles>,
     /// Lease table (MS-SMB2 3.3.1.4): which file each ClientGuid + LeaseKey is on; a key
     /// belongs to one file while any open uses it.
     leases: Sharded<crate::oplocks::LeaseId, FileKey>,
@@ -138,7 +136,17 @@ pub struct FileTable {
 
 impl FileTable {
     pub fn new() -> Self {
-        FileTable { nodes: braid_filestate::FileTable::default(), leases: Sharded::new(16), stream_holds: Default::default() }
+        Self::over(Arc::default())
+    }
+
+    /// SMB's view of a file table shared with other protocols.
+    pub fn over(nodes: Arc<SharedFiles>) -> Self {
+        FileTable { nodes, leases: Sharded::new(16), stream_holds: Default::default() }
+    }
+
+    /// The shared table (other protocols' view, and the grace period).
+    pub fn shared(&self) -> &Arc<SharedFiles> {
+        &self.nodes
     }
 
     /// Records that stream open `open` holds the file `file`: a claim without access (it

@@ -83,6 +83,14 @@ impl Open {
         }
     }
 
+    /// The file table key of the file (or stream) this open is on.
+    pub fn key(&self) -> Option<FileKey> {
+        match &self.kind {
+            OpenKind::File { key, .. } => Some(*key),
+            OpenKind::Pipe(_) => None,
+        }
+    }
+
     pub fn has(&self, bits: u32) -> bool {
         self.access & bits != 0
     }

@@ -152,6 +152,11 @@ impl ServerState {
     }
 
     pub fn new(config: ServerConfig) -> std::io::Result<Self> {
+        Self::with_files(config, Arc::default())
+    }
+
+    /// The state over a file table shared with other protocols (the binary builds it).
+    pub fn with_files(config: ServerConfig, files: Arc<crate::locks::SharedFiles>) -> std::io::Result<Self> {
         let mut shares = Vec::new();
         for (index, s) in config.shares.iter().enumerate() {
             shares.push(Arc::new(Share::open(s, index, &config)?));
@@ -176,7 +181,7 @@ impl ServerState {
             stop: tokio::sync::watch::Sender::new(false),
             reload_hook: Default::default(),
             sessions: Sharded::new(16),
-            files: FileTable::new(),
+            files: FileTable::over(files),
             durable: Default::default(),
             persistent,
             replay: Default::default(),

@@ -37,6 +37,7 @@ pub fn state_status(e: braid_filestate::StateError) -> NtStatus {
         StateError::LockConflict => NtStatus::LOCK_NOT_GRANTED,
         StateError::InvalidLockRange => NtStatus::INVALID_LOCK_RANGE,
         StateError::RangeNotLocked => NtStatus::RANGE_NOT_LOCKED,
+        StateError::TooManyLocks => NtStatus::INSUFFICIENT_RESOURCES,
         // Lease acknowledgments (oplock ones map through `oplock_ack_status`).
         StateError::NoSuchHolder => NtStatus::OBJECT_NAME_NOT_FOUND,
         StateError::NoBreakInProgress => NtStatus::UNSUCCESSFUL,

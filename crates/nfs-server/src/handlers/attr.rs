@@ -8,7 +8,7 @@ use nfs_wire::nfs3::*;
 use super::{put, META_ONLY};
 use crate::attrs::{self, nfs_time, system_time};
 use crate::auth;
-use crate::coordinator::Intent;
+use braid_filestate::Intent;
 use crate::request::{Ctx, HResult};
 
 pub async fn getattr(ctx: &Ctx, a: GetattrArgs, out: &mut Vec<u8>) -> Nfsstat3 {
@@ -68,7 +68,7 @@ async fn set(ctx: &Ctx, a: &SetattrArgs, path: &braid_vfs::SharePath, before: &F
             FileKind::File => {}
             _ => return Err(Nfsstat3::Inval),
         }
-        ctx.prepare(before.file_id, Intent::Truncate, Nfsstat3::Jukebox).await?;
+        ctx.prepare(before.file_id, Intent::Truncate, None, Nfsstat3::Jukebox).await?;
     }
     let path = path.clone();
     ctx.as_caller(move |b| {

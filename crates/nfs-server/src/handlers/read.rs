@@ -7,7 +7,7 @@ use nfs_wire::XdrWriter;
 
 use super::{put, META_ONLY};
 use crate::auth;
-use crate::coordinator::Intent;
+use braid_filestate::Intent;
 use crate::request::{Ctx, HResult};
 
 /// Largest READ served (FSINFO's rtmax).
@@ -49,7 +49,7 @@ pub async fn read(ctx: &Ctx, a: ReadArgs, out: &mut Vec<u8>) -> Nfsstat3 {
 
 /// Checks, then reads into `out` (returned whole on success, unchanged on failure).
 async fn read_into(ctx: &Ctx, a: &ReadArgs, path: braid_vfs::SharePath, attrs: &FileAttrs, out: Vec<u8>) -> Result<Vec<u8>, (Nfsstat3, Vec<u8>)> {
-    if let Err(s) = allowed(ctx, attrs).await {
+    if let Err(s) = allowed(ctx, attrs, (a.offset, u64::from(a.count.min(MAX_READ)))).await {
         return Err((s, out));
     }
     let (offset, count, fsid) = (a.offset, a.count.min(MAX_READ), ctx.fsid());
@@ -105,7 +105,7 @@ async fn read_known(ctx: &Ctx, a: &ReadArgs, out: Vec<u8>) -> Result<Vec<u8>, Ve
     let Ok(token) = ctx.token(&a.file) else { return Err(out) };
     let Some(export) = ctx.export.clone() else { return Err(out) };
     let Some((path, file_id, created)) = export.paths.guess(&token) else { return Err(out) };
-    if ctx.prepare(file_id, Intent::Read, Nfsstat3::Jukebox).await.is_err() {
+    if ctx.prepare(file_id, Intent::Read, Some((a.offset, u64::from(a.count.min(MAX_READ)))), Nfsstat3::Jukebox).await.is_err() {
         return Err(out);
     }
     let (offset, count, fsid, id) = (a.offset, a.count.min(MAX_READ), ctx.fsid(), ctx.id.clone());
@@ -147,7 +147,7 @@ fn finish_head(out: &mut Vec<u8>, head_at: usize, ok: &ReadResOk) {
 
 /// Whether the caller may read the file (owners always may), after the other protocols
 /// made way.
-async fn allowed(ctx: &Ctx, attrs: &FileAttrs) -> HResult<()> {
+async fn allowed(ctx: &Ctx, attrs: &FileAttrs, io: (u64, u64)) -> HResult<()> {
     match attrs.posix.kind {
         FileKind::Dir => return Err(Nfsstat3::Isdir),
         FileKind::File => {}
@@ -156,5 +156,5 @@ async fn allowed(ctx: &Ctx, attrs: &FileAttrs) -> HResult<()> {
     if !ctx.owns(attrs) {
         ctx.check(attrs, ACCESS3_READ)?;
     }
-    ctx.prepare(attrs.file_id, Intent::Read, Nfsstat3::Jukebox).await
+    ctx.prepare(attrs.file_id, Intent::Read, Some(io), Nfsstat3::Jukebox).await
 }

@@ -4,7 +4,7 @@ use braid_vfs::{what, ChangeKind, FileAttrs, FileKind, SharePath};
 use nfs_wire::nfs3::*;
 
 use super::put;
-use crate::coordinator::Intent;
+use braid_filestate::Intent;
 use crate::request::{child, need_dir, Ctx, HResult};
 
 pub async fn remove(ctx: &Ctx, a: RemoveArgs, out: &mut Vec<u8>) -> Nfsstat3 {
@@ -54,7 +54,7 @@ async fn unlink_in(ctx: &Ctx, dpath: &SharePath, dattrs: &FileAttrs, name: &[u8]
         _ => {}
     }
     sticky_check(ctx, dattrs, &target)?;
-    ctx.prepare(target.file_id, Intent::Remove, Nfsstat3::Acces).await?;
+    ctx.prepare(target.file_id, Intent::Remove, None, Nfsstat3::Acces).await?;
     let (p, export, id) = (path.clone(), ctx.export()?.clone(), target.file_id);
     ctx.as_caller(move |b| {
         b.remove_exact(&p)?;

@@ -5,7 +5,7 @@ use nfs_wire::nfs3::*;
 
 use super::put;
 use super::remove::sticky_check;
-use crate::coordinator::Intent;
+use braid_filestate::Intent;
 use crate::request::{child, need_dir, Ctx, HResult};
 
 pub async fn rename(ctx: &Ctx, a: RenameArgs, out: &mut Vec<u8>) -> Nfsstat3 {
@@ -54,10 +54,10 @@ async fn move_name(ctx: &Ctx, (fdir, fattrs, fname): Side<'_>, (tdir, tattrs, tn
         return Err(Nfsstat3::Inval);
     }
     sticky_check(ctx, fattrs, &source)?;
-    ctx.prepare(source.file_id, Intent::Rename, Nfsstat3::Acces).await?;
+    ctx.prepare(source.file_id, Intent::Rename, None, Nfsstat3::Acces).await?;
     if let Some(t) = &target {
         sticky_check(ctx, tattrs, t)?;
-        ctx.prepare(t.file_id, Intent::Remove, Nfsstat3::Acces).await?;
+        ctx.prepare(t.file_id, Intent::Remove, None, Nfsstat3::Acces).await?;
     }
     let (f, t, export, replaced) = (from.clone(), to.clone(), ctx.export()?.clone(), target.map(|t| t.file_id));
     ctx.as_caller(move |b| {

@@ -10,7 +10,7 @@ use nfs_wire::record::Record;
 
 use super::{put, META_ONLY};
 use crate::auth;
-use crate::coordinator::Intent;
+use braid_filestate::Intent;
 use crate::request::{Ctx, HResult};
 
 /// Largest WRITE accepted (FSINFO's wtmax).
@@ -49,7 +49,7 @@ async fn write_known(ctx: &Ctx, a: &WriteArgs<'_>, record: &Arc<Record>, start: 
     if export.export.rules.read_only || len > a.data.len() || a.count > MAX_WRITE {
         return None;
     }
-    ctx.prepare(file_id, Intent::Write, Nfsstat3::Jukebox).await.ok()?;
+    ctx.prepare(file_id, Intent::Write, Some((a.offset, u64::from(a.count))), Nfsstat3::Jukebox).await.ok()?;
     let (offset, stable, id, record) = (a.offset, a.stable, ctx.id.clone(), record.clone());
     let r = ctx
         .as_server(move |b| {
@@ -106,7 +106,7 @@ async fn store(ctx: &Ctx, a: &WriteArgs<'_>, path: SharePath, before: &FileAttrs
     if !ctx.owns(before) {
         ctx.check(before, ACCESS3_MODIFY)?;
     }
-    ctx.prepare(before.file_id, Intent::Write, Nfsstat3::Jukebox).await?;
+    ctx.prepare(before.file_id, Intent::Write, Some((a.offset, u64::from(a.count))), Nfsstat3::Jukebox).await?;
     let (offset, stable) = (a.offset, a.stable);
     ctx.as_caller(move |b| write_file(b, &path, &record[start..start + len], offset, stable)).await
 }

@@ -84,6 +84,12 @@ async fn apply(cx: &mut Ctx<'_>, open: &Arc<Open>, node: &Arc<FileNode>, req: &L
             return Err(NtStatus::INVALID_PARAMETER);
         }
     }
+    // After a restart, NFS clients reclaim the locks they held through NLM during the grace
+    // period; no new SMB lock may take those files' ranges first (NLM refuses its own new
+    // locks then too, with NLM4_DENIED_GRACE_PERIOD).
+    if open.key().is_some_and(|k| cx.conn.server.files.shared().grace_for(k).is_some()) {
+        return Err(NtStatus::LOCK_NOT_GRANTED);
+    }
     // A byte-range lock ends level II oplocks and read caching of the other opens.
     crate::breaks::break_level2(open).send(&cx.conn.server).await;
     let mut taken: Vec<ByteLock> = Vec::new();
@@ -127,7 +133,7 @@ async fn wait_for_lock(cx: &mut Ctx<'_>, open: &Arc<Open>, node: &Arc<FileNode>,
     let cancel = Arc::new(tokio::sync::Notify::new());
     let result = loop {
         // Subscribe before looking, so a release between the checks and the wait is seen.
-        let released = node.unlocked.notified();
+        let released = node.core().unlocked.notified();
         tokio::pin!(released);
         released.as_mut().enable();
         if !still_open(cx, open) {

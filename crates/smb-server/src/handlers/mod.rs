@@ -72,7 +72,7 @@ pub fn file_info(a: &braid_vfs::FileAttrs, open: &crate::open::Open) -> smb_fscc
     if let Some(stream) = open.handle().and_then(|h| h.stream_current_name()) {
         path = format!("{path}:{stream}");
     }
-    let delete_pending = open.node().is_some_and(|n| n.delete_pending.load(Ordering::Acquire)) || open.delete_on_close.load(Ordering::Acquire);
+    let delete_pending = open.node().is_some_and(|n| n.is_delete_pending()) || open.delete_on_close.load(Ordering::Acquire);
     smb_fscc::FileInfo {
         // A link about to be deleted no longer counts (as Windows reports it).
         number_of_links: if delete_pending { a.nlink.saturating_sub(1) } else { a.nlink },
