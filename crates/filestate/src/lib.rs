@@ -24,6 +24,6 @@ pub use byte_locks::{is_posix, ByteLock, ByteRangeLocks, PosixRefusal, MAX_LOCKS
 pub use changes::{ChangeAction, ChangeEvent, ChangeFilter, Taken, TooManyWatchers, Watcher, Watchers, MAX_QUEUED};
 pub use error::StateError;
 pub use grants::{BreakPlan, Caching, GrantEvent, GrantTypes, Grants, Lease, LeaseRequest, Notice, Requester};
-pub use share::ShareClaims;
 pub use intent::{BoxFut, CachingHooks, Intent, Refusal, Settle};
+pub use share::ShareClaims;
 pub use table::{FileCore, FileKey, FileNode, FileTable, Files, OpenId, Released, STATELESS_IO};

@@ -73,7 +73,13 @@ fn state() -> Arc<NfsState> {
         storage: braid_qos::StorageGate::new("mem", 16, Duration::from_secs(30)),
     };
     let key = crate::handle::HandleKey::from_bytes([9; 32]);
-    let s = NfsState::new(crate::NfsConfig::default(), vec![export], key, Arc::new(braid_filestate::FileTable::<()>::default()), Arc::new(crate::op_table()));
+    let s = NfsState::new(
+        crate::NfsConfig::default(),
+        vec![export],
+        key,
+        Arc::new(braid_filestate::FileTable::<()>::default()),
+        Arc::new(crate::op_table()),
+    );
     Arc::new(s.expect("nfs state"))
 }
 

@@ -10,9 +10,9 @@ use nfs_wire::nfs3::{NfsFh3, Nfsstat3, PostOpAttr, WccData};
 
 use crate::attrs;
 use crate::auth::{self, Identity};
-use braid_filestate::{Intent, Refusal};
 use crate::state::{ExportState, NfsState};
 use crate::status::nfs_status;
+use braid_filestate::{Intent, Refusal};
 
 /// A handler's outcome: its value, or the status of its failure.
 pub type HResult<T> = Result<T, Nfsstat3>;

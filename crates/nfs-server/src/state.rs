@@ -79,7 +79,13 @@ pub const MOUNT_OPS: usize = nfs_wire::nfs3::PROC3_NAMES.len();
 
 impl NfsState {
     /// Builds the state; fails when two exports' names hash to the same id (rename one).
-    pub fn new(config: NfsConfig, exports: Vec<Export>, key: HandleKey, files: Arc<dyn braid_filestate::Files>, ops: Arc<OpTable>) -> std::io::Result<Self> {
+    pub fn new(
+        config: NfsConfig,
+        exports: Vec<Export>,
+        key: HandleKey,
+        files: Arc<dyn braid_filestate::Files>,
+        ops: Arc<OpTable>,
+    ) -> std::io::Result<Self> {
         let exports = crate::exports::Exports::new(exports)?;
         let stop = tokio::sync::watch::Sender::new(false);
         let admission = admission(&config);

@@ -7,9 +7,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
+use braid_filestate::{Access, BoxFut, ByteLock, CachingHooks, FileKey, FileTable, Files, Intent, Refusal, Settle, ShareMode};
 use nfs_server::handle::HandleKey;
 use nfs_server::state::NfsState;
-use braid_filestate::{Access, BoxFut, ByteLock, CachingHooks, FileKey, FileTable, Files, Intent, Refusal, Settle, ShareMode};
 use nfs_server::{ClientNet, Export, ExportRules, NfsConfig};
 use nfs_wire::mount3::{MntArgs, MntRes, MountArgs3, MountProc3};
 use nfs_wire::nfs3::*;
@@ -306,12 +306,12 @@ fn io_under_another_holders_exclusive_lock_fails() {
     node.try_lock(ByteLock { open: 7, offset: 100, length: 100, exclusive: true }).unwrap();
     let fh = created_fh(made);
     let write = |c: &mut Client, offset| {
-        let w = c.nfs(Args3::Write(WriteArgs { file: fh.clone(), offset, count: 1, stable: StableHow::FileSync, data: b"x" }));
+        let w = c.nfs(Args3::Write(WriteArgs { file: fh, offset, count: 1, stable: StableHow::FileSync, data: b"x" }));
         WriteRes::decode(&mut XdrReader::new(&w)).unwrap().status()
     };
     assert_eq!(write(&mut c, 150), Nfsstat3::Acces);
     assert_eq!(write(&mut c, 10), Nfsstat3::Ok);
-    let r = c.nfs(Args3::Read(ReadArgs { file: fh.clone(), offset: 50, count: 60 }));
+    let r = c.nfs(Args3::Read(ReadArgs { file: fh, offset: 50, count: 60 }));
     assert_eq!(ReadRes::decode(&mut XdrReader::new(&r)).unwrap().status(), Nfsstat3::Acces);
     node.unlock(7, 100, 100).unwrap();
     assert_eq!(write(&mut c, 150), Nfsstat3::Ok);

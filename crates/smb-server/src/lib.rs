@@ -65,6 +65,6 @@ pub use braid_opmetrics::OpTable;
 pub use config::{
     EncryptionMode, InterfaceConfig, MetadataCache, ServerConfig, ShareConfig, ShareStorage, UserConfig, DEFAULT_MAX_WATCHES, DEFAULT_STATE_DIR,
 };
-pub use locks::{SharedFiles, SmbFile};
 pub use listener::{run, Server, ServerHandle, ShareInfo};
+pub use locks::{SharedFiles, SmbFile};
 pub use reload::ReloadReport;

@@ -8,8 +8,8 @@ use nfs_wire::nfs3::*;
 use super::{put, META_ONLY};
 use crate::attrs::{self, nfs_time, system_time};
 use crate::auth;
-use braid_filestate::Intent;
 use crate::request::{Ctx, HResult};
+use braid_filestate::Intent;
 
 pub async fn getattr(ctx: &Ctx, a: GetattrArgs, out: &mut Vec<u8>) -> Nfsstat3 {
     let res = match ctx.resolve(&a.object).await {

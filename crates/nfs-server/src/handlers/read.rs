@@ -7,8 +7,8 @@ use nfs_wire::XdrWriter;
 
 use super::{put, META_ONLY};
 use crate::auth;
-use braid_filestate::Intent;
 use crate::request::{Ctx, HResult};
+use braid_filestate::Intent;
 
 /// Largest READ served (FSINFO's rtmax).
 pub const MAX_READ: u32 = 1 << 20;

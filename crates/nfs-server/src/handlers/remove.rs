@@ -4,8 +4,8 @@ use braid_vfs::{what, ChangeKind, FileAttrs, FileKind, SharePath};
 use nfs_wire::nfs3::*;
 
 use super::put;
-use braid_filestate::Intent;
 use crate::request::{child, need_dir, Ctx, HResult};
+use braid_filestate::Intent;
 
 pub async fn remove(ctx: &Ctx, a: RemoveArgs, out: &mut Vec<u8>) -> Nfsstat3 {
     let res = match unlink(ctx, &a.object, false).await {

@@ -5,8 +5,8 @@ use nfs_wire::nfs3::*;
 
 use super::put;
 use super::remove::sticky_check;
-use braid_filestate::Intent;
 use crate::request::{child, need_dir, Ctx, HResult};
+use braid_filestate::Intent;
 
 pub async fn rename(ctx: &Ctx, a: RenameArgs, out: &mut Vec<u8>) -> Nfsstat3 {
     let from = ctx.resolve(&a.from.dir).await;

@@ -10,8 +10,8 @@ use nfs_wire::record::Record;
 
 use super::{put, META_ONLY};
 use crate::auth;
-use braid_filestate::Intent;
 use crate::request::{Ctx, HResult};
+use braid_filestate::Intent;
 
 /// Largest WRITE accepted (FSINFO's wtmax).
 pub const MAX_WRITE: u32 = 1 << 20;
