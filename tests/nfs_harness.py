@@ -38,6 +38,10 @@ def start(root: Path, users: dict[str, str], share_specs: list[dict], *, state_d
     # Port 111 and the machine's rpcbind are left alone unless a test asks (tests/test_portmap.py).
     if not any(line.startswith("nfs_portmapper") for line in extra):
         extra.append('nfs_portmapper = "off"')
+    # The lock service's fixed default ports (4045, 4046) would clash between servers:
+    # off unless a test names its own (tests/test_nlm.py).
+    if not any(line.startswith("nlm_port") for line in extra):
+        extra.append("nlm_port = 0")
     srv = harness.start_braid(root, users, share_specs=share_specs, server_extra=extra)
     srv.extra["nfs_port"] = nfs_port
     srv.extra["state_dir"] = state_dir

@@ -122,6 +122,9 @@ struct RawServer {
     nfs_max_connections_per_client: Option<Spanned<i64>>,
     nfs_max_calls_per_client: Option<Spanned<i64>>,
     nfs_portmapper: Option<Spanned<String>>,
+    nlm_port: Option<Spanned<i64>>,
+    nsm_port: Option<Spanned<i64>>,
+    nfs_grace: Option<Spanned<toml::Value>>,
 }
 
 /// `[[server.interface]]`: one interface reported to multichannel clients.
@@ -242,6 +245,9 @@ impl Ctx<'_> {
                 max_connections_per_client: s.nfs_max_connections_per_client.take(),
                 max_calls_per_client: s.nfs_max_calls_per_client.take(),
                 portmapper: s.nfs_portmapper.take(),
+                nlm_port: s.nlm_port.take(),
+                nsm_port: s.nsm_port.take(),
+                grace: s.nfs_grace.take(),
             };
             self.apply_server(s, &mut server, &mut log)?;
             self.apply_nfs_server(nfs_keys, &server.listen, base_dir, &mut nfs)?;

@@ -134,6 +134,11 @@ impl ByteRangeLocks {
         self.any.store(!locks.is_empty(), Ordering::Release);
     }
 
+    /// Whether `open` holds any lock.
+    pub fn holds(&self, open: OpenId) -> bool {
+        self.any.load(Ordering::Acquire) && lock(&self.locks).iter().any(|l| l.open == open)
+    }
+
     /// Whether no lock is held.
     pub fn is_empty(&self) -> bool {
         !self.any.load(Ordering::Acquire)

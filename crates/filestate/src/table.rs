@@ -89,6 +89,11 @@ impl FileCore {
         self.locks.conflict(l)
     }
 
+    /// Whether `open` holds any byte-range lock.
+    pub fn holds(&self, open: OpenId) -> bool {
+        self.locks.holds(open)
+    }
+
     /// Whether `open` may read (`write == false`) or write the range given the locks held.
     pub fn io_allowed(&self, open: OpenId, offset: u64, length: u64, write: bool) -> bool {
         self.locks.io_allowed(open, offset, length, write)
@@ -248,7 +253,10 @@ impl<X> FileTable<X> {
     pub fn forget_if_unused(&self, key: FileKey) {
         self.nodes.with(&key, |m| {
             if m.get(&key).is_some_and(|n| n.core.unused()) {
-                m.remove(&key);
+                // A request waiting on this node looks again, at the table's new one.
+                if let Some(n) = m.remove(&key) {
+                    n.core.unlocked.notify_waiters();
+                }
             }
         })
     }

@@ -28,7 +28,21 @@ pub struct NfsConfig {
     pub portmapper: PortmapperMode,
     /// The port Braid's own portmapper listens on (111; tests use another).
     pub portmapper_port: u16,
+    /// The port NLM v4 (locks) listens on, TCP and UDP, at every NFS address; fixed so
+    /// firewalls can be written for it. 0: no lock service.
+    pub nlm_port: u16,
+    /// The port NSM v1 (status monitor: clients' reboot notices) listens on, TCP and UDP.
+    pub nsm_port: u16,
+    /// How long after a restart only reclaims of the previous run's locks are taken.
+    pub grace: std::time::Duration,
 }
+
+/// NLM's port by default (Solaris' lockd port, which firewall guides name).
+pub const DEFAULT_NLM_PORT: u16 = 4045;
+/// NSM's port by default: the one after NLM's.
+pub const DEFAULT_NSM_PORT: u16 = 4046;
+/// The grace period by default (as Linux's lockd and nfs-ganesha).
+pub const DEFAULT_GRACE: std::time::Duration = std::time::Duration::from_secs(90);
 
 /// `[server] nfs_portmapper`: how clients that ask a portmapper (port 111) first find
 /// NFS and MOUNT.
@@ -83,6 +97,11 @@ impl Default for NfsConfig {
             // privileged port and touches no system rpcbind by accident.
             portmapper: PortmapperMode::Off,
             portmapper_port: nfs_wire::portmap::PMAP_PORT,
+            // Off for a library user or a test, as the portmapper; the binary's
+            // configuration turns it on with NFS.
+            nlm_port: 0,
+            nsm_port: 0,
+            grace: DEFAULT_GRACE,
         }
     }
 }

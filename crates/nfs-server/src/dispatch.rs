@@ -45,6 +45,7 @@ pub async fn call(state: &Arc<NfsState>, peer: IpAddr, slots: &crate::qos::Slots
         PROG_MOUNT if hdr.vers == 1 || hdr.vers == 2 => accepted(hdr.xid, AcceptStat::ProcUnavail, out),
         PROG_MOUNT => accepted(hdr.xid, AcceptStat::ProgMismatch { low: 1, high: 3 }, out),
         PROG_NFS => accepted(hdr.xid, AcceptStat::ProgMismatch { low: 3, high: 3 }, out),
+        nfs_wire::nlm4::NLM_PROG | nfs_wire::nsm1::SM_PROG => crate::nlm::call(state, peer, &hdr, args, out).await,
         _ => accepted(hdr.xid, AcceptStat::ProgUnavail, out),
     }
 }
@@ -105,7 +106,7 @@ fn non_idempotent(p: Proc3) -> bool {
     matches!(p, P::Setattr | P::Write | P::Create | P::Mkdir | P::Symlink | P::Mknod | P::Remove | P::Rmdir | P::Rename | P::Link)
 }
 
-fn credential(a: &Auth) -> Credential<'_> {
+pub(crate) fn credential(a: &Auth) -> Credential<'_> {
     match a {
         Auth::None => Credential::None,
         Auth::Sys(s) => Credential::Sys { uid: s.uid, gid: s.gid, gids: &s.gids },

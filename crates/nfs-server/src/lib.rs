@@ -7,6 +7,7 @@
 //!   (READDIR positions), [`exports`] (replaced on reload), [`state`];
 //! - the file state shared with other protocols: `braid_filestate::Files`, and `announce`
 //!   (how often data changes are told);
+//! - [`nlm`]: the lock service (NLM v4, NSM v1), whose locks live in the shared file table;
 //! - `portmap`: port 111 (Braid's own portmapper, or registration with the system's rpcbind).
 
 pub mod auth;
@@ -27,6 +28,7 @@ pub mod fuzzing;
 mod handlers;
 mod listener;
 mod mount;
+pub mod nlm;
 mod open_files;
 mod paths;
 mod portmap;

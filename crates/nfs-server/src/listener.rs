@@ -48,6 +48,8 @@ pub async fn serve_state(state: Arc<NfsState>, shutdown: impl Future<Output = ()
         listeners.push(l);
     }
     let mut tasks = tokio::task::JoinSet::new();
+    // The lock service's TCP ports take the NFS connection path too.
+    listeners.extend(crate::nlm::start(&state, &mut tasks).await?);
     for l in listeners {
         tasks.spawn(accept_loop(l, state.clone()));
     }

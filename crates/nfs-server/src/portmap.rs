@@ -11,17 +11,31 @@ use std::time::Duration;
 use nfs_wire::portmap::{self as pm, Call, CallError, Mapping, Rpcb};
 use nfs_wire::record::{reserve_mark, set_mark, RecordReader};
 use nfs_wire::rpc::{self, AcceptStat, Auth, AuthStat, CallHeader, RejectStat, RpcError, PROG_MOUNT, PROG_NFS, PROG_PORTMAP};
+use nfs_wire::{nlm4, nsm1};
 use nfs_wire::{XdrReader, XdrWriter};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
 use crate::config::{NfsConfig, PortmapperMode};
 
-/// The programs Braid serves over TCP at every NFS address. NLM 4 (100021) and NSM 1
-/// (100024) join this list when Braid serves them. MOUNT v1 is not listed although its
-/// EXPORT and DUMP are answered (for `showmount`): portmappers hand out another version's
-/// port when the asked one is missing, and v1's MNT is not served.
-pub const PROGRAMS: &[(u32, u32)] = &[(PROG_NFS, 3), (PROG_MOUNT, 3)];
+/// One program Braid serves: program, version, TCP (else UDP), port.
+type Program = (u32, u32, bool, u16);
+
+/// The programs Braid serves at each NFS address: NFS 3 and MOUNT 3 over TCP at the NFS
+/// port, NLM 4 and NSM 1 over TCP and UDP at their own ports when the lock service is on.
+/// MOUNT v1 is not listed although its EXPORT and DUMP are answered (for `showmount`):
+/// portmappers hand out another version's port when the asked one is missing, and v1's
+/// MNT is not served.
+fn programs(cfg: &NfsConfig, nfs_port: u16) -> Vec<Program> {
+    let mut p = vec![(PROG_NFS, 3, true, nfs_port), (PROG_MOUNT, 3, true, nfs_port)];
+    if cfg.nlm_port != 0 {
+        for tcp in [true, false] {
+            p.push((nlm4::NLM_PROG, nlm4::NLM4_VERS, tcp, cfg.nlm_port));
+            p.push((nsm1::SM_PROG, nsm1::SM_VERS, tcp, cfg.nsm_port));
+        }
+    }
+    p
+}
 
 /// Largest call record or datagram: a portmapper call with the largest credentials and
 /// strings is under 2 KiB.
@@ -61,7 +75,7 @@ pub async fn start(cfg: &NfsConfig) -> std::io::Result<Portmapper> {
     };
     let explicit = cfg.portmapper != PortmapperMode::Auto;
     let started = match mode {
-        PortmapperMode::Register => register(&cfg.listen).await.map(Portmapper::Registered),
+        PortmapperMode::Register => register(cfg).await.map(Portmapper::Registered),
         _ => serve(cfg).await.map(Portmapper::Serving),
     };
     match started {
@@ -109,7 +123,7 @@ struct Entry {
 struct Table(Vec<Entry>);
 
 impl Table {
-    fn new(listen: &[SocketAddr], pmap: &[SocketAddr]) -> Table {
+    fn new(cfg: &NfsConfig, pmap: &[SocketAddr]) -> Table {
         let mut t = Vec::new();
         for &addr in pmap {
             for vers in pm::PMAP_VERSION..=pm::RPCB_VERSION4 {
@@ -118,9 +132,9 @@ impl Table {
                 }
             }
         }
-        for &addr in listen {
-            for &(prog, vers) in PROGRAMS {
-                t.push(Entry { prog, vers, tcp: true, addr });
+        for &listen in &cfg.listen {
+            for (prog, vers, tcp, port) in programs(cfg, listen.port()) {
+                t.push(Entry { prog, vers, tcp, addr: SocketAddr::new(listen.ip(), port) });
             }
         }
         Table(t)
@@ -150,7 +164,7 @@ fn pmap_addrs(cfg: &NfsConfig) -> Vec<SocketAddr> {
 /// Binds TCP and UDP on every portmapper address, then answers on them.
 async fn serve(cfg: &NfsConfig) -> std::io::Result<tokio::task::JoinSet<()>> {
     let addrs = pmap_addrs(cfg);
-    let table = Arc::new(Table::new(&cfg.listen, &addrs));
+    let table = Arc::new(Table::new(cfg, &addrs));
     let mut tasks = tokio::task::JoinSet::new();
     let conns = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     for addr in addrs {
@@ -363,18 +377,21 @@ async fn rpcbind_alive() -> bool {
     rpcbind_call(&Call::Null).await.is_ok()
 }
 
-/// Registers each of [`PROGRAMS`] at the first IPv4 and the first IPv6 NFS address (rpcbind
+/// Registers each of [`programs`] at the first IPv4 and the first IPv6 NFS address (rpcbind
 /// keeps one address per program, version and netid). Registrations of an earlier run that
 /// did not stop cleanly are removed first. Returns what to unregister at stop.
-async fn register(listen: &[SocketAddr]) -> std::io::Result<Vec<(u32, u32)>> {
-    let mut addrs: Vec<SocketAddr> = listen.iter().find(|a| a.is_ipv4()).into_iter().copied().collect();
-    addrs.extend(listen.iter().find(|a| a.is_ipv6()));
-    let mut done = Vec::new();
-    for &(prog, vers) in PROGRAMS {
-        unset(prog, vers).await?;
-        done.push((prog, vers));
-        for addr in &addrs {
-            let b = Rpcb { prog, vers, netid: pm::netid(addr, true).into(), addr: pm::uaddr(addr), owner: String::new() };
+async fn register(cfg: &NfsConfig) -> std::io::Result<Vec<(u32, u32)>> {
+    let mut addrs: Vec<SocketAddr> = cfg.listen.iter().find(|a| a.is_ipv4()).into_iter().copied().collect();
+    addrs.extend(cfg.listen.iter().find(|a| a.is_ipv6()));
+    let mut done: Vec<(u32, u32)> = Vec::new();
+    for listen in &addrs {
+        for (prog, vers, tcp, port) in programs(cfg, listen.port()) {
+            if !done.contains(&(prog, vers)) {
+                unset(prog, vers).await?;
+                done.push((prog, vers));
+            }
+            let addr = SocketAddr::new(listen.ip(), port);
+            let b = Rpcb { prog, vers, netid: pm::netid(&addr, tcp).into(), addr: pm::uaddr(&addr), owner: String::new() };
             if rpcbind_bool(&Call::RpcbSet(b.clone())).await? {
                 tracing::info!(prog, vers, netid = b.netid, addr = b.addr, "registered with rpcbind");
             } else {

@@ -34,6 +34,8 @@ pub struct NfsState {
     pub files: Arc<dyn braid_filestate::Files>,
     /// When each file's data change was last told to the other protocols.
     pub announced: crate::announce::Announced,
+    /// The lock service (NLM and NSM): lock owners, client hosts, blocked requests.
+    pub nlm: crate::nlm::Nlm,
     /// Counts and latencies per NFS procedure (MOUNT procedures count as MNT, UMNT, ...).
     pub ops: Arc<OpTable>,
     /// Client addresses with their live connections and traffic (`braid status`).
@@ -53,9 +55,39 @@ pub struct NfsState {
 /// Names of MOUNT's procedures in the metric table, after the 22 NFSv3 procedures.
 const MOUNT_OP_NAMES: [&str; 6] = ["MOUNT_NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT"];
 
+/// Names of the lock service's procedures in the metric table, after MOUNT's. The `_MSG`
+/// forms count as their synchronous procedure; NM_LOCK counts as LOCK.
+const LOCK_OP_NAMES: [&str; 10] =
+    ["NLM_NULL", "NLM_TEST", "NLM_LOCK", "NLM_CANCEL", "NLM_UNLOCK", "NLM_GRANTED_RES", "NLM_SHARE", "NLM_UNSHARE", "NLM_FREE_ALL", "SM_NOTIFY"];
+
 /// A metrics table for the NFS procedures (`protocol="nfs"`).
 pub fn op_table() -> OpTable {
-    OpTable::new("nfs", nfs_wire::nfs3::PROC3_NAMES.iter().chain(&MOUNT_OP_NAMES).copied().collect())
+    OpTable::new("nfs", nfs_wire::nfs3::PROC3_NAMES.iter().chain(&MOUNT_OP_NAMES).chain(&LOCK_OP_NAMES).copied().collect())
+}
+
+/// Index of the lock service's first procedure in the metric table.
+const LOCK_OPS: usize = MOUNT_OPS + MOUNT_OP_NAMES.len();
+
+/// The metric of an NLM procedure.
+pub fn nlm_op(p: nfs_wire::nlm4::Nlm4Proc) -> usize {
+    use nfs_wire::nlm4::Nlm4Proc as P;
+    LOCK_OPS
+        + match p {
+            P::Null => 0,
+            P::Test | P::TestMsg | P::TestRes => 1,
+            P::Lock | P::LockMsg | P::NmLock | P::LockRes => 2,
+            P::Cancel | P::CancelMsg | P::CancelRes => 3,
+            P::Unlock | P::UnlockMsg | P::UnlockRes => 4,
+            P::Granted | P::GrantedMsg | P::GrantedRes => 5,
+            P::Share => 6,
+            P::Unshare => 7,
+            P::FreeAll => 8,
+        }
+}
+
+/// The metric of an NSM procedure: SM_NOTIFY has its own; the others count as NLM_NULL.
+pub fn nsm_op(p: nfs_wire::nsm1::SmProc) -> usize {
+    LOCK_OPS + if p == nfs_wire::nsm1::SmProc::Notify { 9 } else { 0 }
 }
 
 /// NFS's admission: `config`'s connection limits, calls per client, no logon pool.
@@ -91,7 +123,20 @@ impl NfsState {
         let admission = admission(&config);
         let peers = Arc::new(peer_table());
         let announced = crate::announce::Announced::default();
-        Ok(NfsState { config, exports, key, drc: Drc::default(), files, announced, ops, peers, write_verf: rand::random(), stop, admission })
+        Ok(NfsState {
+            config,
+            exports,
+            key,
+            drc: Drc::default(),
+            files,
+            announced,
+            nlm: Default::default(),
+            ops,
+            peers,
+            write_verf: rand::random(),
+            stop,
+            admission,
+        })
     }
 
     /// The export with handle id `id`.

@@ -58,6 +58,13 @@ impl Record {
     }
 }
 
+/// A whole message that arrived alone (a UDP datagram).
+impl From<Vec<u8>> for Record {
+    fn from(bytes: Vec<u8>) -> Self {
+        Record { bytes, start: 0 }
+    }
+}
+
 impl Deref for Record {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

@@ -1,5 +1,6 @@
 //! The NFS keys: `[server] nfs_listen`, `state_dir`, `nfs_max_connections_per_client`,
-//! `nfs_max_calls_per_client`, `nfs_portmapper`, and per share `nfs`, `nfs_clients`,
+//! `nfs_max_calls_per_client`, `nfs_portmapper`, the lock service's `nlm_port`, `nsm_port`
+//! and `nfs_grace`, and per share `nfs`, `nfs_clients`,
 //! `nfs_root_squash`, `nfs_all_squash`, `nfs_anonuid`, `nfs_anongid`, `nfs_auth_none`.
 
 use std::net::SocketAddr;
@@ -33,6 +34,9 @@ pub(super) struct RawNfsServer {
     pub max_connections_per_client: Option<Spanned<i64>>,
     pub max_calls_per_client: Option<Spanned<i64>>,
     pub portmapper: Option<Spanned<String>>,
+    pub nlm_port: Option<Spanned<i64>>,
+    pub nsm_port: Option<Spanned<i64>>,
+    pub grace: Option<Spanned<toml::Value>>,
 }
 
 impl Ctx<'_> {
@@ -40,7 +44,8 @@ impl Ctx<'_> {
     /// `server.state_dir` (relative to the file's directory; created when missing), and
     /// `nfs_max_connections_per_client`, `nfs_max_calls_per_client`.
     pub(super) fn apply_nfs_server(&self, raw: RawNfsServer, smb: &[SocketAddr], base_dir: &Path, nfs: &mut NfsSettings) -> Result<(), ConfigError> {
-        let RawNfsServer { listen, state_dir, max_connections_per_client, max_calls_per_client, portmapper } = raw;
+        let RawNfsServer { listen, state_dir, max_connections_per_client, max_calls_per_client, portmapper, nlm_port, nsm_port, grace } = raw;
+        self.apply_lock_service(nlm_port, nsm_port, grace, nfs)?;
         // "auto" unless said otherwise; it matters only when NFS is served.
         nfs.config.portmapper = match portmapper {
             None => PortmapperMode::Auto,
@@ -75,6 +80,34 @@ impl Ctx<'_> {
                 return Err(self.err(dir.span(), format!("server.state_dir: {:?} is not a directory", dir.get_ref())));
             }
             nfs.config.state_dir = full;
+        }
+        Ok(())
+    }
+
+    /// `server.nlm_port` (default 4045; 0: no lock service), `server.nsm_port` (4046) and
+    /// `server.nfs_grace` (90s; 0 for none).
+    fn apply_lock_service(
+        &self,
+        nlm: Option<Spanned<i64>>,
+        nsm: Option<Spanned<i64>>,
+        grace: Option<Spanned<toml::Value>>,
+        nfs: &mut NfsSettings,
+    ) -> Result<(), ConfigError> {
+        let port = |v: &Spanned<i64>, key: &str| -> Result<u16, ConfigError> {
+            u16::try_from(*v.get_ref()).map_err(|_| self.err(v.span(), format!("server.{key}: {} is not a port (0 to 65535)", v.get_ref())))
+        };
+        nfs.config.nlm_port = nlm.as_ref().map_or(Ok(nfs_server::config::DEFAULT_NLM_PORT), |v| port(v, "nlm_port"))?;
+        nfs.config.nsm_port = nsm.as_ref().map_or(Ok(nfs_server::config::DEFAULT_NSM_PORT), |v| port(v, "nsm_port"))?;
+        if nfs.config.nlm_port != 0 && nfs.config.nlm_port == nfs.config.nsm_port {
+            let span = nsm.or(nlm).map(|v| v.span()).unwrap_or_default();
+            return Err(self.err(span, format!("server.nsm_port: {} is also the NLM port", nfs.config.nsm_port)));
+        }
+        if nfs.config.nlm_port != 0 && nfs.config.nsm_port == 0 {
+            let span = nsm.map(|v| v.span()).unwrap_or_default();
+            return Err(self.err(span, "server.nsm_port: 0 while the lock service is on (set nlm_port = 0 to turn both off)"));
+        }
+        if let Some(g) = grace {
+            nfs.config.grace = super::metadata_ttl(g.get_ref()).map_err(|e| self.err(g.span(), format!("server.nfs_grace: {e}")))?;
         }
         Ok(())
     }

@@ -3,8 +3,8 @@ use nfs_wire::rpc::ReplyError;
 
 fn table() -> Table {
     let listen: Vec<SocketAddr> = vec!["0.0.0.0:2049".parse().unwrap(), "[::1]:2050".parse().unwrap()];
-    let cfg = NfsConfig { listen: listen.clone(), ..NfsConfig::default() };
-    Table::new(&listen, &pmap_addrs(&cfg))
+    let cfg = NfsConfig { listen, nlm_port: 4045, nsm_port: 4046, ..NfsConfig::default() };
+    Table::new(&cfg, &pmap_addrs(&cfg))
 }
 
 /// Sends `call` (version `vers`) to the table as if it came to 10.1.2.3:111; the reply's
@@ -44,15 +44,18 @@ fn getaddr(proc_: u32, prog: u32, vers: u32, netid: &str) -> String {
 }
 
 #[test]
-fn getport_answers_tcp_only() {
+fn getport_answers_nfs_over_tcp_and_locks_over_both() {
     assert_eq!(getport(PROG_NFS, 3, pm::IPPROTO_TCP), 2049);
     assert_eq!(getport(PROG_MOUNT, 3, pm::IPPROTO_TCP), 2049);
     // MOUNT v1 (showmount) is sent to v3's port, as rpcbind does.
     assert_eq!(getport(PROG_MOUNT, 1, pm::IPPROTO_TCP), 2049);
-    // Nothing is served over UDP but the portmapper itself.
+    // NFS and MOUNT are not served over UDP; the portmapper, NLM and NSM are.
     assert_eq!(getport(PROG_MOUNT, 3, pm::IPPROTO_UDP), 0);
     assert_eq!(getport(PROG_PORTMAP, 2, pm::IPPROTO_UDP), 111);
-    assert_eq!(getport(100_021, 4, pm::IPPROTO_TCP), 0);
+    assert_eq!(getport(100_021, 4, pm::IPPROTO_TCP), 4045);
+    assert_eq!(getport(100_021, 4, pm::IPPROTO_UDP), 4045);
+    assert_eq!(getport(100_024, 1, pm::IPPROTO_UDP), 4046);
+    assert_eq!(getport(100_099, 1, pm::IPPROTO_UDP), 0);
 }
 
 #[test]
@@ -70,12 +73,13 @@ fn getaddr_names_the_address_asked() {
 fn dumps_list_braids_programs() {
     let res = ask(2, pm::PROC_DUMP, &[]).unwrap();
     let maps = pm::decode_pmaplist(&mut XdrReader::new(&res)).unwrap();
-    // The portmapper (3 versions, 2 transports) and NFS and MOUNT, IPv4 only.
-    assert_eq!(maps.len(), 6 + 2);
+    // The portmapper (3 versions, 2 transports), NFS and MOUNT, NLM and NSM (2 transports),
+    // IPv4 only.
+    assert_eq!(maps.len(), 6 + 2 + 4);
     assert!(maps.contains(&Mapping { prog: PROG_NFS, vers: 3, prot: pm::IPPROTO_TCP, port: 2049 }));
     let res = ask(3, pm::PROC_DUMP, &[]).unwrap();
     let list = pm::decode_rpcblist(&mut XdrReader::new(&res)).unwrap();
-    assert_eq!(list.len(), 2 * 6 + 2 * 2);
+    assert_eq!(list.len(), 2 * 6 + 2 * (2 + 4));
     assert!(list.iter().any(|b| b.prog == PROG_MOUNT && b.netid == "tcp6" && b.addr == "::1.8.2"));
     // Not over UDP (a reflector's favourite), where GETADDR still answers.
     assert_eq!(ask_over(false, 2, pm::PROC_DUMP, &[]), Err(ReplyError::ProcUnavail));

@@ -1,0 +1,92 @@
+//! NSM v1 as a server needs it: SM_NOTIFY from a client host that restarted releases what
+//! it held; SM_STAT answers this run's state number. SM_MON, SM_UNMON and SM_UNMON_ALL
+//! are a local lock manager's requests to its own status monitor: Braid monitors the
+//! hosts that hold its locks itself, and refuses them from elsewhere. At start, each host
+//! the previous run logged as a lock holder is sent SM_NOTIFY with the new state number,
+//! so it reclaims its locks during the grace period.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nfs_wire::nsm1::*;
+use nfs_wire::rpc::{AcceptStat, CallHeader};
+use nfs_wire::{XdrReader, XdrWriter};
+
+use super::accepted;
+use super::callback::{self, Callback};
+use super::record::HostRecord;
+use crate::state::NfsState;
+
+/// How long a restart keeps trying to tell a host, with doubling pauses between tries.
+const NOTIFY_FOR: Duration = Duration::from_secs(300);
+const FIRST_PAUSE: Duration = Duration::from_secs(1);
+
+pub async fn call(state: &Arc<NfsState>, peer: IpAddr, hdr: &CallHeader, args: &[u8], out: Vec<u8>) -> Option<Vec<u8>> {
+    let Some(proc_) = SmProc::from_u32(hdr.proc_) else { return accepted(hdr.xid, AcceptStat::ProcUnavail, out) };
+    let Ok(args) = SmArgs::decode(proc_, &mut XdrReader::new(args)) else {
+        tracing::debug!(%peer, ?proc_, "undecodable NSM arguments");
+        return accepted(hdr.xid, AcceptStat::GarbageArgs, out);
+    };
+    let mut out = accepted(hdr.xid, AcceptStat::Success, out)?;
+    let state_number = state.nlm.state_number();
+    let mut w = XdrWriter::new(&mut out);
+    match args {
+        SmArgs::Null | SmArgs::SimuCrash => {}
+        SmArgs::Stat(_) => SmStatRes { res_stat: SmRes::StatSucc, state: state_number }.encode(&mut w),
+        SmArgs::Mon(_) => SmStatRes { res_stat: SmRes::StatFail, state: state_number }.encode(&mut w),
+        SmArgs::Unmon(_) | SmArgs::UnmonAll(_) => SmStat { state: state_number }.encode(&mut w),
+        SmArgs::Notify(n) => {
+            // Matched by name and by the address it came from: Linux's statd names
+            // itself by its host name, which need not be the lock requests' caller name.
+            tracing::info!(%peer, host = %String::from_utf8_lossy(n.mon_name.as_bytes()), state = n.state, "a client host restarted");
+            super::release_hosts(state, Some(n.mon_name.as_bytes()), Some(peer));
+        }
+    }
+    state.ops.record(crate::state::nsm_op(proc_), true, std::time::Duration::ZERO);
+    Some(out)
+}
+
+/// Tells each host of `hosts` that this server restarted (SM_NOTIFY), naming itself by
+/// the address the host reaches it at (what the client's statd matches against the
+/// servers it monitors), from tasks of their own.
+pub fn notify_restart(state: &Arc<NfsState>, hosts: Vec<HostRecord>) {
+    for h in hosts {
+        let me = local_name(state, h.addr);
+        let mut args = Vec::new();
+        StatChge { mon_name: me.into_bytes().into(), state: state.nlm.state_number() }.encode(&mut XdrWriter::new(&mut args));
+        let call = Callback { prog: SM_PROG, vers: SM_VERS, proc_: SmProc::Notify as u32, args };
+        let (pmap, weak) = (state.nlm.pmap_port(), Arc::downgrade(state));
+        tokio::spawn(async move {
+            let give_up = tokio::time::Instant::now() + NOTIFY_FOR;
+            let mut pause = FIRST_PAUSE;
+            loop {
+                match callback::send_via(h.addr, pmap, &call).await {
+                    Ok(()) => return tracing::info!(host = %h.addr, "told a client host of the restart"),
+                    Err(e) if tokio::time::Instant::now() + pause >= give_up => {
+                        // Carried into this run's log, so the next start tries again.
+                        if let Some(r) = weak.upgrade().as_ref().and_then(|s| s.nlm.record()) {
+                            r.host(&h);
+                        }
+                        return tracing::warn!(host = %h.addr, error = %e, "could not tell a client host of the restart");
+                    }
+                    Err(_) => {}
+                }
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+        });
+    }
+}
+
+/// The address of this server as `client` reaches it: the NFS address, or (for a wildcard
+/// one) the address packets to the client leave from.
+fn local_name(state: &NfsState, client: IpAddr) -> String {
+    let listen = state.config.listen.iter().find(|a| a.is_ipv4() == client.is_ipv4()).map(SocketAddr::ip);
+    match listen {
+        Some(ip) if !ip.is_unspecified() => ip.to_string(),
+        _ => std::net::UdpSocket::bind(if client.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" })
+            .and_then(|s| s.connect((client, 9)).and_then(|()| s.local_addr()))
+            .map_or_else(|_| client.to_string(), |a| a.ip().to_string()),
+    }
+}
