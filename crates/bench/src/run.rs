@@ -91,7 +91,7 @@ pub async fn run_target<T: Target>(target: &T, wl: &Workload, progress: bool) ->
     result.map(|r| Report { reconnects: first.reconnects(), ..r })
 }
 
-fn progress_bar(show: bool) -> ProgressBar {
+pub(crate) fn progress_bar(show: bool) -> ProgressBar {
     if !show {
         return ProgressBar::hidden();
     }

@@ -125,6 +125,10 @@ pub struct Workload {
     /// With `clients`: the local IPv4 addresses the clients connect from, `FIRST[-LAST]` as
     /// given (`--source-ips`); client `i` uses the `i`-th, wrapping round.
     pub source_ips: Option<String>,
+    /// NLM v4 lock and unlock pairs instead of data I/O (`--nlm-lock`, NFS only): each of
+    /// `clients` clients (at least one) on its own file and NLM connection (see
+    /// [`crate::nfs::nlm`]).
+    pub nlm_lock: bool,
 }
 
 impl Default for Workload {
@@ -150,6 +154,7 @@ impl Default for Workload {
             clients: 0,
             ios_per_open: 8,
             source_ips: None,
+            nlm_lock: false,
         }
     }
 }
@@ -188,7 +193,11 @@ impl Workload {
         if self.verify && self.meta.is_some() {
             return bad("--verify applies to data I/O, not to --meta".into());
         }
-        self.validate_clients()?;
+        if self.nlm_lock {
+            self.validate_nlm()?;
+        } else {
+            self.validate_clients()?;
+        }
         if self.dir.is_empty() || self.dir.starts_with('/') || self.dir.split('/').any(|c| c.is_empty() || c == "..") {
             return bad(format!("--dir {:?}: must be a relative path inside the share", self.dir));
         }
@@ -224,8 +233,32 @@ impl Workload {
         Ok(())
     }
 
+    /// The checks of the lock workload: one lock at a time per client, nothing else.
+    fn validate_nlm(&self) -> Result<(), BenchError> {
+        let bad = |m: &str| Err(BenchError::BadInput(m.into()));
+        if self.meta.is_some() || self.verify {
+            return bad("--nlm-lock is a workload of its own: no --meta or --verify");
+        }
+        if self.threads != 1 || self.queue_depth != 1 || self.channels != 1 {
+            return bad("--nlm-lock runs one lock at a time per client: leave -t, -o and --channels at 1 (more load: --clients)");
+        }
+        if self.source_ips.is_some() {
+            return bad("--nlm-lock does not choose source addresses (--source-ips)");
+        }
+        if self.clients > 100_000 {
+            return bad(&format!("--clients {}: must be 1..100000", self.clients));
+        }
+        Ok(())
+    }
+
     /// A short human description, e.g. `4k random 30% write, 4 threads x QD 8, 1 channel`.
     pub fn summary(&self) -> String {
+        if self.nlm_lock {
+            return format!(
+                "NLM v4 LOCK + UNLOCK pairs (exclusive, non-blocking, 1 byte; IOPS = pairs/s), {} client(s) x QD 1, a file and an NLM connection each",
+                self.clients.max(1)
+            );
+        }
         let kind = if let Some(mix) = &self.meta {
             format!(
                 "metadata {}",
@@ -274,5 +307,11 @@ mod tests {
         assert!(Workload { duration_s: 0.0, ..Default::default() }.validate().is_err());
         assert!(Workload { dir: "../x".into(), ..Default::default() }.validate().is_err());
         assert!(Workload::default().summary().contains("4k random 0% write"));
+        let nlm = Workload { nlm_lock: true, clients: 8, ..Default::default() };
+        assert!(nlm.validate().is_ok());
+        assert!(nlm.summary().contains("NLM v4 LOCK + UNLOCK pairs") && nlm.summary().contains("8 client(s)"), "{}", nlm.summary());
+        assert!(Workload { threads: 2, ..nlm.clone() }.validate().unwrap_err().to_string().contains("one lock at a time"));
+        assert!(Workload { meta: Some(vec![(MetaOp::Stat, 1)]), ..nlm.clone() }.validate().is_err());
+        assert!(Workload { source_ips: Some("127.0.0.1".into()), ..nlm }.validate().is_err());
     }
 }

@@ -134,12 +134,19 @@ async fn single(a: BenchRunArgs) -> anyhow::Result<()> {
         channels: count("--channels", &a.channels)?,
         verify: a.verify,
         meta: a.meta.as_deref().map(parse_meta_mix).transpose()?,
-        clients: a.clients.as_deref().map(|n| count("--clients", n)).transpose()?.unwrap_or(0),
+        clients: a.clients.as_deref().map(|n| count("--clients", n)).transpose()?.unwrap_or(u32::from(a.nlm_lock)),
         ios_per_open: count("--ios-per-open", &a.ios_per_open)?,
         source_ips: a.source_ips.clone(),
+        nlm_lock: a.nlm_lock,
         ..base_workload(&a.common)?
     };
     wl.validate()?;
+    if a.nlm_lock && a.common.targets.iter().any(|t| !t.starts_with("nfs://")) {
+        bail!("--nlm-lock locks through NFS's lock manager: the targets must be nfs:// URLs");
+    }
+    if a.nlm_port == Some(0) {
+        bail!("--nlm-port 0: expected a port number 1..65535");
+    }
     // A durable open holds a batch oplock, which a second open of the same data file (one
     // per thread or channel) would break, and the client does not acknowledge breaks.
     if (a.common.durable || a.common.persistent) && wl.meta.is_none() && (wl.threads * wl.channels > 1 || wl.clients > 1) {
@@ -158,7 +165,10 @@ async fn single(a: BenchRunArgs) -> anyhow::Result<()> {
     }
     let mut reports = Vec::new();
     for (i, t) in targets.iter().enumerate() {
-        let r = t.run(&wl, progress).await?;
+        let r = match t {
+            AnyTarget::Nfs(t) if wl.nlm_lock => braid_bench::nfs::nlm::run(t, &wl, a.nlm_port, progress).await?,
+            _ => t.run(&wl, progress).await?,
+        };
         if a.json {
             println!("{}", r.to_json());
         }

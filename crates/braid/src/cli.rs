@@ -367,6 +367,20 @@ pub struct BenchRunArgs {
     #[arg(long = "source-ips", value_name = "RANGE", requires = "clients")]
     pub source_ips: Option<String>,
 
+    /// NLM v4 byte-range locks instead of data I/O (nfs:// targets): each of --clients N
+    /// clients (default 1) MOUNTs the export, creates its own file DIR/lockN.dat, opens its
+    /// own TCP connection to the server's NLM service and loops LOCK (exclusive,
+    /// non-blocking, byte 0, its own owner) + UNLOCK for -W + -d seconds. IOPS counts
+    /// lock+unlock pairs, latency is the pair's. Any answer but NLM4_GRANTED stops the run
+    /// with an error.
+    #[arg(long = "nlm-lock", conflicts_with_all = ["meta", "verify", "ios_per_open", "source_ips", "channels", "threads"])]
+    pub nlm_lock: bool,
+
+    /// With --nlm-lock: the server's NLM port (default: asked of the portmapper on port 111
+    /// of the target's host, GETPORT program 100021 version 4 over TCP).
+    #[arg(long = "nlm-port", value_name = "PORT", requires = "nlm_lock")]
+    pub nlm_port: Option<u16>,
+
     /// Print one JSON object per target instead of the table.
     #[arg(long)]
     pub json: bool,

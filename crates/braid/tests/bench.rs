@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 /// Ports reserved for these tests.
-const PORTS: std::ops::RangeInclusive<u16> = 4501..=4512;
+const PORTS: std::ops::RangeInclusive<u16> = 4501..=4516;
 
 struct Server {
     child: Child,
@@ -534,4 +534,100 @@ fn verified_workload_against_samba() {
     let url = format!("smb://alice:pw-alice@127.0.0.1:{}/data", peer.port);
     let out = bench(&["-d", "2", "-t", "2", "-o", "4", "-w", "50", "-r", "-b", "64k", "-c", "4m", "-f", "2", "--verify", "--json", &url]);
     assert_clean_run(&out);
+}
+
+/// LOCKs seen per file handle.
+type LocksPerFile = Arc<Mutex<std::collections::HashMap<Vec<u8>, u64>>>;
+
+/// A stand-in NLM v4 service on a loopback port (the NLM client is tested against the real
+/// nfs-ganesha by bench/nlm-compare.sh): answers every LOCK and UNLOCK with `stat` and the
+/// call's cookie, and counts the LOCKs per file handle.
+fn fake_nlm(stat: nfs_wire::nlm4::Nlm4Stats) -> (u16, LocksPerFile) {
+    use nfs_wire::nlm4::{Nlm4Args, Nlm4Proc, Nlm4Res};
+    use nfs_wire::record::{reserve_mark, set_mark, RecordReader};
+    use nfs_wire::rpc::{decode_call, encode_accepted, AcceptStat};
+    use std::io::Read;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let locks = Arc::new(Mutex::new(std::collections::HashMap::new()));
+    let counts = locks.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let (Ok(mut s), counts) = (s, counts.clone()) else { return };
+            std::thread::spawn(move || {
+                let (mut rr, mut buf) = (RecordReader::new(1 << 20), vec![0u8; 64 << 10]);
+                while let Ok(n @ 1..) = s.read(&mut buf) {
+                    rr.feed(&buf[..n]);
+                    while let Ok(Some(rec)) = rr.next_record() {
+                        let (hdr, args) = decode_call(&rec).unwrap();
+                        assert_eq!((hdr.prog, hdr.vers), (100_021, 4));
+                        let cookie = match Nlm4Args::decode(Nlm4Proc::from_u32(hdr.proc_).unwrap(), &mut nfs_wire::XdrReader::new(args)).unwrap() {
+                            Nlm4Args::Lock(a) => {
+                                *counts.lock().unwrap().entry(a.alock.fh.0.clone()).or_insert(0) += 1;
+                                a.cookie
+                            }
+                            Nlm4Args::Unlock(a) => a.cookie,
+                            other => panic!("unexpected {other:?}"),
+                        };
+                        let mut out = Vec::new();
+                        let at = reserve_mark(&mut out);
+                        encode_accepted(hdr.xid, AcceptStat::Success, &mut out);
+                        Nlm4Res { cookie, stat }.encode(&mut nfs_wire::XdrWriter::new(&mut out));
+                        set_mark(&mut out, at);
+                        if s.write_all(&out).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (port, locks)
+}
+
+/// `--nlm-lock`: files made over Braid's NFS, locks taken at an NLM port; a pair is one
+/// operation, and each client locks its own file.
+#[test]
+fn nlm_lock_pairs_on_files_made_over_nfs() {
+    let Some(srv) = start_server_with("nlm", true) else { return };
+    let url = format!("nfs://127.0.0.1:{}/data", srv.nfs_port.unwrap());
+    let (nlm, locks) = fake_nlm(nfs_wire::nlm4::Nlm4Stats::Granted);
+    let out = bench(&["--nlm-lock", "--clients", "3", "--nlm-port", &nlm.to_string(), "-d", "1", "--json", &url]);
+    assert_clean_run(&out);
+    let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!(v["nlm_lock"], true);
+    assert_eq!(v["target"], format!("{url} (NLM 127.0.0.1:{nlm})"));
+    assert_eq!(v["by_op"].as_object().unwrap().keys().collect::<Vec<_>>(), ["lock+unlock"]);
+    assert_eq!(v["fairness"]["clients"], 3);
+    for i in 0..3 {
+        assert!(srv.dir.join(format!("data/braid-bench/lock{i}.dat")).is_file());
+    }
+    // Three files, each locked by its client only; every measured pair was a LOCK sent.
+    let locks = locks.lock().unwrap();
+    assert_eq!(locks.len(), 3, "{locks:?}");
+    assert!(locks.values().sum::<u64>() >= v["ops"].as_u64().unwrap());
+}
+
+#[test]
+fn nlm_lock_refusals_and_bad_flags_are_one_line() {
+    let Some(srv) = start_server_with("nlm-errors", true) else { return };
+    let url = format!("nfs://127.0.0.1:{}/data", srv.nfs_port.unwrap());
+    let (nlm, _) = fake_nlm(nfs_wire::nlm4::Nlm4Stats::DeniedGracePeriod);
+    let out = bench(&["--nlm-lock", "--nlm-port", &nlm.to_string(), "-d", "1", &url]);
+    let err = text(&out.stderr);
+    assert_eq!((out.status.code(), err.lines().count()), (Some(1), 1), "{err}");
+    assert!(err.contains("client 0 of 1: NLM4 LOCK to 127.0.0.1:") && err.contains("NLM4_DENIED_GRACE_PERIOD"), "{err}");
+
+    let dead = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = bench(&["--nlm-lock", "--nlm-port", &dead.to_string(), "-d", "1", &url]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.contains(&format!("NLM: cannot connect to 127.0.0.1:{dead}")), "{err}");
+
+    let out = bench(&["--nlm-lock", "smb://alice:pw@127.0.0.1:1/data"]);
+    assert!(text(&out.stderr).contains("the targets must be nfs:// URLs"), "{}", text(&out.stderr));
+    let out = bench(&["--nlm-port", "4045", &url]);
+    assert!(text(&out.stderr).contains("--nlm-lock"), "{}", text(&out.stderr));
+    let out = bench(&["--nlm-lock", "-t", "2", &url]);
+    assert!(text(&out.stderr).contains("cannot be used with"), "{}", text(&out.stderr));
 }

@@ -59,14 +59,14 @@ impl RpcConn {
         lock(&self.waiters).insert(xid, tx);
         if self.closed.load(Ordering::Acquire) {
             lock(&self.waiters).remove(&xid);
-            return Err(BenchError::Io("the NFS connection is closed".into()));
+            return Err(BenchError::Io("the connection is closed".into()));
         }
         let sent = self.writer.lock().await.write_all(&buf).await;
         if let Err(e) = sent {
             lock(&self.waiters).remove(&xid);
             return Err(BenchError::Io(format!("sending an RPC call: {e}")));
         }
-        let rec = rx.await.map_err(|_| BenchError::Io("the NFS connection closed before the reply".into()))?;
+        let rec = rx.await.map_err(|_| BenchError::Io("the connection closed before the reply".into()))?;
         results(&rec)?;
         Ok(rec)
     }

@@ -1,9 +1,11 @@
 //! The [`Target`]/[`Session`]/[`BenchFile`] traits for NFSv3 (RFC 1813) over TCP: MOUNT for
 //! the export's root handle, then LOOKUP/CREATE/MKDIR/REMOVE/RMDIR/READDIRPLUS for paths and
 //! READ, WRITE (unstable), COMMIT and SETATTR for data, spread round-robin over `nconnect`
-//! connections (Linux's `nconnect=` mount option). The codec is `nfs-wire`'s.
+//! connections (Linux's `nconnect=` mount option). The codec is `nfs-wire`'s. [`nlm`] is the
+//! `--nlm-lock` workload: NLM v4 lock and unlock pairs on files made here.
 
 mod conn;
+pub mod nlm;
 pub mod url;
 
 use std::collections::HashMap;
