@@ -205,7 +205,7 @@ class GaneshaTarget(NlmTarget):
 BRAID_SHARES = [{"name": "data", "lines": ["nfs = true", "nfs_root_squash = false"]}]
 
 
-def _free_port_both() -> int:
+def free_port_both() -> int:
     """A port free for TCP and UDP on 127.0.0.1 (NLM and NSM are served over both)."""
     for _ in range(50):
         port = harness.free_port()
@@ -227,7 +227,7 @@ class BraidTarget(NlmTarget):
 
     def __init__(self):
         super().__init__()
-        self.nlm_port, self.nsm_port = _free_port_both(), _free_port_both()
+        self.nlm_port, self.nsm_port = free_port_both(), free_port_both()
         root = harness.tmp_dir("braid-nlm-")
         users = {"alice": "pw-alice-nlm", "bob": "pw-bob-nlm"}
         extra = [f"nlm_port = {self.nlm_port}", f"nsm_port = {self.nsm_port}",

@@ -21,6 +21,7 @@ import pytest
 
 import harness
 import nfs_harness
+import nlm_harness
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("BRAID_TEST_TARGET", "braid").strip().lower() != "braid",
@@ -115,7 +116,10 @@ def udp_call(proc: int, args: bytes) -> tuple[int, bytes]:
 def start(tmp_path: Path, mode: str):
     """braid with `nfs_portmapper = mode`, once port 111 names its NFS port (the NFS port
     opens first: port 111 is set up after it)."""
-    srv = nfs_harness.start(tmp_path / "srv", USERS, SHARES, server_extra=[f'nfs_portmapper = "{mode}"'])
+    nlm, nsm = nlm_harness.free_port_both(), nlm_harness.free_port_both()
+    extra = [f'nfs_portmapper = "{mode}"', f"nlm_port = {nlm}", f"nsm_port = {nsm}"]
+    srv = nfs_harness.start(tmp_path / "srv", USERS, SHARES, server_extra=extra)
+    srv.extra["nlm_port"], srv.extra["nsm_port"] = nlm, nsm
     deadline = time.monotonic() + 10
     while True:
         r = run(tool("rpcinfo"), "-p", "127.0.0.1")
@@ -131,7 +135,11 @@ def check_clients_find_braid(srv):
     port = srv.extra["nfs_port"]
     got = programs()
     assert (100003, 3, "tcp", port) in got and (100005, 3, "tcp", port) in got, got
-    assert not any(p in (100003, 100005) and proto == "udp" for p, _, proto, _ in got), "nothing is served over UDP"
+    assert not any(p in (100003, 100005) and proto == "udp" for p, _, proto, _ in got), "NFS and MOUNT: not over UDP"
+    # The lock service, over both, at its own fixed ports.
+    for proto in ("tcp", "udp"):
+        assert (100021, 4, proto, srv.extra["nlm_port"]) in got, got
+        assert (100024, 1, proto, srv.extra["nsm_port"]) in got, got
     # showmount asks for MOUNT v1's EXPORT (over TCP, then UDP).
     r = run(tool("showmount"), "-e", "127.0.0.1")
     assert r.returncode == 0 and "/data" in r.stdout, r.stdout + r.stderr
@@ -181,7 +189,7 @@ def test_register_with_rpcbind(rpcbind, tmp_path, mode):
     finally:
         assert nfs_harness.stop(srv, f"portmap-{mode}") is None
     got = programs()
-    assert not any(p in (100003, 100005) for p, *_ in got), f"still registered after braid stopped: {got}"
+    assert not any(p in (100003, 100005, 100021, 100024) for p, *_ in got), f"still registered after braid stopped: {got}"
     assert rpcbind is None or rpcbind.poll() is None
 
 
