@@ -225,13 +225,13 @@ class BraidTarget(NlmTarget):
     name = "braid"
     normal_grace = 1.0
 
-    def __init__(self):
+    def __init__(self, extra_lines=()):
         super().__init__()
         self.nlm_port, self.nsm_port = free_port_both(), free_port_both()
         root = harness.tmp_dir("braid-nlm-")
         users = {"alice": "pw-alice-nlm", "bob": "pw-bob-nlm"}
         extra = [f"nlm_port = {self.nlm_port}", f"nsm_port = {self.nsm_port}",
-                 f'nfs_grace = "{int(self.normal_grace)}s"']
+                 f'nfs_grace = "{int(self.normal_grace)}s"', *extra_lines]
         try:
             self.srv = nfs_harness.start(root, users, BRAID_SHARES, server_extra=extra)
         except Exception:
@@ -281,8 +281,9 @@ class BraidTarget(NlmTarget):
         return nfs_harness.stop(self.srv, "braid-nlm")
 
 
-def start(name: str) -> NlmTarget:
-    t = GaneshaTarget() if name == "ganesha" else BraidTarget()
+def start(name: str, braid_extra=()) -> NlmTarget:
+    """The target `name`; `braid_extra`: more [server] lines for braid."""
+    t = GaneshaTarget() if name == "ganesha" else BraidTarget(braid_extra)
     try:
         t.start_hosts()
         if t.normal_grace:

@@ -37,12 +37,13 @@ SHARED = LockFlags.SMB2_LOCKFLAG_SHARED_LOCK
 NOW = LockFlags.SMB2_LOCKFLAG_FAIL_IMMEDIATELY
 UNLOCK = LockFlags.SMB2_LOCKFLAG_UNLOCK
 CALLBACK_WAIT = 10
+PROBE = 1  # seconds a lock-holding host may be silent before it is probed
 
 
 @pytest.fixture(scope="module")
 def target():
     try:
-        t = nlm_harness.start("braid")
+        t = nlm_harness.start("braid", braid_extra=[f'nfs_lock_probe = "{PROBE}s"'])
     except Exception as e:
         pytest.fail(f"could not start braid with NLM: {e}", pytrace=False)
     try:
@@ -229,3 +230,28 @@ def test_smb_takes_no_lock_on_a_file_being_reclaimed(target, name_fh):
         f.close()
         g.close()
     target.wait_out_grace(2 * grace)
+
+
+def test_a_client_host_that_vanishes_loses_its_locks(target, smb, name_fh):
+    """A host holding a lock whose lock manager stops answering (its portmapper and NLM
+    service gone, as when it is powered off for good) is probed and, after three missed
+    probes, its locks go: SMB and other NLM clients get the range."""
+    name, fh = name_fh
+    ip = f"127.78.{os.getpid() % 250 + 1}.9"
+    host = m.ClientHost(ip, server_nlm=(target.server_ip, target.nlm_port, "udp"))
+    try:
+        with m.NlmClient(target.server_ip, target.nlm_port, source=ip, caller_name="vanishing-host") as v:
+            expect(v.lock(v.owner(4).lock(fh, 0, 10)), m.NLM4_GRANTED, "the vanishing host's LOCK")
+        f = smb.open(name)
+        time.sleep(3 * PROBE)
+        assert smb_lock_status(f, 0, 10, EXCLUSIVE | NOW) == STATUS_LOCK_NOT_GRANTED, "held while the host answers probes"
+    finally:
+        host.close()
+    deadline = time.monotonic() + 10 * PROBE + 10
+    while smb_lock_status(f, 0, 10, EXCLUSIVE | NOW) != 0:
+        assert time.monotonic() < deadline, "the vanished host's lock was never released"
+        time.sleep(0.5)
+    smb_lock(f, 0, 10, UNLOCK)
+    f.close()
+    log = target.srv.log.read_text(errors="replace")
+    assert "does not answer; releasing its locks" in log

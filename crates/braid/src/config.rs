@@ -125,6 +125,7 @@ struct RawServer {
     nlm_port: Option<Spanned<i64>>,
     nsm_port: Option<Spanned<i64>>,
     nfs_grace: Option<Spanned<toml::Value>>,
+    nfs_lock_probe: Option<Spanned<toml::Value>>,
 }
 
 /// `[[server.interface]]`: one interface reported to multichannel clients.
@@ -248,6 +249,7 @@ impl Ctx<'_> {
                 nlm_port: s.nlm_port.take(),
                 nsm_port: s.nsm_port.take(),
                 grace: s.nfs_grace.take(),
+                lock_probe: s.nfs_lock_probe.take(),
             };
             self.apply_server(s, &mut server, &mut log)?;
             self.apply_nfs_server(nfs_keys, &server.listen, base_dir, &mut nfs)?;

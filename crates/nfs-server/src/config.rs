@@ -35,12 +35,18 @@ pub struct NfsConfig {
     pub nsm_port: u16,
     /// How long after a restart only reclaims of the previous run's locks are taken.
     pub grace: std::time::Duration,
+    /// How long a lock-holding client host may be silent before it is probed; three
+    /// missed probes in a row release its locks.
+    pub lock_probe: std::time::Duration,
 }
 
 /// NLM's port by default (Solaris' lockd port, which firewall guides name).
 pub const DEFAULT_NLM_PORT: u16 = 4045;
 /// NSM's port by default: the one after NLM's.
 pub const DEFAULT_NSM_PORT: u16 = 4046;
+/// How often silent lock holders are probed by default: a vanished host's locks go after
+/// about four times this.
+pub const DEFAULT_LOCK_PROBE: std::time::Duration = std::time::Duration::from_secs(60);
 /// The grace period by default (as Linux's lockd and nfs-ganesha).
 pub const DEFAULT_GRACE: std::time::Duration = std::time::Duration::from_secs(90);
 
@@ -102,6 +108,7 @@ impl Default for NfsConfig {
             nlm_port: 0,
             nsm_port: 0,
             grace: DEFAULT_GRACE,
+            lock_probe: DEFAULT_LOCK_PROBE,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The NFS keys: `[server] nfs_listen`, `state_dir`, `nfs_max_connections_per_client`,
-//! `nfs_max_calls_per_client`, `nfs_portmapper`, the lock service's `nlm_port`, `nsm_port`
-//! and `nfs_grace`, and per share `nfs`, `nfs_clients`,
+//! `nfs_max_calls_per_client`, `nfs_portmapper`, the lock service's `nlm_port`, `nsm_port`,
+//! `nfs_grace` and `nfs_lock_probe`, and per share `nfs`, `nfs_clients`,
 //! `nfs_root_squash`, `nfs_all_squash`, `nfs_anonuid`, `nfs_anongid`, `nfs_auth_none`.
 
 use std::net::SocketAddr;
@@ -37,6 +37,7 @@ pub(super) struct RawNfsServer {
     pub nlm_port: Option<Spanned<i64>>,
     pub nsm_port: Option<Spanned<i64>>,
     pub grace: Option<Spanned<toml::Value>>,
+    pub lock_probe: Option<Spanned<toml::Value>>,
 }
 
 impl Ctx<'_> {
@@ -44,8 +45,12 @@ impl Ctx<'_> {
     /// `server.state_dir` (relative to the file's directory; created when missing), and
     /// `nfs_max_connections_per_client`, `nfs_max_calls_per_client`.
     pub(super) fn apply_nfs_server(&self, raw: RawNfsServer, smb: &[SocketAddr], base_dir: &Path, nfs: &mut NfsSettings) -> Result<(), ConfigError> {
-        let RawNfsServer { listen, state_dir, max_connections_per_client, max_calls_per_client, portmapper, nlm_port, nsm_port, grace } = raw;
+        let RawNfsServer { listen, state_dir, max_connections_per_client, max_calls_per_client, portmapper, nlm_port, nsm_port, grace, lock_probe } =
+            raw;
         self.apply_lock_service(nlm_port, nsm_port, grace, nfs)?;
+        if let Some(p) = lock_probe {
+            nfs.config.lock_probe = self.timeout(&p, "server.nfs_lock_probe")?;
+        }
         // "auto" unless said otherwise; it matters only when NFS is served.
         nfs.config.portmapper = match portmapper {
             None => PortmapperMode::Auto,

@@ -43,6 +43,13 @@ pub struct Host {
     pub addr: IpAddr,
     owners: HashSet<OpenId>,
     blocked: usize,
+    /// When the host last called, or last answered a probe.
+    seen: Instant,
+    /// Probes in a row it did not answer.
+    misses: u32,
+    /// Whether it ever answered a probe: a host Braid cannot reach at all (behind NAT, a
+    /// firewall) is never taken for gone, only one that stopped answering.
+    answered: bool,
 }
 
 /// A blocked request: owner, file, offset, length, exclusive.
@@ -81,7 +88,7 @@ impl Book {
     pub fn owner(&mut self, key: &OwnerKey, addr: IpAddr) -> Option<OpenId> {
         if let Some(id) = self.ids.get(key) {
             if let Some(h) = self.hosts.get_mut(&key.host) {
-                h.addr = addr;
+                (h.addr, h.seen, h.misses) = (addr, Instant::now(), 0);
             }
             return Some(*id);
         }
@@ -92,8 +99,15 @@ impl Book {
         let id = POSIX_OWNER | self.next;
         self.ids.insert(key.clone(), id);
         self.owners.insert(id, Owner { key: key.clone(), files: HashSet::new(), shares: HashSet::new() });
-        let host = self.hosts.entry(key.host.clone()).or_insert_with(|| Host { addr, owners: HashSet::new(), blocked: 0 });
-        host.addr = addr;
+        let host = self.hosts.entry(key.host.clone()).or_insert_with(|| Host {
+            addr,
+            owners: HashSet::new(),
+            blocked: 0,
+            seen: Instant::now(),
+            misses: 0,
+            answered: false,
+        });
+        (host.addr, host.seen, host.misses) = (addr, Instant::now(), 0);
         host.owners.insert(id);
         Some(id)
     }
@@ -222,6 +236,23 @@ impl Book {
         (held, waits)
     }
 
+    /// Hosts not heard from since `before`: their names and addresses, to be probed.
+    pub fn quiet_hosts(&self, before: Instant) -> Vec<(Vec<u8>, IpAddr)> {
+        self.hosts.iter().filter(|(_, h)| h.seen < before).map(|(n, h)| (n.clone(), h.addr)).collect()
+    }
+
+    /// Records a probe of host `name`: answered, or one more miss (counted only once it
+    /// has answered one). Returns how many probes in a row it has missed.
+    pub fn probed(&mut self, name: &[u8], answered: bool) -> u32 {
+        let Some(h) = self.hosts.get_mut(name) else { return 0 };
+        if answered {
+            (h.seen, h.misses, h.answered) = (Instant::now(), 0, true);
+        } else if h.answered {
+            h.misses += 1;
+        }
+        h.misses
+    }
+
     /// Hosts with an address (for `braid status` and tests): how many.
     pub fn hosts(&self) -> usize {
         self.hosts.len()
@@ -269,6 +300,20 @@ mod tests {
         let (held, _) = b.drop_hosts(Some(b"c"), None);
         assert_eq!(held.locks, vec![(c, (0, 5))]);
         assert_eq!(b.hosts(), 0);
+    }
+
+    #[test]
+    fn quiet_hosts_are_probed_and_counted() {
+        let mut b = Book::default();
+        b.owner(&key("a", 1), "10.0.0.1".parse().unwrap()).unwrap();
+        assert!(b.quiet_hosts(Instant::now() - std::time::Duration::from_secs(1)).is_empty(), "just heard from");
+        let later = Instant::now() + std::time::Duration::from_secs(1);
+        assert_eq!(b.quiet_hosts(later), vec![(b"a".to_vec(), "10.0.0.1".parse().unwrap())]);
+        assert_eq!(b.probed(b"a", false), 0, "never reached: never counted");
+        assert_eq!(b.probed(b"a", true), 0);
+        assert_eq!((b.probed(b"a", false), b.probed(b"a", false)), (1, 2));
+        assert_eq!(b.probed(b"a", true), 0, "an answer starts the count again");
+        assert_eq!(b.probed(b"nobody", false), 0);
     }
 
     #[test]

@@ -39,6 +39,13 @@ pub async fn start(state: &Arc<NfsState>, tasks: &mut tokio::task::JoinSet<std::
             tracing::info!(%addr, what, "listening for locks (TCP and UDP)");
         }
     }
+    tasks.spawn({
+        let (weak, every) = (Arc::downgrade(state), cfg.lock_probe);
+        async move {
+            super::nsm::watch_hosts(weak, every).await;
+            Ok(())
+        }
+    });
     if !previous.hosts.is_empty() {
         let until = std::time::Instant::now() + cfg.grace;
         state.files.begin_grace(until, previous.files.clone());

@@ -47,6 +47,56 @@ pub async fn call(state: &Arc<NfsState>, peer: IpAddr, hdr: &CallHeader, args: &
     Some(out)
 }
 
+/// Probes a host's lock manager must miss in a row before its locks are released.
+pub const MISSES_BEFORE_RELEASE: u32 = 3;
+
+/// Watches the hosts that hold locks: one not heard from for `every` is probed (a NULL call
+/// to its NLM service, found through its portmapper, as callbacks are); one that misses
+/// [`MISSES_BEFORE_RELEASE`] probes in a row, having answered before, is taken for gone
+/// for good (powered off, cut off) and its locks are released, so a vanished client does
+/// not hold a file for ever. A host never reached (NAT, a firewall) keeps its locks. A client that restarts tells Braid sooner, with SM_NOTIFY. Idle TCP
+/// connections say nothing here: Linux closes its lockd connection when idle while its
+/// processes still hold their locks.
+pub async fn watch_hosts(state: std::sync::Weak<NfsState>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(st) = state.upgrade() else { return };
+        let quiet = st.nlm.book().quiet_hosts(std::time::Instant::now() - every);
+        let pmap = st.nlm.pmap_port();
+        let probes = quiet.into_iter().map(|(name, addr)| async move {
+            let null = Callback { prog: nfs_wire::nlm4::NLM_PROG, vers: nfs_wire::nlm4::NLM4_VERS, proc_: 0, args: Vec::new() };
+            (name, addr, callback::send_via(addr, pmap, &null).await)
+        });
+        for (name, addr, r) in futures_join(probes).await {
+            let misses = st.nlm.book().probed(&name, r.is_ok());
+            if misses >= MISSES_BEFORE_RELEASE {
+                tracing::warn!(host = %String::from_utf8_lossy(&name), %addr, misses, "a lock-holding client host does not answer; releasing its locks");
+                super::release_hosts(&st, Some(&name), None);
+            }
+        }
+    }
+}
+
+/// Runs the futures at once and collects their outputs.
+async fn futures_join<F: std::future::Future + Send + 'static>(fs: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F::Output: Send + 'static,
+{
+    let mut set = tokio::task::JoinSet::new();
+    for f in fs {
+        set.spawn(f);
+    }
+    let mut out = Vec::new();
+    while let Some(r) = set.join_next().await {
+        if let Ok(v) = r {
+            out.push(v);
+        }
+    }
+    out
+}
+
 /// Tells each host of `hosts` that this server restarted (SM_NOTIFY), naming itself by
 /// the address the host reaches it at (what the client's statd matches against the
 /// servers it monitors), from tasks of their own.
