@@ -5,11 +5,15 @@
 //! [`dispatch::call`] in its own task as `connection.rs` runs it, each connection closed
 //! as its reader closes it.
 //!
+//! NLM calls (non-blocking LOCK, UNLOCK, TEST, FREE_ALL) by four owners of two client
+//! hosts are mixed in.
+//!
 //! Invariants, checked by [`run`]: nothing panics; every call finishes within [`BOUND`]
 //! (with a reply, or none for an undecodable record or a duplicate of a call running); a
 //! reply names its call's XID; once every connection has closed, no call is left claimed
 //! in progress in the DRC, the DRC and the open-file caches are within their bounds, and
-//! the client table shows no live connection.
+//! the client table shows no live connection; once both hosts' locks are released (as
+//! their SM_NOTIFY would), the file table and the lock service's book are empty.
 //!
 //! Used by the cargo-fuzz target `nfs_state` (feature `fuzzing`) and by a seeded test.
 //! Not part of the server's API.
@@ -20,6 +24,7 @@ use std::time::Duration;
 
 use nfs_wire::mount3::{MntArgs, MntRes, MountArgs3, MountProc3};
 use nfs_wire::nfs3::*;
+use nfs_wire::nlm4::{Nlm4Args, Nlm4Lock, Nlm4LockArgs, Nlm4Notify, Nlm4TestArgs, Nlm4UnlockArgs, NLM4_VERS, NLM_PROG};
 use nfs_wire::record::{self, Record, RecordReader};
 use nfs_wire::rpc::{self, Auth, AuthSys, CallHeader};
 use nfs_wire::{XdrReader, XdrWriter};
@@ -36,6 +41,8 @@ pub const MAX_OPS: usize = 128;
 
 const PEER: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 const NAMES: [&str; 4] = ["a", "b", "d", "e"];
+/// The NLM client hosts' caller names.
+const HOSTS: [&str; 2] = ["host-a", "host-b"];
 
 /// What a sequence did.
 #[derive(Debug, Default, Clone, Copy)]
@@ -53,6 +60,8 @@ struct Conn {
 
 struct Client {
     state: Arc<NfsState>,
+    /// The file table the state shares (checked empty at the end).
+    files: Arc<braid_filestate::FileTable<()>>,
     conns: [Option<Conn>; CONNS],
     handles: Vec<NfsFh3>,
     /// The last call sent, for retransmissions.
@@ -61,8 +70,8 @@ struct Client {
     outcome: Outcome,
 }
 
-/// A state with one memory export, `mem`.
-fn state() -> Arc<NfsState> {
+/// A state with one memory export, `mem`, the lock service on, over `files`.
+fn state(files: Arc<braid_filestate::FileTable<()>>) -> Arc<NfsState> {
     let rules = crate::ExportRules { root_squash: false, ..crate::ExportRules::default() };
     let export = crate::Export {
         share: 0,
@@ -73,13 +82,9 @@ fn state() -> Arc<NfsState> {
         storage: braid_qos::StorageGate::new("mem", 16, Duration::from_secs(30)),
     };
     let key = crate::handle::HandleKey::from_bytes([9; 32]);
-    let s = NfsState::new(
-        crate::NfsConfig::default(),
-        vec![export],
-        key,
-        Arc::new(braid_filestate::FileTable::<()>::default()),
-        Arc::new(crate::op_table()),
-    );
+    // NLM answers with a port set; nothing listens (calls go straight to the dispatch).
+    let config = crate::NfsConfig { nlm_port: 1, nsm_port: 2, ..crate::NfsConfig::default() };
+    let s = NfsState::new(config, vec![export], key, files, Arc::new(crate::op_table()));
     Arc::new(s.expect("nfs state"))
 }
 
@@ -93,7 +98,9 @@ pub fn run(data: &[u8]) -> Result<Outcome, String> {
 async fn run_async(data: &[u8]) -> Result<Outcome, String> {
     let (uid, gid) = braid_vfs::creds::current_fs_ids();
     let cred = Auth::Sys(AuthSys { stamp: 1, machine_name: b"fuzz".to_vec(), uid, gid, gids: vec![] });
-    let mut c = Client { state: state(), conns: [None, None, None], handles: Vec::new(), last: None, cred, outcome: Outcome::default() };
+    let files = Arc::new(braid_filestate::FileTable::<()>::default());
+    let mut c =
+        Client { state: state(files.clone()), files, conns: [None, None, None], handles: Vec::new(), last: None, cred, outcome: Outcome::default() };
     let mut i = Input(data);
     for _ in 0..MAX_OPS {
         let Some(kind) = i.next() else { break };
@@ -141,7 +148,8 @@ impl Client {
     async fn step(&mut self, kind: u8, i: &mut Input<'_>) -> Result<(), String> {
         let slot = usize::from(i.b()) % CONNS;
         let xid = u32::from(i.b() % 16);
-        let args = match kind % 20 {
+        let args = match kind % 24 {
+            20..=23 => return self.nlm(slot, xid, kind % 4, i).await,
             0 => {
                 self.disconnect(slot);
                 self.connect(slot);
@@ -263,10 +271,35 @@ impl Client {
         Ok(())
     }
 
+    /// An NLM call on a handle of the sequence by one of four owners of two hosts: LOCK
+    /// (never blocking: a grant would call the host back over the network), UNLOCK, TEST,
+    /// or FREE_ALL of a host.
+    async fn nlm(&mut self, slot: usize, xid: u32, kind: u8, i: &mut Input<'_>) -> Result<(), String> {
+        let owner = i.b() % 4;
+        let host = HOSTS[usize::from(owner % 2)].as_bytes();
+        let fh = self.handle(i.b());
+        let (l_offset, l_len, exclusive) = (u64::from(i.b() % 8) * 8, u64::from(i.b() % 4) * 8, i.b() & 1 == 1);
+        let alock = Nlm4Lock { caller_name: host.into(), fh: fh.as_bytes().into(), oh: vec![owner].into(), svid: i32::from(owner), l_offset, l_len };
+        let cookie: nfs_wire::nlm4::Netobj = vec![owner].into();
+        let args = match kind {
+            0 => Nlm4Args::Lock(Nlm4LockArgs { cookie, block: false, exclusive, alock, reclaim: false, state: 1 }),
+            1 => Nlm4Args::Unlock(Nlm4UnlockArgs { cookie, alock }),
+            2 => Nlm4Args::Test(Nlm4TestArgs { cookie, exclusive, alock }),
+            _ => Nlm4Args::FreeAll(Nlm4Notify { name: host.into(), state: 3 }),
+        };
+        let call = self.encode_for(xid, (NLM_PROG, NLM4_VERS), args.proc_() as u32, |w| args.encode(w));
+        self.send(slot, call).await.map(drop)
+    }
+
     /// A whole call record: header from `xid`, `prog`, `proc_`, then its arguments.
     fn encode(&mut self, xid: u32, prog: u32, proc_: u32, args: impl FnOnce(&mut XdrWriter<'_>)) -> Vec<u8> {
+        self.encode_for(xid, (prog, 3), proc_, args)
+    }
+
+    /// [`Client::encode`] for program `prog` version `vers`.
+    fn encode_for(&mut self, xid: u32, (prog, vers): (u32, u32), proc_: u32, args: impl FnOnce(&mut XdrWriter<'_>)) -> Vec<u8> {
         let mut call = Vec::new();
-        let hdr = CallHeader { xid, prog, vers: 3, proc_, cred: self.cred.clone(), verf: Auth::None };
+        let hdr = CallHeader { xid, prog, vers, proc_, cred: self.cred.clone(), verf: Auth::None };
         rpc::encode_call(&hdr, &mut call);
         args(&mut XdrWriter::new(&mut call));
         self.last = Some(call.clone());
@@ -356,6 +389,12 @@ impl Client {
         }
         if let Some(p) = self.state.peers.snapshot().iter().find(|p| p.connections != 0) {
             return Err(format!("client table shows live connections after every connection closed: {p:?}"));
+        }
+        for h in HOSTS {
+            crate::nlm::release_hosts(&self.state, Some(h.as_bytes()), None);
+        }
+        if !self.files.is_empty() || self.state.nlm.hosts() != 0 {
+            return Err(format!("{} files and {} hosts left after every lock holder was released", self.files.len(), self.state.nlm.hosts()));
         }
         Ok(self.outcome)
     }
