@@ -119,7 +119,7 @@ def test_the_kernel_mounts_nfs_with_no_port_options():
 
 LOCK_STEPS = (
     # the guest: rpcbind + rpc.statd up, the mount without nolock, lockd registered at fixed ports
-    "nlm_userspace", "callback_snat", "mount", "lk_lockd_registered", "lk_mount_locks",
+    "nlm_userspace", "callback_snat", "egress_filter", "mount", "lk_lockd_registered", "lk_mount_locks",
     # fcntl: a write lock, F_GETLK, a second owner refused, other range free, unlock
     "lk_setlk_w", "lk_getlk_own", "lk_child_setlk_conflict", "lk_child_getlk",
     "lk_child_setlk_other_range", "lk_unlock", "lk_child_setlk_after_unlock", "lk_nsm_monitor",
@@ -151,13 +151,14 @@ def test_the_kernel_takes_nfs_locks_against_braid():
     fails (EAGAIN/EACCES), F_GETLK reports the SMB lock, and F_SETLKW waits until the SMB
     unlock; after the guest's unlock the SMB client's lock on 0-99 succeeds.
 
-    Callbacks (KC_NLM_CALLBACK): the guest's connections reach Braid from 127.0.0.N, and
-    127.0.0.N:111 (tcp/udp) and the guest's fixed lockd and statd ports are forwarded into
-    the guest, so Braid's GRANTED_MSG (portmapper query to the client's address, then the
-    datagram) can reach it; KC_RESTRICT=off because libslirp drops every UDP datagram the
-    guest sends under restrict=on, the guest rpcbind's answers included. A grant that no
-    callback brings arrives anyway when the client asks again (every 30 s)."""
+    Callbacks (KC_NLM_CALLBACK): the guest's connections reach Braid from 127.78.X.Y, and
+    that address's port 111 (tcp/udp) and the guest's fixed lockd and statd ports are
+    forwarded into the guest, so Braid's GRANTED_MSG (a UDP portmapper query to the client's
+    address, then the datagram) reaches it; KC_RESTRICT=off because libslirp drops every UDP
+    datagram the guest sends under restrict=on, the guest rpcbind's answers included. A grant
+    that no callback brings arrives anyway when the client asks again (every 30 s)."""
     import nfs_harness
+    import nlm_harness
     from smbprotocol.exceptions import SMBResponseException
     from smbprotocol.open import CreateDisposition, LockFlags, SMB2LockElement
     from test_portmap import port_111_holders
@@ -165,7 +166,7 @@ def test_the_kernel_takes_nfs_locks_against_braid():
     holders = port_111_holders()
     if holders:
         pytest.skip(f"port 111 is in use (a system rpcbind?): {holders}")
-    nlm_port, nsm_port = harness.free_port(), harness.free_port()
+    nlm_port, nsm_port = nlm_harness.free_port_both(), nlm_harness.free_port_both()
     root = harness.tmp_dir("braid-test-kclient-nlm-")
     srv = nfs_harness.start(root, harness.test_users(),
                             [{"name": "data", "lines": ["nfs = true", "nfs_root_squash = false"]}],
@@ -207,7 +208,7 @@ def test_the_kernel_takes_nfs_locks_against_braid():
 
     env = dict(os.environ, KC_SUITE="locks", KC_LOCK_HOLD="1", KC_LOCK_FILE=hold,
                KC_NFS_OPTS="vers=3,nconnect=8", KC_NLM_PORT=str(nlm_port),
-               KC_NLM_CALLBACK=f"127.0.0.{random.randint(10, 250)}", KC_RESTRICT="off",
+               KC_NLM_CALLBACK=f"127.78.{random.randint(0, 255)}.{random.randint(2, 254)}", KC_RESTRICT="off",
                KC_QUIET="1", KC_TIMEOUT="540", KC_RUNDIR=str(run_dir))
     proc = subprocess.Popen([str(RUN), "nfs", str(srv.extra["nfs_port"]), "/data"], env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

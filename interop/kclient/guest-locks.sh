@@ -56,7 +56,10 @@ ml=$(grep " $MNT " /proc/mounts)
 ok=0; echo "$ml" | grep -q "local_lock=none" && ! echo "$ml" | grep -q nolock && ok=1
 step lk_mount_locks $ok $(echo "$ml" | grep -oE 'local_lock=[a-z]+|nolock|nconnect=[0-9]+' | tr '\n' ' ')
 
-# 1. fcntl: one owner's lock, a second owner refused (by the server: F_SETLK goes to it first)
+# 1. fcntl: one owner's lock, a second owner refused. Between two owners on this client the
+# client's own lock table refuses first (lockd checks it before asking the server); the
+# server decides lk_child_fcntl_vs_flock (flock and fcntl locks live apart in the client) and
+# the peer_* phase.
 lk_start "$LKF"
 expect lk_setlk_w '^ok' setlk w 0 100
 expect lk_getlk_own '^ok unlocked' getlk w 0 100
@@ -73,8 +76,11 @@ expect lk_setlk_r '^ok' setlk r 0 100
 expect lk_child_setlk_r '^child ok' child setlk r 0 100
 expect lk_child_setlk_w_in_r "^child $DENIED" child setlk w 50 10
 expect lk_unlock_r '^ok' setlk u 0 100
-# F_SETLKW waits for the holder's unlock (granted by the server's GRANTED callback, or by the
-# client asking again every 30 s when no callback reaches it)
+# F_SETLKW waits for the holder's unlock. Both owners are on this client: the waiter first
+# waits in the client's own lock table; the holder's unlock reaches the server asynchronously,
+# so the waiter's LOCK may get there first and be BLOCKED: then the server's GRANTED callback,
+# or the client asking again every 30 s when no callback reaches it, grants it. (The peer_*
+# phase below waits at the server only: there the grant needs the callback or the 30 s.)
 expect lk_setlk_w2 '^ok' setlk w 0 100
 kc bg setlkw w 0 100
 kc sleep 3000

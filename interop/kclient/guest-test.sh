@@ -8,6 +8,7 @@
 #            host-driven phase, commands on ttyS2)
 #   KC_NFS_LOCKS=1 (rpcbind + rpc.statd, no nolock) KC_LOCKD_PORT KC_STATD_PORT
 #   KC_NLM_CALLBACK=127.0.0.N (hostname, SNAT of forwarded callbacks) KC_LOCK_HOLD KC_LOCK_FILE
+#   KC_RESTRICT=off (the guest filters its own output) KC_FWD_PORTS KC_CB_SNAT
 . /kc/params.sh
 R=${R:-/dev/ttyS1}
 [ -c "$R" ] || R=/dev/console
@@ -95,6 +96,26 @@ nlm_userspace() {
 		}
 		NFT
 		step callback_snat $ok from=10.0.2.2 to=$SRV
+	fi
+	if [ -n "${KC_NLM_CALLBACK:-}" ] && [ "${KC_RESTRICT:-on}" = off ]; then
+		# slirp without restrict would carry anything the guest sends to the host's loopback
+		# (10.0.2.2) and beyond: the guest keeps to what restrict=on allows, plus the replies
+		# to forwarded callbacks (UDP included, which restrict=on drops)
+		ok=1
+		for m in $(cat /etc/kc-insmod-nat); do
+			o=$(insmod "$m" 2>&1) || case "$o" in *exists*) ;; *) ok=0; echo "insmod $m: $o";; esac
+		done
+		ports=$(echo $KC_FWD_PORTS | tr ' ' ',')
+		nft -f - <<-NFT || ok=0
+		table ip kc_out {
+			chain out { type filter hook output priority 0; policy accept;
+				oifname "lo" accept;
+				ip daddr $SRV tcp dport { $ports } accept;
+				ip daddr 10.0.2.2 ct state established,related accept;
+				counter drop; }
+		}
+		NFT
+		step egress_filter $ok tcp_to=$SRV:$ports replies_to=10.0.2.2
 	fi
 }
 if [ "$KC_MODE" = nfs ] && [ "${KC_NFS_LOCKS:-0}" = 1 ]; then

@@ -43,7 +43,9 @@
 #                       forwarded packets come from the server's address (nft snat)
 #   KC_CB_SNAT=1        0: no snat (callbacks then arrive from 10.0.2.2; lockd refuses GRANTED)
 #   KC_RESTRICT=on      off: slirp without restrict (UDP replies from the guest then reach the
-#                       host; with restrict=on libslirp drops every guest UDP datagram)
+#                       host; with restrict=on libslirp drops every guest UDP datagram); the
+#                       guest then filters its own output instead (nft: TCP to 10.0.2.100 on the
+#                       forwarded ports, replies to 10.0.2.2, nothing else). Needs KC_NLM_CALLBACK.
 # Output: KCLIENT-RESULT lines, then "N passed, N failed" (exit 0 iff 0 failed).
 #
 # Network: QEMU user-mode net with restrict=on, ipv6=off, and ONLY guestfwd rules
@@ -90,10 +92,18 @@ NFS_LOCKS=${KC_NFS_LOCKS:-0}
 LOCKD_PORT=${KC_LOCKD_PORT:-30001}
 STATD_PORT=${KC_STATD_PORT:-30003}
 CB=${KC_NLM_CALLBACK:-}
+[[ "${KC_RESTRICT:-on}" == on || -n "$CB" ]] || { echo "KC_RESTRICT=off needs KC_NLM_CALLBACK (the guest's own filter)" >&2; exit 2; }
+[[ "${KC_RESTRICT:-on}" == on || "${KC_RESTRICT}" == off ]] || { echo "KC_RESTRICT is on or off" >&2; exit 2; }
 if [[ -n "$CB" ]]; then
   [[ "$CB" =~ ^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ && "$CB" != 127.0.0.1 ]] ||
     { echo "KC_NLM_CALLBACK must be a loopback address other than 127.0.0.1 (e.g. 127.0.0.5)" >&2; exit 2; }
 fi
+
+# the host ports the guest reaches at 10.0.2.100 (each once)
+FWDPORTS=""
+for p in $PORT $MPORT ${KC_FWD_EXTRA:-} $( (( NFS_LOCKS )) && echo "111 ${KC_NLM_PORT:-4045}"); do
+  [[ " $FWDPORTS " == *" $p "* ]] || FWDPORTS="$FWDPORTS${FWDPORTS:+ }$p"
+done
 
 TS=$(date +%Y%m%d-%H%M%S)
 RUN=${KC_RUNDIR:-$HERE/runs/$TS-$MODE-$$}
@@ -126,6 +136,8 @@ P="$RUN/pstage"; mkdir -p "$P/kc"
   echo "KC_STATD_PORT=$(q "$STATD_PORT")"
   echo "KC_NLM_CALLBACK=$(q "${KC_NLM_CALLBACK:-}")"
   echo "KC_CB_SNAT=$(q "${KC_CB_SNAT:-1}")"
+  echo "KC_RESTRICT=$(q "${KC_RESTRICT:-on}")"
+  echo "KC_FWD_PORTS=$(q "$FWDPORTS")"
   echo "KC_LOCK_HOLD=$(q "${KC_LOCK_HOLD:-0}")"
   echo "KC_LOCK_FILE=$(q "${KC_LOCK_FILE:-kclock-hold.bin}")"
 } > "$P/kc/params.sh"
@@ -139,11 +151,8 @@ rm -rf "$P"
 
 # guest 10.0.2.100:P -> host 127.0.0.1:P, once per port (from 127.0.0.N with KC_NLM_CALLBACK;
 # ",," is a comma inside a QEMU option value)
-FWD=""; SEEN=" "
-NLMFWD=""; (( NFS_LOCKS )) && NLMFWD="111 ${KC_NLM_PORT:-4045}"
-for p in $PORT $MPORT ${KC_FWD_EXTRA:-} $NLMFWD; do
-  [[ "$SEEN" == *" $p "* ]] && continue
-  SEEN="$SEEN$p "
+FWD=""
+for p in $FWDPORTS; do
   FWD="$FWD${FWD:+,}guestfwd=tcp:10.0.2.100:$p-cmd:socat -lf $RUN/socat.log - TCP:127.0.0.1:$p${CB:+,,bind=$CB}"
 done
 # callbacks: host 127.0.0.N:P -> guest P (loopback only) for the guest's rpcbind, lockd, statd
