@@ -52,6 +52,10 @@ need socat socat
 need cpio cpio
 need depmod kmod
 need file file
+# and for its NFS locks (KC_NFS_LOCKS): the guest runs Debian's rpcbind and rpc.statd, and nft
+need rpc.statd nfs-common
+need sm-notify nfs-common
+need nft nftables
 [[ -x /bin/busybox ]] && file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' || missing+=(busybox-static)
 compgen -G '/boot/vmlinuz-*' >/dev/null || missing+=(linux-image-amd64)
 if ! python3 -c 'import smbprotocol, pytest' 2>/dev/null && ! python3 -m pip --version >/dev/null 2>&1; then

@@ -4,6 +4,11 @@
 #   KC_MODE=smb|nfs KC_PORT KC_MPORT KC_SHARE KC_USER KC_PASS KC_EXPORT KC_EXTRA
 #   KC_SIZE_MB KC_NFILES KC_PAR KC_TAG KC_MC_RELAY KC_EXPECT_CHANNELS KC_EXPECT_CONNS
 #   KC_SUITE=full (default) | dircache (listings kept open see each change: dircache.c)
+#          | locks (fcntl/flock over NFS through NLM: kclock.c; KC_LOCK_HOLD=1 adds the
+#            host-driven phase, commands on ttyS2)
+#   KC_NFS_LOCKS=1 (rpcbind + rpc.statd, no nolock) KC_LOCKD_PORT KC_STATD_PORT
+#   KC_NLM_CALLBACK=127.0.0.N (hostname, SNAT of forwarded callbacks) KC_LOCK_HOLD KC_LOCK_FILE
+#   KC_RESTRICT=off (the guest filters its own output) KC_FWD_PORTS KC_CB_SNAT
 . /kc/params.sh
 R=${R:-/dev/ttyS1}
 [ -c "$R" ] || R=/dev/console
@@ -45,7 +50,8 @@ do_mount() {
 		timeout 120 kmount "//$SRV/$KC_SHARE" "$MNT" cifs "$opts"
 		;;
 	nfs)
-		opts="vers=3,proto=tcp,port=$KC_PORT,mountport=$KC_MPORT,mountproto=tcp,mountvers=3,nolock,addr=$SRV,mountaddr=$SRV${KC_EXTRA:+,$KC_EXTRA}"
+		nl=nolock,; [ "${KC_NFS_LOCKS:-0}" = 1 ] && nl=
+		opts="vers=3,proto=tcp,port=$KC_PORT,mountport=$KC_MPORT,mountproto=tcp,mountvers=3,${nl}addr=$SRV,mountaddr=$SRV${KC_EXTRA:+,$KC_EXTRA}"
 		[ -n "${KC_NFS_OPTS:-}" ] && opts="$KC_NFS_OPTS,addr=$SRV,mountaddr=$SRV"
 		timeout 120 kmount "$SRV:$KC_EXPORT" "$MNT" nfs "$opts"
 		;;
@@ -54,6 +60,67 @@ do_mount() {
 }
 
 out "KCLIENT-INFO mode=$KC_MODE port=$KC_PORT mport=$KC_MPORT extra=$KC_EXTRA size_mb=$KC_SIZE_MB nfiles=$KC_NFILES par=$KC_PAR"
+
+# ---- NFS locking (KC_NFS_LOCKS=1): the guest kernel's lockd registers with rpcbind at the
+# mount, and asks rpc.statd (through rpcbind, over loopback) to monitor the server at the
+# first lock; without both the mount needs nolock.
+KC_LOCKD_PORT=${KC_LOCKD_PORT:-30001}
+KC_STATD_PORT=${KC_STATD_PORT:-30003}
+rpc_has() { rpcinfo -p 127.0.0.1 2>/dev/null | awk -v p="$1" '$1==p{n++} END{exit n?0:1}'; }
+nlm_userspace() {
+	# the name lockd sends as caller_name (and statd as its own); with KC_NLM_CALLBACK the
+	# callback address, so servers that call back by caller_name reach the forward too
+	hostname "${KC_NLM_CALLBACK:-kclient}"
+	# fixed lockd ports (sysctls of the lockd module; read when lockd starts at the mount)
+	echo "$KC_LOCKD_PORT" > /proc/sys/fs/nfs/nlm_tcpport
+	echo "$KC_LOCKD_PORT" > /proc/sys/fs/nfs/nlm_udpport
+	rpcbind -f > /tmp/rpcbind.log 2>&1 &
+	i=0; while ! rpc_has 100000 && [ $i -lt 50 ]; do sleep 0.2; i=$((i+1)); done
+	rpc.statd -F -d -p "$KC_STATD_PORT" -o "$((KC_STATD_PORT+1))" > /tmp/statd.log 2>&1 &
+	i=0; while ! rpc_has 100024 && [ $i -lt 50 ]; do sleep 0.2; i=$((i+1)); done
+	rb=0; st=0; rpc_has 100000 && rb=1; rpc_has 100024 && st=1
+	step nlm_userspace $([ $rb = 1 ] && [ $st = 1 ] && echo 1 || echo 0) rpcbind=$rb statd=$st \
+		lockd_port=$KC_LOCKD_PORT statd_port=$KC_STATD_PORT hostname=$(hostname)
+	if [ -n "${KC_NLM_CALLBACK:-}" ] && [ "${KC_CB_SNAT:-1}" = 1 ]; then
+		# Forwarded callbacks (QEMU hostfwd) arrive from 10.0.2.2, but the kernel's NLM client
+		# takes a GRANTED only from the address it mounted (nlmclnt_grant: rpc_cmp_addr), so
+		# make them come from the server's address, 10.0.2.100.
+		ok=1
+		for m in $(cat /etc/kc-insmod-nat); do
+			o=$(insmod "$m" 2>&1) || case "$o" in *exists*) ;; *) ok=0; echo "insmod $m: $o";; esac
+		done
+		nft -f - <<-NFT || ok=0
+		table ip kc_cb {
+			chain in { type nat hook input priority 100; policy accept;
+				ip saddr 10.0.2.2 counter snat to 10.0.2.100; }
+		}
+		NFT
+		step callback_snat $ok from=10.0.2.2 to=$SRV
+	fi
+	if [ -n "${KC_NLM_CALLBACK:-}" ] && [ "${KC_RESTRICT:-on}" = off ]; then
+		# slirp without restrict would carry anything the guest sends to the host's loopback
+		# (10.0.2.2) and beyond: the guest keeps to what restrict=on allows, plus the replies
+		# to forwarded callbacks (UDP included, which restrict=on drops)
+		ok=1
+		for m in $(cat /etc/kc-insmod-nat); do
+			o=$(insmod "$m" 2>&1) || case "$o" in *exists*) ;; *) ok=0; echo "insmod $m: $o";; esac
+		done
+		ports=$(echo $KC_FWD_PORTS | tr ' ' ',')
+		nft -f - <<-NFT || ok=0
+		table ip kc_out {
+			chain out { type filter hook output priority 0; policy accept;
+				oifname "lo" accept;
+				ip daddr $SRV tcp dport { $ports } accept;
+				ip daddr 10.0.2.2 ct state established,related accept;
+				counter drop; }
+		}
+		NFT
+		step egress_filter $ok tcp_to=$SRV:$ports replies_to=10.0.2.2
+	fi
+}
+if [ "$KC_MODE" = nfs ] && [ "${KC_NFS_LOCKS:-0}" = 1 ]; then
+	nlm_userspace
+fi
 
 # optional in-guest loopback relay so that secondary SMB channels to a server
 # interface advertised as 127.0.0.1 (port 445 or KC_PORT) reach the real server
@@ -94,6 +161,19 @@ else
 	dmesg | grep -iE 'cifs|smb|nfs|rpc|lockd' | tail -40 | sed 's/^/KCLIENT-DMESG| /' > "$R"
 	out "KCLIENT-SUMMARY $PASSN passed, $FAILN failed"
 	exit 1
+fi
+
+# locks suite: fcntl and flock locks over NFS through the kernel's NLM client (kclock.c)
+if [ "${KC_SUITE:-full}" = locks ]; then
+	. /kc/locks.sh
+	cd /
+	if umount "$MNT"; then step umount 1; else step umount 0; fi
+	rpcinfo -p 127.0.0.1 > /tmp/rpcinfo.txt 2>&1; dump RPCINFO /tmp/rpcinfo.txt
+	dump RPCBIND-LOG /tmp/rpcbind.log; dump STATD-LOG /tmp/statd.log
+	[ -n "${KC_NLM_CALLBACK:-}" ] && { nft list ruleset > /tmp/nft.txt 2>&1; dump NFT /tmp/nft.txt; }
+	dmesg | grep -iE 'nfs|rpc|lockd|statd|nsm' | tail -40 | sed 's/^/KCLIENT-DMESG| /' > "$R"
+	out "KCLIENT-SUMMARY $PASSN passed, $FAILN failed"
+	exit 0
 fi
 
 # dircache suite: a listing kept open sees each unlink, rename out and create at once.

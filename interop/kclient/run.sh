@@ -26,6 +26,26 @@
 #                       kept open must show each unlink, rename out and create; KC_NFILES names)
 #   KC_NETCHECK=1       extra step net_isolation: guest must NOT reach 10.0.2.2, other ports,
 #                       DNS 10.0.2.3, 1.1.1.1 (tcp/icmp) etc.
+# NFS locks (NLM v4 + NSM; see README):
+#   KC_NFS_LOCKS=1      nfs: start rpcbind + rpc.statd in the guest and mount without nolock
+#                       (the guest's lockd then asks the server's portmapper for NLM: ports 111
+#                       and KC_NLM_PORT are forwarded too). KC_SUITE=locks implies it.
+#   KC_NLM_PORT=4045    the server's NLM port the guest may reach (forwarded like the others)
+#   KC_LOCKD_PORT=30001 KC_STATD_PORT=30003   the guest's fixed lockd (tcp+udp) and statd (+1:
+#                       its outgoing port) ports
+#   KC_SUITE=locks      nfs: fcntl/flock checks (kclock.c) instead of the full run
+#   KC_LOCK_HOLD=1      locks: then hold a lock and follow the host's commands (cross-protocol
+#                       phase; commands are lines written to RUNDIR/cmd.in: see guest-locks.sh)
+#   KC_LOCK_FILE=kclock-hold.bin  the file (in the share's root) of that phase
+#   KC_NLM_CALLBACK=127.0.0.N  callbacks: socat connects to the server from 127.0.0.N (so the
+#                       server sees the guest as 127.0.0.N), QEMU forwards 127.0.0.N:{111,
+#                       KC_LOCKD_PORT,KC_STATD_PORT} tcp+udp to the guest, and the guest makes
+#                       forwarded packets come from the server's address (nft snat)
+#   KC_CB_SNAT=1        0: no snat (callbacks then arrive from 10.0.2.2; lockd refuses GRANTED)
+#   KC_RESTRICT=on      off: slirp without restrict (UDP replies from the guest then reach the
+#                       host; with restrict=on libslirp drops every guest UDP datagram); the
+#                       guest then filters its own output instead (nft: TCP to 10.0.2.100 on the
+#                       forwarded ports, replies to 10.0.2.2, nothing else). Needs KC_NLM_CALLBACK.
 # Output: KCLIENT-RESULT lines, then "N passed, N failed" (exit 0 iff 0 failed).
 #
 # Network: QEMU user-mode net with restrict=on, ipv6=off, and ONLY guestfwd rules
@@ -59,13 +79,31 @@ fi
 # (re)build the base initramfs when missing or stale
 need_build=0
 [[ -f "$B/initramfs-base.cpio.gz" && -e "$B/vmlinuz" ]] || need_build=1
-for f in init.sh guest-test.sh kmount.c dircache.c build-initramfs.sh; do
+for f in init.sh guest-test.sh guest-locks.sh kmount.c dircache.c kclock.c build-initramfs.sh; do
   [[ "$HERE/$f" -nt "$B/initramfs-base.cpio.gz" ]] && need_build=1
 done
 [[ -n "${KC_KVER:-}" && "$(cat "$B/kver" 2>/dev/null)" != "$KC_KVER" ]] && need_build=1
 if (( need_build )); then
   "$HERE/build-initramfs.sh" ${KC_KVER:+"$KC_KVER"} >&2 || { echo "initramfs build failed" >&2; exit 1; }
 fi
+
+NFS_LOCKS=${KC_NFS_LOCKS:-0}
+[[ "$MODE" == nfs && "${KC_SUITE:-}" == locks ]] && NFS_LOCKS=1
+LOCKD_PORT=${KC_LOCKD_PORT:-30001}
+STATD_PORT=${KC_STATD_PORT:-30003}
+CB=${KC_NLM_CALLBACK:-}
+[[ "${KC_RESTRICT:-on}" == on || -n "$CB" ]] || { echo "KC_RESTRICT=off needs KC_NLM_CALLBACK (the guest's own filter)" >&2; exit 2; }
+[[ "${KC_RESTRICT:-on}" == on || "${KC_RESTRICT}" == off ]] || { echo "KC_RESTRICT is on or off" >&2; exit 2; }
+if [[ -n "$CB" ]]; then
+  [[ "$CB" =~ ^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ && "$CB" != 127.0.0.1 ]] ||
+    { echo "KC_NLM_CALLBACK must be a loopback address other than 127.0.0.1 (e.g. 127.0.0.5)" >&2; exit 2; }
+fi
+
+# the host ports the guest reaches at 10.0.2.100 (each once)
+FWDPORTS=""
+for p in $PORT $MPORT ${KC_FWD_EXTRA:-} $( (( NFS_LOCKS )) && echo "111 ${KC_NLM_PORT:-4045}"); do
+  [[ " $FWDPORTS " == *" $p "* ]] || FWDPORTS="$FWDPORTS${FWDPORTS:+ }$p"
+done
 
 TS=$(date +%Y%m%d-%H%M%S)
 RUN=${KC_RUNDIR:-$HERE/runs/$TS-$MODE-$$}
@@ -93,6 +131,15 @@ P="$RUN/pstage"; mkdir -p "$P/kc"
   echo "KC_NETCHECK=$(q "${KC_NETCHECK:-0}")"
   echo "KC_NFS_OPTS=$(q "${KC_NFS_OPTS:-}")"
   echo "KC_SUITE=$(q "${KC_SUITE:-full}")"
+  echo "KC_NFS_LOCKS=$(q "$NFS_LOCKS")"
+  echo "KC_LOCKD_PORT=$(q "$LOCKD_PORT")"
+  echo "KC_STATD_PORT=$(q "$STATD_PORT")"
+  echo "KC_NLM_CALLBACK=$(q "${KC_NLM_CALLBACK:-}")"
+  echo "KC_CB_SNAT=$(q "${KC_CB_SNAT:-1}")"
+  echo "KC_RESTRICT=$(q "${KC_RESTRICT:-on}")"
+  echo "KC_FWD_PORTS=$(q "$FWDPORTS")"
+  echo "KC_LOCK_HOLD=$(q "${KC_LOCK_HOLD:-0}")"
+  echo "KC_LOCK_FILE=$(q "${KC_LOCK_FILE:-kclock-hold.bin}")"
 } > "$P/kc/params.sh"
 chmod 600 "$P/kc/params.sh"
 # initrd = base archive (zero-padded to 4 bytes) + per-run params archive
@@ -102,14 +149,25 @@ pad=$(( (4 - $(stat -c %s "$RUN/initrd") % 4) % 4 ))
 ( cd "$P" && printf 'kc/params.sh\n' | cpio -o -H newc --quiet ) | gzip -1 >> "$RUN/initrd"
 rm -rf "$P"
 
-FWD="guestfwd=tcp:10.0.2.100:$PORT-cmd:socat -lf $RUN/socat.log - TCP:127.0.0.1:$PORT"
-if [[ -n "$MPORT" && "$MPORT" != "$PORT" ]]; then
-  FWD="$FWD,guestfwd=tcp:10.0.2.100:$MPORT-cmd:socat -lf $RUN/socat.log - TCP:127.0.0.1:$MPORT"
-fi
-for p in ${KC_FWD_EXTRA:-}; do
-  FWD="$FWD,guestfwd=tcp:10.0.2.100:$p-cmd:socat -lf $RUN/socat.log - TCP:127.0.0.1:$p"
+# guest 10.0.2.100:P -> host 127.0.0.1:P, once per port (from 127.0.0.N with KC_NLM_CALLBACK;
+# ",," is a comma inside a QEMU option value)
+FWD=""
+for p in $FWDPORTS; do
+  FWD="$FWD${FWD:+,}guestfwd=tcp:10.0.2.100:$p-cmd:socat -lf $RUN/socat.log - TCP:127.0.0.1:$p${CB:+,,bind=$CB}"
 done
-NETDEV="user,id=n0,restrict=on,ipv6=off,net=10.0.2.0/24,host=10.0.2.2,$FWD"
+# callbacks: host 127.0.0.N:P -> guest P (loopback only) for the guest's rpcbind, lockd, statd
+if [[ -n "$CB" ]]; then
+  for p in 111 "$LOCKD_PORT" "$STATD_PORT"; do
+    FWD="$FWD,hostfwd=tcp:$CB:$p-10.0.2.15:$p,hostfwd=udp:$CB:$p-10.0.2.15:$p"
+  done
+fi
+NETDEV="user,id=n0,restrict=${KC_RESTRICT:-on},ipv6=off,net=10.0.2.0/24,host=10.0.2.2,$FWD"
+# host -> guest command lines (KC_LOCK_HOLD): QEMU reads RUNDIR/cmd.in into the guest's ttyS2
+CMDSER=()
+if [[ "${KC_LOCK_HOLD:-0}" == 1 ]]; then
+  rm -f "$RUN/cmd.in" "$RUN/cmd.out"; mkfifo "$RUN/cmd.in" "$RUN/cmd.out"
+  CMDSER=(-serial "pipe:$RUN/cmd")
+fi
 
 : > "$RUN/console.log"; : > "$RUN/results.raw"
 T0=$(date +%s.%N)
@@ -120,7 +178,7 @@ CON="file:$RUN/console.log"
   -smp "${KC_SMP:-2}" -m "${KC_MEM:-1024}" -display none -no-reboot \
   -kernel "$B/vmlinuz" -initrd "$RUN/initrd" \
   -append "console=ttyS0 quiet loglevel=4 panic=-1 rdinit=/init" \
-  -serial "$CON" -serial "file:$RUN/results.raw" \
+  -serial "$CON" -serial "file:$RUN/results.raw" "${CMDSER[@]}" \
   -netdev "$NETDEV" -device virtio-net-pci,netdev=n0,romfile= \
   </dev/null > "$RUN/qemu.out" 2>&1 &
 QPID=$!
@@ -130,12 +188,12 @@ wait "$QPID"; QRC=$?
 [[ -n "${TPID:-}" ]] && { kill "$TPID" 2>/dev/null; wait "$TPID" 2>/dev/null; }
 [[ "${KC_VERBOSE:-0}" == 1 ]] && cp "$RUN/qemu.out" "$RUN/console.log"
 T1=$(date +%s.%N)
-rm -f "$RUN/initrd"
+rm -f "$RUN/initrd" "$RUN/cmd.in" "$RUN/cmd.out"
 tr -d '\r' < "$RUN/results.raw" > "$RUN/results.txt"
 WALL=$(awk -v a="$T0" -v b="$T1" 'BEGIN{printf "%.1f", b-a}')
 
 if [[ "${KC_QUIET:-0}" == 1 ]]; then
-  grep -E '^KCLIENT-(BOOT|INFO|RESULT|SUMMARY|END)' "$RUN/results.txt"
+  grep -E '^KCLIENT-(BOOT|INFO|RESULT|SUMMARY|END|WAIT)' "$RUN/results.txt"
 else
   grep -vE '^(PROCNETTCP|KCLIENT-DMESG)' "$RUN/results.txt"
 fi
