@@ -40,7 +40,6 @@ need ganesha.nfsd nfs-ganesha  # bench/ganesha.sh (the NFS peer)
 need gcc gcc                   # bench/ganesha.sh builds its rpcbind shim
 need ip iproute2               # bench/ganesha.sh with NLM: its network namespace and veth pair
 need unshare util-linux        # bench/ganesha.sh with NLM: a private mount namespace
-need rpc.statd nfs-common      # bench/ganesha.sh with NLM: ganesha's status monitor
 need chromium chromium         # tests/test_admin_page.py (the live page in a headless browser)
 need mkfs.xfs xfsprogs         # tests/test_clone.py (an xfs loop image with reflink)
 need filefrag e2fsprogs        # tests/test_clone.py (shared extents)

@@ -27,14 +27,12 @@ pub struct Callback {
     pub args: Vec<u8>,
 }
 
-/// Sends `call` to `host`: asks the host's portmapper for the program's UDP port, then
-/// sends the call until it is answered. Ok once answered.
-pub async fn send(host: IpAddr, call: &Callback) -> std::io::Result<()> {
-    send_via(host, pm::PMAP_PORT, call).await
-}
-
-/// [`send`], asking the portmapper at `pmap_port` (tests use another port than 111).
-pub async fn send_via(host: IpAddr, pmap_port: u16, call: &Callback) -> std::io::Result<()> {
+/// Sends `call` to `host`: asks the host's portmapper (at `pmap_port`, 111 but in tests)
+/// for the program's UDP port, then sends the call until it is answered. Ok once
+/// answered. `is_self` names this server's own services: a client whose connections
+/// reach Braid from one of its own addresses (a relay on the server's host) has its
+/// portmapper answered by Braid's, and a call there would reach Braid itself.
+pub async fn send_via(host: IpAddr, pmap_port: u16, call: &Callback, is_self: impl Fn(SocketAddr) -> bool) -> std::io::Result<()> {
     let port = getport(host, pmap_port, call.prog, call.vers).await?;
     if port == 0 {
         return Err(std::io::Error::new(
@@ -42,7 +40,11 @@ pub async fn send_via(host: IpAddr, pmap_port: u16, call: &Callback) -> std::io:
             format!("{host} serves no program {} version {} over UDP", call.prog, call.vers),
         ));
     }
-    exchange(SocketAddr::new(host, port), call).await.map(drop)
+    let to = SocketAddr::new(host, port);
+    if is_self(to) {
+        return Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, format!("{to} is this server's own service, not the client's")));
+    }
+    exchange(to, call).await.map(drop)
 }
 
 /// The UDP port `host`'s portmapper names for `prog` `vers` (0: not registered).
@@ -134,7 +136,7 @@ mod tests {
             prog.send_to(&out, peer).await.unwrap();
         });
         let call = Callback { prog: 100_021, vers: 4, proc_: 10, args: vec![0, 0, 0, 7] };
-        send_via("127.0.0.1".parse().unwrap(), pmap_port, &call).await.expect("answered");
+        send_via("127.0.0.1".parse().unwrap(), pmap_port, &call, |_| false).await.expect("answered");
         answering.await.unwrap();
     }
 
@@ -142,7 +144,15 @@ mod tests {
     async fn a_host_without_the_program_is_an_error() {
         let (pmap_port, _) = fake_host(0).await;
         let call = Callback { prog: 100_024, vers: 1, proc_: 6, args: Vec::new() };
-        let e = send_via("127.0.0.1".parse().unwrap(), pmap_port, &call).await.unwrap_err();
+        let e = send_via("127.0.0.1".parse().unwrap(), pmap_port, &call, |_| false).await.unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    }
+
+    #[tokio::test]
+    async fn a_call_to_this_server_itself_is_not_sent() {
+        let (pmap_port, _) = fake_host(4045).await;
+        let call = Callback { prog: 100_021, vers: 4, proc_: 10, args: Vec::new() };
+        let e = send_via("127.0.0.1".parse().unwrap(), pmap_port, &call, |to| to.port() == 4045).await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
     }
 }

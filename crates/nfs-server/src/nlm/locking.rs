@@ -14,7 +14,7 @@ use nfs_wire::rpc::{AcceptStat, Auth, CallHeader};
 use nfs_wire::{XdrReader, XdrWriter};
 
 use super::book::{BlockKey, OwnerKey, SHARE_CLAIM};
-use super::callback::{self, Callback};
+use super::callback::Callback;
 use super::{accepted, grace, record::HostRecord};
 use crate::request::Ctx;
 use crate::state::NfsState;
@@ -120,7 +120,7 @@ fn message(c: &Caller<'_>, msg: Nlm4Args) {
             _ => return,
         };
         let back = Callback { prog: NLM_PROG, vers: NLM4_VERS, proc_: proc_ as u32, args };
-        if let Err(e) = callback::send_via(peer, state.nlm.pmap_port(), &back).await {
+        if let Err(e) = super::call_back(&state, peer, &back).await {
             tracing::info!(%peer, error = %e, ?proc_, "cannot send an NLM result back");
         }
     });
@@ -289,7 +289,7 @@ async fn wait_for(state: Weak<NfsState>, b: BlockKey, g: Grant) {
     Nlm4TestArgs { cookie: cookie.to_be_bytes().to_vec().into(), exclusive: g.exclusive, alock: g.alock }.encode(&mut XdrWriter::new(&mut args));
     let call = Callback { prog: NLM_PROG, vers: NLM4_VERS, proc_: Nlm4Proc::GrantedMsg as u32, args };
     // Not delivered: the client asks again (every 30 s on Linux) and finds the lock its own.
-    if let Err(e) = callback::send_via(g.peer, st.nlm.pmap_port(), &call).await {
+    if let Err(e) = super::call_back(&st, g.peer, &call).await {
         tracing::info!(peer = %g.peer, error = %e, "cannot deliver an NLM grant; the client will ask again");
     }
 }

@@ -116,6 +116,24 @@ pub fn release_hosts(state: &NfsState, name: Option<&[u8]>, addr: Option<IpAddr>
     }
 }
 
+/// Whether `to` is one of this server's own lock services (NLM or NSM at an NFS address;
+/// a wildcard NFS address covers every local address, loopback included).
+fn is_self(state: &NfsState, to: std::net::SocketAddr) -> bool {
+    let cfg = &state.config;
+    (to.port() == cfg.nlm_port || to.port() == cfg.nsm_port)
+        && cfg.listen.iter().any(|l| l.ip() == to.ip() || (l.ip().is_unspecified() && (to.ip().is_loopback() || local_address(to.ip()))))
+}
+
+/// Whether `ip` is an address of this host (bindable).
+fn local_address(ip: IpAddr) -> bool {
+    std::net::UdpSocket::bind((ip, 0)).is_ok()
+}
+
+/// Sends a callback to client host `host`, never to this server itself.
+async fn call_back(state: &NfsState, host: IpAddr, call: &callback::Callback) -> std::io::Result<()> {
+    callback::send_via(host, state.nlm.pmap_port(), call, |to| is_self(state, to)).await
+}
+
 /// NLM4_DENIED_GRACE_PERIOD while the grace period runs, for a request that is not a reclaim.
 fn grace(state: &NfsState, reclaim: bool) -> Result<(), Nlm4Stats> {
     match !reclaim && state.files.grace_until().is_some() {

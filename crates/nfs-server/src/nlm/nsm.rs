@@ -14,7 +14,7 @@ use nfs_wire::rpc::{AcceptStat, CallHeader};
 use nfs_wire::{XdrReader, XdrWriter};
 
 use super::accepted;
-use super::callback::{self, Callback};
+use super::callback::Callback;
 use super::record::HostRecord;
 use crate::state::NfsState;
 
@@ -64,10 +64,13 @@ pub async fn watch_hosts(state: std::sync::Weak<NfsState>, every: Duration) {
         tick.tick().await;
         let Some(st) = state.upgrade() else { return };
         let quiet = st.nlm.book().quiet_hosts(std::time::Instant::now() - every);
-        let pmap = st.nlm.pmap_port();
-        let probes = quiet.into_iter().map(|(name, addr)| async move {
-            let null = Callback { prog: nfs_wire::nlm4::NLM_PROG, vers: nfs_wire::nlm4::NLM4_VERS, proc_: 0, args: Vec::new() };
-            (name, addr, callback::send_via(addr, pmap, &null).await)
+        let probes = quiet.into_iter().map(|(name, addr)| {
+            let st = st.clone();
+            async move {
+                let null = Callback { prog: nfs_wire::nlm4::NLM_PROG, vers: nfs_wire::nlm4::NLM4_VERS, proc_: 0, args: Vec::new() };
+                let r = super::call_back(&st, addr, &null).await;
+                (name, addr, r)
+            }
         });
         for (name, addr, r) in futures_join(probes).await {
             let misses = st.nlm.book().probed(&name, r.is_ok());
@@ -106,12 +109,15 @@ pub fn notify_restart(state: &Arc<NfsState>, hosts: Vec<HostRecord>) {
         let mut args = Vec::new();
         StatChge { mon_name: me.into_bytes().into(), state: state.nlm.state_number() }.encode(&mut XdrWriter::new(&mut args));
         let call = Callback { prog: SM_PROG, vers: SM_VERS, proc_: SmProc::Notify as u32, args };
-        let (pmap, weak) = (state.nlm.pmap_port(), Arc::downgrade(state));
+        let weak = Arc::downgrade(state);
         tokio::spawn(async move {
             let give_up = tokio::time::Instant::now() + NOTIFY_FOR;
             let mut pause = FIRST_PAUSE;
             loop {
-                match callback::send_via(h.addr, pmap, &call).await {
+                let Some(st) = weak.upgrade() else { return };
+                let sent = super::call_back(&st, h.addr, &call).await;
+                drop(st);
+                match sent {
                     Ok(()) => return tracing::info!(host = %h.addr, "told a client host of the restart"),
                     Err(e) if tokio::time::Instant::now() + pause >= give_up => {
                         // Carried into this run's log, so the next start tries again.
