@@ -7,6 +7,8 @@
 # each server back to back, the order alternating by round. Prints one TSV line per cell with
 # medians over the rounds:
 #   cell  braid_nfs_iops  ganesha_iops  braid/ganesha  braid_smb_iops  nfs/smb  errors
+# With BEFORE_BIN set, a second Braid (that build, its own share and ports) is a fourth server
+# in every cell, and two columns follow: before_nfs_iops  after/before (BRAID_BIN is "after").
 #
 # usage: bench/nfs-matrix.sh [ROUNDS]     (default 2)
 # env:   SHARE_ROOT  directory on the file system under test (default /dev/shm; an ext4 loop
@@ -15,6 +17,7 @@
 #        DUR (5) WARM (1) THREADS (4) DEPTH (8) FILE_SIZE (128m)
 #        BRAID_BIN   (default target/release/braid, built if missing)
 #        SMB=0       leave out the SMB column
+#        BEFORE_BIN  a second Braid build to measure beside BRAID_BIN (before/after a change)
 # Needs root (the servers switch to the caller's ids), jq, nfs-ganesha and gcc.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,31 +29,39 @@ SMB="${SMB:-1}"
 command -v jq >/dev/null || { echo "nfs-matrix.sh: jq is needed" >&2; exit 2; }
 BIN="${BRAID_BIN:-$REPO/target/release/braid}"
 [[ -x "$BIN" ]] || (cd "$REPO" && cargo build --release -q -p braid)
+BEFORE_BIN="${BEFORE_BIN:-}"
+[[ -z "$BEFORE_BIN" || -x "$BEFORE_BIN" ]] || { echo "nfs-matrix.sh: BEFORE_BIN $BEFORE_BIN is not executable" >&2; exit 2; }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 WORK="$(mktemp -d "$SHARE_ROOT/braid-nfs-matrix.XXXX")"
-mkdir -p "$WORK/braid" "$WORK/state"
-chmod 0777 "$WORK/braid"
-BRAID_PID=
+PIDS=()
 cleanup() {
-  [[ -n "$BRAID_PID" ]] && kill "$BRAID_PID" 2>/dev/null && wait "$BRAID_PID" 2>/dev/null
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
   DIR="$WORK/ganesha" "$REPO/bench/ganesha.sh" down >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-NFS_PORT=$(free_port) SMB_PORT=$(free_port) G_NFS=$(free_port) G_MNT=$(free_port)
+G_NFS=$(free_port) G_MNT=$(free_port)
 PASS="Bench-$RANDOM-$RANDOM"
 HASH=$(python3 "$REPO/tests/harness.py" nthash "$PASS")
-cat >"$WORK/braid.toml" <<CFG
+# start_braid NAME BIN: a Braid serving $WORK/NAME; sets NAME's ports in NFS_PORT_/SMB_PORT_NAME
+# and its pid in PIDS
+start_braid() {
+  local name=$1 bin=$2 nfs smb
+  nfs=$(free_port) smb=$(free_port)
+  printf -v "NFS_PORT_$name" %s "$nfs"; printf -v "SMB_PORT_$name" %s "$smb"
+  mkdir -p "$WORK/$name" "$WORK/$name-state"
+  chmod 0777 "$WORK/$name"
+  cat >"$WORK/$name.toml" <<CFG
 [server]
-listen = ["127.0.0.1:$SMB_PORT"]
+listen = ["127.0.0.1:$smb"]
 admin = "off"
-nfs_listen = ["127.0.0.1:$NFS_PORT"]
+nfs_listen = ["127.0.0.1:$nfs"]
 nfs_portmapper = "off"
-state_dir = "$WORK/state"
+state_dir = "$WORK/$name-state"
 
 [[user]]
 name = "bench"
@@ -58,15 +69,19 @@ nt_hash = "$HASH"
 
 [[share]]
 name = "data"
-path = "$WORK/braid"
+path = "$WORK/$name"
 read_only = false
 nfs = true
 nfs_root_squash = false
 CFG
-"$BIN" serve --config "$WORK/braid.toml" >"$WORK/braid.log" 2>&1 &
-BRAID_PID=$!
-for _ in $(seq 100); do port_open "$NFS_PORT" && break; sleep 0.1; done
-port_open "$NFS_PORT" || { echo "braid did not start:" >&2; tail "$WORK/braid.log" >&2; exit 1; }
+  "$bin" serve --config "$WORK/$name.toml" >"$WORK/$name.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 100); do port_open "$nfs" && break; sleep 0.1; done
+  port_open "$nfs" || { echo "braid ($name) did not start:" >&2; tail "$WORK/$name.log" >&2; exit 1; }
+}
+start_braid braid "$BIN"
+NFS_PORT=$NFS_PORT_braid SMB_PORT=$SMB_PORT_braid
+[[ -n "$BEFORE_BIN" ]] && start_braid before "$BEFORE_BIN"
 DIR="$WORK/ganesha" NFS_PORT="$G_NFS" MNT_PORT="$G_MNT" EXPORT=/data "$REPO/bench/ganesha.sh" up >/dev/null
 
 # name|flags; the connection count is appended per cell (-n1 / -n8).
@@ -86,6 +101,7 @@ run() { # server flags nconnect -> appends JSON to $WORK/<cell>.<server>.jsonl
   local srv=$1 cell=$2 flags=$3 nc=$4 url
   case $srv in
     braid) url="nfs://127.0.0.1:$NFS_PORT/data"; extra="--nconnect $nc" ;;
+    before) url="nfs://127.0.0.1:$NFS_PORT_before/data"; extra="--nconnect $nc" ;;
     ganesha) url="nfs://127.0.0.1:$G_NFS/data?mountport=$G_MNT"; extra="--nconnect $nc" ;;
     smb) url="smb://bench:$PASS@127.0.0.1:$SMB_PORT/data"; extra="--channels $nc" ;;
   esac
@@ -94,7 +110,9 @@ run() { # server flags nconnect -> appends JSON to $WORK/<cell>.<server>.jsonl
     >>"$WORK/$cell.$srv.jsonl" 2>>"$WORK/bench.err" || echo '{"iops":0,"errors":1}' >>"$WORK/$cell.$srv.jsonl"
 }
 
-servers=(braid ganesha)
+servers=(braid)
+[[ -n "$BEFORE_BIN" ]] && servers+=(before)
+servers+=(ganesha)
 [[ "$SMB" == 1 ]] && servers+=(smb)
 for r in $(seq "$ROUNDS"); do
   for c in "${cells[@]}"; do
@@ -106,11 +124,15 @@ for r in $(seq "$ROUNDS"); do
 done
 
 med() { [[ -s "$1" ]] && jq -s "map(.iops) | sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end" "$1" || echo 0; }
-printf 'cell\tbraid_nfs_iops\tganesha_iops\tbraid/ganesha\tbraid_smb_iops\tnfs/smb\terrors\n'
+printf 'cell\tbraid_nfs_iops\tganesha_iops\tbraid/ganesha\tbraid_smb_iops\tnfs/smb\terrors%s\n' \
+  "$([[ -n "$BEFORE_BIN" ]] && printf '\tbefore_nfs_iops\tafter/before')"
 for c in "${cells[@]}"; do
   IFS='|' read -r cell _ _ <<<"$c"
   b=$(med "$WORK/$cell.braid.jsonl") g=$(med "$WORK/$cell.ganesha.jsonl") s=$(med "$WORK/$cell.smb.jsonl")
+  p=$(med "$WORK/$cell.before.jsonl")
   e=$(cat "$WORK/$cell".*.jsonl | jq -s 'map(.errors) | add')
-  awk -v c="$cell" -v b="$b" -v g="$g" -v s="$s" -v e="$e" 'BEGIN {
-    printf "%s\t%.0f\t%.0f\t%s\t%.0f\t%s\t%s\n", c, b, g, (g > 0 ? sprintf("%.2f", b / g) : "n/a"), s, (s > 0 ? sprintf("%.2f", b / s) : "n/a"), e }'
+  awk -v c="$cell" -v b="$b" -v g="$g" -v s="$s" -v e="$e" -v p="$p" -v bp="${BEFORE_BIN:+1}" 'BEGIN {
+    printf "%s\t%.0f\t%.0f\t%s\t%.0f\t%s\t%s", c, b, g, (g > 0 ? sprintf("%.2f", b / g) : "n/a"), s, (s > 0 ? sprintf("%.2f", b / s) : "n/a"), e
+    if (bp) printf "\t%.0f\t%s", p, (p > 0 ? sprintf("%.2f", b / p) : "n/a")
+    printf "\n" }'
 done

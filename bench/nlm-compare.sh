@@ -1,122 +1,136 @@
 #!/usr/bin/env bash
 # nlm-compare.sh - NLM v4 lock + unlock pairs (`braid bench --nlm-lock`) against Braid and
-# against nfs-ganesha (bench/ganesha.sh with NLM_PORT), with 1 client and with 8, each cell on
-# both servers back to back (the order alternates by round). Prints one line per run and a
+# against nfs-ganesha (bench/ganesha.sh in its NLM mode), with 1 client and with 8, each cell
+# on both servers back to back (the order alternates by round). Prints one line per run and a
 # table of medians over the rounds:
 #   workload  braid_pairs_s  ganesha_pairs_s  braid/ganesha  braid_p99_us  ganesha_p99_us
 #
-# Everything runs in a private network and mount namespace (unshare; gone on exit): ganesha
-# hands its NSM work (SM_MON/SM_UNMON of each client host) to rpc.statd, which it finds
-# through rpcbind on port 111, so the namespace gets its own rpcbind and rpc.statd, with a
-# tmpfs on /run for rpcbind's socket and statd's pid file (the host's are not touched), and a
-# veth pair whose address satisfies ganesha's AI_ADDRCONFIG lookups (on loopback alone it
-# cannot resolve 127.0.0.1). ganesha registers with that rpcbind, and the bench finds its NLM
-# port by GETPORT; Braid serves NLM and NSM itself (nlm_port, nsm_port, nfs_grace = "1s" so the
-# run does not wait out a grace period) and the bench is given its NLM port. Both export tmpfs
-# directories; statd's directory is on tmpfs too.
+# ganesha: bench/ganesha.sh with NLM_PORT runs ganesha, rpcbind and rpc.statd (which ganesha
+# needs to grant any lock: it SM_MONs each client host) in a network namespace of its own,
+# reached through a veth pair: the server is NET.1, this side has the client address NET.2.
+# NET is the first 10.233.K (K from 10 up) with no namespace or veth yet, so a run beside
+# the NLM tests or another run does not collide. Inside its namespace ganesha has fixed ports
+# (NFS 2049, MOUNT 20048, NLM 4045, statd 4046); the bench is given the NLM port.
+# Braid: started here, on 127.0.0.1 in this namespace, with free ports, its own NLM and NSM
+# (nlm_port, nsm_port), no portmapper, nfs_grace = "1s" and a fresh state_dir (so no grace
+# period runs at start). Loopback and not a client-side address of the veth: an address of
+# this namespace is local whichever device carries it, so NET.2 would be loopback too; and
+# loopback against the veth is fair: both hand each segment to the same per-CPU backlog,
+# and with BRAID_NETNS=1 Braid runs in ganesha's namespace on NET.1 instead (the same veth
+# path as ganesha) to check that the path does not move the figures.
+# Both export tmpfs directories (under /dev/shm); statd's directory is there too.
 #
-# Before the cells the script checks that Braid grants a lock (retrying while it answers
-# NLM4_DENIED_GRACE_PERIOD); a Braid without NLM fails there with the bench's error.
+# Before the cells the script checks that each server grants a lock (for Braid, retrying
+# while it answers NLM4_DENIED_GRACE_PERIOD); a Braid without NLM fails there.
+# Bounded: each run is killed after DUR + WARM + 60 s; ganesha.sh up waits at most ~15 s.
+# Cleanup on any exit: Braid (by its pid), `ganesha.sh down` (its daemons by their recorded
+# pids, the namespace and the veth pair), the work directory.
 #
 # usage: bench/nlm-compare.sh [ROUNDS]          (default 1)
 # env:   DUR (10) measured seconds per run, WARM (1) warm-up seconds
 #        CLIENTS ("1 8") client counts, one cell each
 #        ONLY=ganesha  measure ganesha alone (no Braid: its column shows "-")
+#        BRAID_NETNS=1 run Braid inside ganesha's namespace, on NET.1 (see above)
 #        BRAID_BIN (default: built with `cargo build --release -p braid`)
 #        KEEP_JSON=FILE  also append every run's JSON report to FILE
-# Needs root, unshare and nsenter (util-linux), iproute2, jq, rpcbind, rpc.statd (nfs-common)
-# and nfs-ganesha.
+# Needs root, iproute2, util-linux (unshare, nsenter), jq, python3, rpcbind and nfs-common
+# (rpc.statd, sm-notify), nfs-ganesha.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROUNDS="${1:-1}"
-DUR="${DUR:-10}" WARM="${WARM:-1}" CLIENTS="${CLIENTS:-1 8}" ONLY="${ONLY:-}"
-# The namespace is private, so fixed ports cannot collide with anything outside it.
-BRAID_NFS_PORT=2049 BRAID_SMB_PORT=4455 BRAID_NLM_PORT=4045 BRAID_NSM_PORT=4046
-G_NFS=20490 G_MNT=20491 G_NLM=20492
+DUR="${DUR:-10}" WARM="${WARM:-1}" CLIENTS="${CLIENTS:-1 8}" ONLY="${ONLY:-}" BRAID_NETNS="${BRAID_NETNS:-}"
+# ganesha's ports, inside its own namespace
+G_NFS=2049 G_MNT=20048 G_NLM=4045 G_STATD=4046
 die() { echo "nlm-compare.sh: $*" >&2; exit 1; }
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive number"
 [[ -z "$ONLY" || "$ONLY" == ganesha ]] || die "ONLY must be empty or ganesha"
-(( EUID == 0 )) || die "needs root (namespaces, rpcbind, statd)"
-for c in jq unshare nsenter ip rpcbind rpc.statd rpcinfo ganesha.nfsd; do
-  command -v "$c" >/dev/null || die "$c is needed"
-done
+(( EUID == 0 )) || die "needs root (ganesha.sh's network namespace)"
+for c in jq nsenter ip python3 ganesha.nfsd; do command -v "$c" >/dev/null || die "$c is needed"; done
 if [[ -z "${BRAID_BIN:-}" ]]; then
   (cd "$REPO" && cargo build --release -q -p braid)
   BRAID_BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/braid"
 fi
-WORK="$(mktemp -d /dev/shm/braid-nlm-compare.XXXXXX)"
 
-HOLDER= BRAID_PID= RPCBIND_PID= STATD_PID=
-# in_ns CMD...: runs CMD in the namespace (network and mounts). Daemons are started with
-# nsenter itself, not this function, so that $! is the daemon (nsenter execs it) and not a
-# subshell that would outlive being killed.
-in_ns() { nsenter -t "$HOLDER" -n -m -- "$@"; }
+# A 10.233.K network no namespace or veth uses yet (the names ganesha.sh derives from NET).
+NET=
+for k in $(seq 10 249); do
+  if [[ ! -e "/run/netns/braid-gnlm-$k" && ! -e "/sys/class/net/bgnl${k}c" ]]; then NET="10.233.$k"; break; fi
+done
+[[ -n "$NET" ]] || die "no free 10.233.K network for ganesha's namespace"
+SERVER="$NET.1"
+
+WORK="$(mktemp -d /dev/shm/braid-nlm-compare.XXXXXX)"
+G_ENV=(DIR="$WORK/ganesha" NFS_PORT=$G_NFS MNT_PORT=$G_MNT NLM_PORT=$G_NLM STATD_PORT=$G_STATD
+       NET="$NET" CLIENTS=1 EXPORT=/data GRACE=0)
+BRAID_PID= G_STARTED=
 cleanup() {
-  if [[ -n "$HOLDER" ]]; then
-    in_ns env DIR="$WORK/ganesha" "$REPO/bench/ganesha.sh" down >/dev/null 2>&1 || true
-  fi
-  # Only the processes started here, by pid.
-  for p in $BRAID_PID $STATD_PID $RPCBIND_PID $HOLDER; do
-    kill "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  done
+  # Only what this script started, by pid; Braid first (with BRAID_NETNS it lives in the
+  # namespace that `down` removes).
+  if [[ -n "$BRAID_PID" ]]; then kill "$BRAID_PID" 2>/dev/null || true; wait "$BRAID_PID" 2>/dev/null || true; fi
+  [[ -n "$G_STARTED" ]] && env "${G_ENV[@]}" bash "$REPO/bench/ganesha.sh" down >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The namespace: a process that only holds it, entered by everything else.
-unshare --net --mount --propagation private sleep infinity </dev/null &
-HOLDER=$!
-for _ in $(seq 50); do [[ "$(readlink "/proc/$HOLDER/ns/net")" != "$(readlink /proc/self/ns/net)" ]] && break; sleep 0.1; done
-in_ns ip link set lo up
-in_ns ip link add bnlm0 type veth peer name bnlm1
-in_ns ip addr add 10.234.0.1/24 dev bnlm0
-in_ns ip link set bnlm0 up
-in_ns ip link set bnlm1 up
-in_ns mount -t tmpfs -o mode=0755 braid-nlm-run /run
-in_ns mkdir -p /run/rpcbind
-in_ns chown _rpc /run/rpcbind 2>/dev/null || true
+G_STARTED=1
+env "${G_ENV[@]}" timeout 60 bash "$REPO/bench/ganesha.sh" up >"$WORK/ganesha-up.log" 2>&1 ||
+  { cat "$WORK/ganesha-up.log" >&2; die "bench/ganesha.sh up (NLM mode) failed"; }
+NETNS="$(cat "$WORK/ganesha/netns")"
 
-# rpcbind and rpc.statd (foreground, so the pids are theirs; -L: no SM_NOTIFY at start).
-nsenter -t "$HOLDER" -n -m -- rpcbind -f </dev/null >"$WORK/rpcbind.log" 2>&1 &
-RPCBIND_PID=$!
-for _ in $(seq 50); do in_ns rpcinfo -p 127.0.0.1 >/dev/null 2>&1 && break; sleep 0.1; done
-in_ns rpcinfo -p 127.0.0.1 >/dev/null 2>&1 || { cat "$WORK/rpcbind.log" >&2; die "rpcbind did not start"; }
-mkdir -p "$WORK/statd/sm" "$WORK/statd/sm.bak"
-nsenter -t "$HOLDER" -n -m -- rpc.statd -F -L -P "$WORK/statd" </dev/null >"$WORK/statd.log" 2>&1 &
-STATD_PID=$!
-for _ in $(seq 50); do in_ns rpcinfo -T tcp 127.0.0.1 100024 1 >/dev/null 2>&1 && break; sleep 0.1; done
-in_ns rpcinfo -T tcp 127.0.0.1 100024 1 >/dev/null 2>&1 || { cat "$WORK/statd.log" >&2; die "rpc.statd did not register with rpcbind"; }
-
-in_ns env DIR="$WORK/ganesha" NFS_PORT=$G_NFS MNT_PORT=$G_MNT NLM_PORT=$G_NLM RPCBIND=1 EXPORT=/data \
-  "$REPO/bench/ganesha.sh" up >/dev/null
-in_ns rpcinfo -T tcp 127.0.0.1 100021 4 >/dev/null 2>&1 || die "ganesha's NLM v4 is not registered with rpcbind"
-
-declare -A URL=([braid]="nfs://127.0.0.1:$BRAID_NFS_PORT/data"
-                [ganesha]="nfs://127.0.0.1:$G_NFS/data?mountport=$G_MNT")
-declare -A NLM_ARGS=([braid]="--nlm-port $BRAID_NLM_PORT" [ganesha]="")
+declare -A URL=([ganesha]="nfs://$SERVER:$G_NFS/data?mountport=$G_MNT")
+declare -A NLM_ARGS=([ganesha]="--nlm-port $G_NLM")
 
 bench() { # bench SERVER CLIENTS DUR WARM: one run, its JSON on stdout
   # shellcheck disable=SC2086  # NLM_ARGS is a list of flags
-  in_ns timeout $(( $3 + $4 + 60 )) "$BRAID_BIN" bench --nlm-lock --clients "$2" ${NLM_ARGS[$1]} -d "$3" -W "$4" --json "${URL[$1]}"
+  timeout $(( $3 + $4 + 60 )) "$BRAID_BIN" bench --nlm-lock --clients "$2" ${NLM_ARGS[$1]} -d "$3" -W "$4" --json "${URL[$1]}"
 }
+
+# probe SERVER: does it grant a lock? Retries while it is in a grace period.
+probe() {
+  local err=
+  for _ in $(seq 10); do
+    if err="$(bench "$1" 1 1 0 2>&1 >/dev/null)"; then return 0; fi
+    [[ "$err" == *NLM4_DENIED_GRACE_PERIOD* ]] || break
+    sleep 1
+  done
+  die "$1 does not grant NLM locks (${URL[$1]}): ${err##*error: }"
+}
+probe ganesha
 
 SERVERS="braid ganesha"
 if [[ "$ONLY" == ganesha ]]; then
   SERVERS=ganesha
 else
+  # Ports free for TCP and UDP on 127.0.0.1 (NLM and NSM answer on both). In ganesha's
+  # namespace the same ports are free too: its daemons use fixed low ports and 111.
+  read -r B_NFS B_SMB B_NLM B_NSM < <(python3 - <<'PY'
+import socket
+ports, held = [], []
+while len(ports) < 4:
+    t = socket.socket(); t.bind(("127.0.0.1", 0)); p = t.getsockname()[1]
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        u.bind(("127.0.0.1", p)); ports.append(p)
+    except OSError:
+        pass
+    held += [t, u]
+print(*ports)
+PY
+)
+  B_ADDR=127.0.0.1 B_RUN=()
+  if [[ -n "$BRAID_NETNS" ]]; then B_ADDR="$SERVER" B_RUN=(nsenter "--net=/run/netns/$NETNS" --); fi
   mkdir -p "$WORK/braid-share" "$WORK/state"
   chmod 0777 "$WORK/braid-share"
   cat >"$WORK/braid.toml" <<CFG
 [server]
-listen = ["127.0.0.1:$BRAID_SMB_PORT"]
+listen = ["$B_ADDR:$B_SMB"]
 admin = "off"
-nfs_listen = ["127.0.0.1:$BRAID_NFS_PORT"]
-# rpcbind holds port 111 in the namespace; the bench is given the NLM port.
+nfs_listen = ["$B_ADDR:$B_NFS"]
+# the bench is given the NLM port
 nfs_portmapper = "off"
-nlm_port = $BRAID_NLM_PORT
-nsm_port = $BRAID_NSM_PORT
+nlm_port = $B_NLM
+nsm_port = $B_NSM
 nfs_grace = "1s"
 state_dir = "$WORK/state"
 
@@ -126,30 +140,30 @@ path = "$WORK/braid-share"
 nfs = true
 nfs_root_squash = false
 CFG
-  nsenter -t "$HOLDER" -n -m -- "$BRAID_BIN" serve --config "$WORK/braid.toml" </dev/null >"$WORK/braid.log" 2>&1 &
+  # nsenter execs Braid, so $! is Braid itself
+  "${B_RUN[@]}" "$BRAID_BIN" serve --config "$WORK/braid.toml" </dev/null >"$WORK/braid.log" 2>&1 &
   BRAID_PID=$!
   for _ in $(seq 100); do
-    in_ns bash -c "exec 3<>/dev/tcp/127.0.0.1/$BRAID_NFS_PORT" 2>/dev/null && break
+    (exec 3<>"/dev/tcp/$B_ADDR/$B_NFS") 2>/dev/null && break
     kill -0 "$BRAID_PID" 2>/dev/null || break
     sleep 0.1
   done
-  if ! in_ns bash -c "exec 3<>/dev/tcp/127.0.0.1/$BRAID_NFS_PORT" 2>/dev/null; then
+  if ! (exec 3<>"/dev/tcp/$B_ADDR/$B_NFS") 2>/dev/null; then
     tail -n 5 "$WORK/braid.log" >&2
     grep -qE 'unknown field `(nlm_port|nsm_port|nfs_grace)`' "$WORK/braid.log" &&
       die "this Braid has no NLM service (its config does not know nlm_port, nsm_port or nfs_grace); ONLY=ganesha measures the peer alone"
     die "braid did not start"
   fi
-  # Does Braid grant a lock? Retry while it is in its grace period, then fail with the error.
-  probe_ok=
-  for _ in $(seq 10); do
-    if err="$(bench braid 1 1 0 2>&1 >/dev/null)"; then probe_ok=1; break; fi
-    [[ "$err" == *NLM4_DENIED_GRACE_PERIOD* ]] || break
-    sleep 1
-  done
-  [[ -n "$probe_ok" ]] || die "Braid does not grant NLM locks at 127.0.0.1:$BRAID_NLM_PORT: ${err##*error: }"
+  URL[braid]="nfs://$B_ADDR:$B_NFS/data"
+  NLM_ARGS[braid]="--nlm-port $B_NLM"
+  probe braid
 fi
 
-echo "workload: braid bench --nlm-lock --clients N -d $DUR -W $WARM   ($ROUNDS round(s); Braid vs nfs-ganesha 4.3 with rpc.statd; loopback in a private namespace; tmpfs)"
+where="Braid on loopback"
+[[ -n "$BRAID_NETNS" ]] && where="Braid at $SERVER in ganesha's namespace"
+where+="; ganesha at $SERVER through a veth"
+echo "workload: braid bench --nlm-lock --clients N -d $DUR -W $WARM   ($ROUNDS round(s); Braid vs nfs-ganesha $(dpkg-query -W -f='${Version}' nfs-ganesha 2>/dev/null | cut -d- -f1) with rpc.statd; $where; tmpfs)"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 run() { # run SERVER CLIENTS: one run; appends its JSON to $WORK/SERVER-cCLIENTS.jsonl
   local srv=$1 n=$2 json
   json="$(bench "$srv" "$n" "$DUR" "$WARM")" || die "$srv, $n client(s): the run failed (above)"
@@ -164,6 +178,7 @@ for r in $(seq "$ROUNDS"); do
     for srv in $order; do run "$srv" "$n"; done
   done
 done
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 med() { # med FILE JQ: the median of JQ over the runs in FILE, or "-" when there is none
   [[ -s "$1" ]] || { echo -; return; }
