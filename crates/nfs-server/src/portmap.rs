@@ -254,7 +254,7 @@ async fn udp_loop(sock: UdpSocket, table: Arc<Table>) {
 /// The local address that packets to `peer` leave from (what a wildcard-bound UDP socket
 /// does not say): a connected UDP socket is given one by the routing table, and sends
 /// nothing.
-fn route_to(peer: SocketAddr) -> Option<SocketAddr> {
+pub(crate) fn route_to(peer: SocketAddr) -> Option<SocketAddr> {
     let any: SocketAddr = if peer.is_ipv4() { (Ipv4Addr::UNSPECIFIED, 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
     let s = std::net::UdpSocket::bind(any).ok()?;
     s.connect(peer).ok()?;

@@ -37,8 +37,6 @@ pub struct Nlm {
     record: OnceLock<record::Record>,
     /// The NSM state number of this run (odd).
     state: AtomicI32,
-    /// The port client hosts' portmappers listen on (111; tests use another).
-    client_pmap_port: std::sync::atomic::AtomicU16,
 }
 
 impl Nlm {
@@ -58,13 +56,6 @@ impl Nlm {
     /// Client hosts holding locks or waiting for them.
     pub fn hosts(&self) -> usize {
         self.book().hosts()
-    }
-
-    fn pmap_port(&self) -> u16 {
-        match self.client_pmap_port.load(Ordering::Relaxed) {
-            0 => nfs_wire::portmap::PMAP_PORT,
-            p => p,
-        }
     }
 }
 
@@ -131,7 +122,7 @@ fn local_address(ip: IpAddr) -> bool {
 
 /// Sends a callback to client host `host`, never to this server itself.
 async fn call_back(state: &NfsState, host: IpAddr, call: &callback::Callback) -> std::io::Result<()> {
-    callback::send_via(host, state.nlm.pmap_port(), call, |to| is_self(state, to)).await
+    callback::send_via(host, nfs_wire::portmap::PMAP_PORT, call, |to| is_self(state, to)).await
 }
 
 /// NLM4_DENIED_GRACE_PERIOD while the grace period runs, for a request that is not a reclaim.

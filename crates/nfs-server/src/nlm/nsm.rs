@@ -72,7 +72,7 @@ pub async fn watch_hosts(state: std::sync::Weak<NfsState>, every: Duration) {
                 (name, addr, r)
             }
         });
-        for (name, addr, r) in futures_join(probes).await {
+        for (name, addr, r) in futures_util::future::join_all(probes).await {
             let misses = st.nlm.book().probed(&name, r.is_ok());
             if misses >= MISSES_BEFORE_RELEASE {
                 tracing::warn!(host = %String::from_utf8_lossy(&name), %addr, misses, "a lock-holding client host does not answer; releasing its locks");
@@ -80,24 +80,6 @@ pub async fn watch_hosts(state: std::sync::Weak<NfsState>, every: Duration) {
             }
         }
     }
-}
-
-/// Runs the futures at once and collects their outputs.
-async fn futures_join<F: std::future::Future + Send + 'static>(fs: impl Iterator<Item = F>) -> Vec<F::Output>
-where
-    F::Output: Send + 'static,
-{
-    let mut set = tokio::task::JoinSet::new();
-    for f in fs {
-        set.spawn(f);
-    }
-    let mut out = Vec::new();
-    while let Some(r) = set.join_next().await {
-        if let Ok(v) = r {
-            out.push(v);
-        }
-    }
-    out
 }
 
 /// Tells each host of `hosts` that this server restarted (SM_NOTIFY), naming itself by
@@ -141,8 +123,6 @@ fn local_name(state: &NfsState, client: IpAddr) -> String {
     let listen = state.config.listen.iter().find(|a| a.is_ipv4() == client.is_ipv4()).map(SocketAddr::ip);
     match listen {
         Some(ip) if !ip.is_unspecified() => ip.to_string(),
-        _ => std::net::UdpSocket::bind(if client.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" })
-            .and_then(|s| s.connect((client, 9)).and_then(|()| s.local_addr()))
-            .map_or_else(|_| client.to_string(), |a| a.ip().to_string()),
+        _ => crate::portmap::route_to(SocketAddr::new(client, 9)).map_or_else(|| client.to_string(), |a| a.ip().to_string()),
     }
 }

@@ -44,9 +44,9 @@ pub struct Record {
     path: PathBuf,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Log {
-    file: Option<File>,
+    file: File,
     hosts: HashSet<HostRecord>,
     files: HashSet<FileKey>,
 }
@@ -78,7 +78,7 @@ pub fn open(dir: &Path) -> std::io::Result<(Record, Previous)> {
     let path = dir.join(HOLDERS_FILE);
     let previous = std::fs::read_to_string(&path).map(|t| parse(&t)).unwrap_or_default();
     let file = OpenOptions::new().create(true).write(true).truncate(true).open(&path)?;
-    let log = Log { file: Some(file), ..Log::default() };
+    let log = Log { file, hosts: HashSet::new(), files: HashSet::new() };
     Ok((Record { log: Mutex::new(log), path }, previous))
 }
 
@@ -89,7 +89,7 @@ pub fn parse(text: &str) -> Previous {
         let mut w = line.split(' ');
         match (w.next(), w.next(), w.next(), w.next()) {
             (Some("host"), Some(addr), Some(name), None) => {
-                if let (Ok(addr), Some(name)) = (addr.parse(), unhex(name)) {
+                if let (Ok(addr), Some(name)) = (addr.parse(), hex::decode(name).ok()) {
                     let h = HostRecord { name, addr };
                     if !p.hosts.contains(&h) {
                         p.hosts.push(h);
@@ -109,30 +109,14 @@ pub fn parse(text: &str) -> Previous {
     p
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
-}
-
 impl Record {
-    /// A record that writes nothing (tests, and a server whose log could not be opened).
-    pub fn none() -> Record {
-        Record { log: Mutex::new(Log::default()), path: PathBuf::new() }
-    }
-
     /// Logs that `host` holds locks (synced), once per run.
     pub fn host(&self, host: &HostRecord) {
         let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
         if log.hosts.contains(host) {
             return;
         }
-        let line = format!("host {} {}\n", host.addr, hex(&host.name));
+        let line = format!("host {} {}\n", host.addr, hex::encode(&host.name));
         if append(&mut log.file, line.as_bytes(), true, &self.path) {
             log.hosts.insert(host.clone());
         }
@@ -152,8 +136,7 @@ impl Record {
 }
 
 /// Appends a line; false (and a warning) when it could not be written.
-fn append(file: &mut Option<File>, line: &[u8], sync: bool, path: &Path) -> bool {
-    let Some(f) = file else { return false };
+fn append(f: &mut File, line: &[u8], sync: bool, path: &Path) -> bool {
     let r = f.write_all(line).and_then(|()| if sync { f.sync_data() } else { Ok(()) });
     if let Err(e) = &r {
         tracing::warn!(path = %path.display(), error = %e, "cannot log a lock holder; a restart will not tell it to reclaim");
