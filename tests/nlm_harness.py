@@ -293,3 +293,20 @@ def start(name: str, braid_extra=()) -> NlmTarget:
         t.stop()
         raise
     return t
+
+
+def serving(name: str, braid_extra=()):
+    """A pytest fixture's body: yields the target `name` (as `start`) and stops it after,
+    failing the fixture when it cannot start or did not stop cleanly."""
+    import pytest
+    try:
+        t = start(name, braid_extra)
+    except Exception as e:
+        pytest.fail(f"could not start {name} with NLM: {e}", pytrace=False)
+    try:
+        yield t
+    finally:
+        t.close_hosts()
+        problem = t.stop()
+        if problem:
+            pytest.fail(f"{name}: {problem}", pytrace=False)

@@ -215,7 +215,17 @@ def shareargs(cookie: bytes, caller_name: str, fh: bytes, oh: bytes, mode: int, 
 # transports: TCP (nfs_rpc.RpcConn) and UDP
 # --------------------------------------------------------------------------------------------
 
-class UdpRpc:
+class Closing:
+    """`with` support for anything with close()."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class UdpRpc(Closing):
     """ONC RPC over UDP from a chosen source address: one call per datagram, the same xid
     retransmitted each `retry` seconds until a reply or the timeout (RFC 5531 leaves
     retransmission to the client)."""
@@ -232,12 +242,6 @@ class UdpRpc:
 
     def close(self):
         self.sock.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def send_raw(self, data: bytes):
         self.sock.sendto(data, self.addr)
@@ -326,7 +330,7 @@ def connect(host: str, port: int, transport: str, *, source: str | None = None, 
 # the NLM v4 client
 # --------------------------------------------------------------------------------------------
 
-class NlmClient:
+class NlmClient(Closing):
     """NLM v4 calls to (host, port) over `transport` ("tcp" or "udp") from `source`.
     The AUTH_SYS machine name is the caller_name (`source` unless given)."""
 
@@ -339,12 +343,6 @@ class NlmClient:
 
     def close(self):
         self.rpc.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def owner(self, svid: int, oh: bytes | None = None) -> Owner:
         o = Owner.make(self.caller_name, svid)
@@ -453,7 +451,7 @@ class SmStat:
     state: int    # the NSM state number of the answering host
 
 
-class NsmClient:
+class NsmClient(Closing):
     """NSM v1 calls to a status monitor (the server host's, for SM_NOTIFY after this client
     host "rebooted")."""
 
@@ -463,12 +461,6 @@ class NsmClient:
 
     def close(self):
         self.rpc.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def call(self, proc: int, args: bytes = b"", **kw) -> Unpacker:
         return self.rpc.call(PROG_NSM, NSM_V1, proc, args, **kw)
@@ -548,7 +540,7 @@ class _Reply(Exception):
         self.stat, self.body = stat, body
 
 
-class ClientHost:
+class ClientHost(Closing):
     """The services of one client host on address `ip`, for the server's calls back:
       - port 111 (UDP and TCP): portmapper v2 GETPORT and rpcbind v3/v4 GETADDR for NLM v4 and
         NSM v1 (other programs: port 0 / empty address);
@@ -624,12 +616,6 @@ class ClientHost:
         self._thread.join(5)
         self._close_socks()
         self._sel.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     # -- the loop --------------------------------------------------------------------------
     def _run(self):

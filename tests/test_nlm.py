@@ -44,17 +44,7 @@ def target(request):
     """The server under test, with its client hosts (see tests/nlm_harness.py)."""
     if request.param == "ganesha" and _missing_ganesha_tools():
         pytest.skip(f"not installed: {_missing_ganesha_tools()} (nfs-ganesha, rpcbind, nfs-common)")
-    try:
-        t = nlm_harness.start(request.param)
-    except Exception as e:
-        pytest.fail(f"could not start {request.param} with NLM: {e}", pytrace=False)
-    try:
-        yield t
-    finally:
-        t.close_hosts()
-        problem = t.stop()
-        if problem:
-            pytest.fail(f"{request.param}: {problem}", pytrace=False)
+    yield from nlm_harness.serving(request.param)
 
 
 @pytest.fixture

@@ -42,17 +42,7 @@ PROBE = 1  # seconds a lock-holding host may be silent before it is probed
 
 @pytest.fixture(scope="module")
 def target():
-    try:
-        t = nlm_harness.start("braid", braid_extra=[f'nfs_lock_probe = "{PROBE}s"'])
-    except Exception as e:
-        pytest.fail(f"could not start braid with NLM: {e}", pytrace=False)
-    try:
-        yield t
-    finally:
-        t.close_hosts()
-        problem = t.stop()
-        if problem:
-            pytest.fail(f"braid: {problem}", pytrace=False)
+    yield from nlm_harness.serving("braid", braid_extra=[f'nfs_lock_probe = "{PROBE}s"'])
 
 
 @pytest.fixture
